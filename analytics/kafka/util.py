@@ -1,0 +1,120 @@
+"""Checksums, varints and sequence arithmetic shared by the readers and the writer.
+
+CRC-32C uses the ``crc32c`` package, which picks the SSE4.2 / ARMv8 CRC instructions at
+import time and falls back to a table-driven implementation elsewhere.
+Varints follow ``org.apache.kafka.common.utils.ByteUtils`` (protobuf ZigZag).
+Sequence arithmetic follows ``DefaultRecordBatch.incrementSequence / decrementSequence``.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from crc32c import crc32c as _crc32c
+
+from analytics.kafka.errors import KafkaFormatError
+from analytics.kafka.layout import INT_MAX
+
+
+def crc32c(data) -> int:
+    """CRC-32C (Castagnoli) of a bytes-like object, as Kafka's ``Crc32C``.
+
+    >>> hex(crc32c(b"123456789"))
+    '0xe3069283'
+    """
+    return _crc32c(data)
+
+
+def crc32(data) -> int:
+    """CRC-32 (IEEE), the checksum of legacy magic 0/1 messages.
+
+    >>> hex(crc32(b"123456789"))
+    '0xcbf43926'
+    """
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def read_varint(buf, pos: int) -> tuple[int, int]:
+    """Decode a ZigZag varint (at most 5 bytes) at ``pos``; returns (value, next position).
+
+    >>> read_varint(bytes([0x02]), 0), read_varint(bytes([0x01]), 0)
+    ((1, 1), (-1, 1))
+    """
+    return _read_zigzag(buf, pos, 5)
+
+
+def read_varlong(buf, pos: int) -> tuple[int, int]:
+    """Decode a ZigZag varlong (at most 10 bytes) at ``pos``; returns (value, next position)."""
+    return _read_zigzag(buf, pos, 10)
+
+
+def _read_zigzag(buf, pos: int, max_bytes: int) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    end = len(buf)
+    for i in range(max_bytes):
+        if pos >= end:
+            raise KafkaFormatError("record_decode", "varint runs past the end of the data")
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise KafkaFormatError("record_decode", f"varint longer than {max_bytes} bytes")
+
+
+def encode_varint(value: int) -> bytes:
+    """ZigZag-encode a signed 32-bit value (``ByteUtils.writeVarint``).
+
+    >>> encode_varint(1), encode_varint(-1), encode_varint(300)
+    (b'\\x02', b'\\x01', b'\\xd8\\x04')
+    """
+    return _encode_zigzag(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def encode_varlong(value: int) -> bytes:
+    """ZigZag-encode a signed 64-bit value (``ByteUtils.writeVarlong``)."""
+    return _encode_zigzag(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _encode_zigzag(raw: int) -> bytes:
+    out = bytearray()
+    while raw & ~0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Add modulo 2^31 over [0, INT_MAX] (``DefaultRecordBatch.incrementSequence``).
+
+    >>> increment_sequence(5, 5), increment_sequence(INT_MAX, 1), increment_sequence(INT_MAX - 5, 10)
+    (10, 0, 4)
+    """
+    if sequence > INT_MAX - increment:
+        return increment - (INT_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """Subtract modulo 2^31 over [0, INT_MAX] (``DefaultRecordBatch.decrementSequence``).
+
+    >>> decrement_sequence(5, 5), decrement_sequence(0, 1)
+    (0, 2147483647)
+    """
+    if sequence < decrement:
+        return INT_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """The last sequence of a batch: -1 without a sequence, else base + delta with the int32 wrap.
+
+    >>> last_sequence(INT_MAX - 1, 2), last_sequence(-1, 4)
+    (0, -1)
+    """
+    if base_sequence == -1:
+        return -1
+    return increment_sequence(base_sequence, last_offset_delta)

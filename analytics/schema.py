@@ -1,0 +1,103 @@
+"""Explicit schemas of every table the reader and the jobs produce, in one place.
+
+Column names and types follow ``docs/design.md`` (the interface contract); columns after the
+contract's are extensions. Arrow types map one to one onto Spark SQL types (int64 → bigint,
+int32 → int, int16 → smallint, large_binary → binary).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+BATCHES = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("file_position", pa.int64()),
+        ("batch_size", pa.int32()),
+        ("magic", pa.int8()),
+        ("crc_valid", pa.bool_()),
+        ("base_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("record_count", pa.int32()),
+        ("partition_leader_epoch", pa.int32()),
+        ("compression", pa.string()),
+        ("timestamp_type", pa.string()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("base_timestamp", pa.int64()),
+        ("max_timestamp", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("base_sequence", pa.int32()),
+        ("last_sequence", pa.int32()),
+        ("control_type", pa.string()),
+        ("coordinator_epoch", pa.int32()),
+        # extensions
+        ("attributes", pa.int16()),
+        ("delete_horizon_ms", pa.int64()),
+    ]
+)
+
+HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
+
+# What the reader yields per record; the export derives value_size and the hashes from it.
+RECORDS_RAW = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("batch_base_offset", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("sequence", pa.int32()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(HEADER)),
+    ]
+)
+
+SEGMENTS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("base_offset", pa.int64()),
+        ("size_bytes", pa.int64()),
+        ("valid_bytes", pa.int64()),
+        ("batch_count", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("status", pa.string()),
+    ]
+)
+
+PARSE_ERRORS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("file_position", pa.int64()),
+        ("error_kind", pa.string()),
+        ("message", pa.string()),
+        ("bytes_affected", pa.int64()),
+    ]
+)
+
+PRODUCER_SNAPSHOTS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("snapshot_offset", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("last_sequence", pa.int32()),
+        ("last_offset", pa.int64()),
+        ("offset_delta", pa.int32()),
+        ("timestamp", pa.int64()),
+        ("coordinator_epoch", pa.int32()),
+        ("current_txn_first_offset", pa.int64()),
+    ]
+)
