@@ -101,3 +101,44 @@ PRODUCER_SNAPSHOTS = pa.schema(
         ("current_txn_first_offset", pa.int64()),
     ]
 )
+
+ABORTED_TRANSACTIONS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("version", pa.int16()),
+        ("producer_id", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("last_stable_offset", pa.int64()),
+    ]
+)
+
+LEADER_EPOCHS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("leader_epoch", pa.int32()),
+        ("start_offset", pa.int64()),
+    ]
+)
+
+# Log-dir offset checkpoints; checkpoint = 'log-start-offset' rows are the log start offsets.
+CHECKPOINTS = pa.schema(
+    [
+        ("checkpoint", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+    ]
+)
+
+PARTITION_METADATA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("version", pa.int32()),
+        ("topic_id", pa.string()),
+    ]
+)

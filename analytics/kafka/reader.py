@@ -42,7 +42,8 @@ DEFAULT_WINDOW = 8 * 1024 * 1024
 # size:int32 | partitionLeaderEpoch (v2) or crc (legacy):int32 | magic:int8 | crc (v2):uint32,
 # read at entry offset 8 in one call: the fields the walk needs to frame and check an entry.
 _FRAME_HEAD = struct.Struct(">iibI")
-_FRAME_HEAD_END = L.LOG_OVERHEAD - 4 + _FRAME_HEAD.size + 4  # 21: bytes needed to read it
+_FRAME_HEAD_AT = 8  # the size field follows the int64 offset
+_FRAME_HEAD_END = _FRAME_HEAD_AT + _FRAME_HEAD.size  # 21: bytes of an entry needed to frame and check it
 _HEADER_DTYPE = np.dtype(list(L.BATCH_HEADER_NUMPY_FIELDS))
 assert _HEADER_DTYPE.itemsize == L.RECORD_BATCH_OVERHEAD
 _CODEC_LABELS = np.array([L.codec_name(i) for i in range(8)], dtype=object)
@@ -197,7 +198,7 @@ class SegmentScanner:
                 else:
                     walk.stop = (E.TRUNCATED, f"{n - pos} bytes at the end are too few for an entry header")
                 break
-            size, _, magic, stored_crc = unpack_head(buf, pos + 8)
+            size, _, magic, stored_crc = unpack_head(buf, pos + _FRAME_HEAD_AT)
             if magic == L.MAGIC_V2:
                 minimum = L.MIN_V2_SIZE_FIELD
             elif magic == L.MAGIC_V0 or magic == L.MAGIC_V1:

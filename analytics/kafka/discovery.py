@@ -1,0 +1,187 @@
+"""Find the files of Kafka log directories, mirroring their layout: log dir → partition → files.
+
+Names follow ``LogFileUtils.java`` and ``LocalLog.parseTopicPartitionName``: partition folders
+are ``<topic>-<partition>``, or ``<topic>-<partition>.<32-hex uid>-delete|-future|-stray`` for
+logs being deleted, moved between log dirs, or found stray in KRaft mode; segment files carry
+their base offset as 20 digits. Segments are ordered by that offset, not by name.
+
+An input path may be a log directory (folders of partitions, possibly several levels down, as
+in a copied ``log.dirs`` tree), a single partition folder, or a single ``.log`` file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PARTITION_DIR = re.compile(
+    r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)(?:\.(?P<uid>[0-9a-fA-F]{32})-(?P<suffix>delete|future|stray))?$"
+)
+OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<ext>log|index|timeindex|snapshot|txnindex)$")
+KRAFT_SNAPSHOT = re.compile(r"^\d{20}-\d{10}\.checkpoint$")
+TEMPORARY_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+CHECKPOINT_FILES = {
+    "log-start-offset-checkpoint": "log-start-offset",
+    "recovery-point-offset-checkpoint": "recovery-point-offset",
+    "replication-offset-checkpoint": "replication-offset",
+    "cleaner-offset-checkpoint": "cleaner-offset",
+}
+# Files a broker keeps that hold nothing the audit reads.
+IGNORED_LOG_DIR_FILES = frozenset({"meta.properties", ".kafka_cleanshutdown", ".lock", "bootstrap.checkpoint"})
+IGNORED_PARTITION_FILES = frozenset({"quorum-state"})  # KRaft's __cluster_metadata-0
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    base_offset: int
+    path: Path
+
+
+@dataclass(slots=True)
+class PartitionDir:
+    topic: str
+    partition: int
+    path: Path
+    suffix: str | None = None  # delete, future, stray
+    segments: list[Segment] = field(default_factory=list)  # sorted by base offset
+    snapshots: list[Segment] = field(default_factory=list)  # .snapshot, sorted by offset
+    txn_indexes: list[Segment] = field(default_factory=list)
+    ignored: list[Path] = field(default_factory=list)  # .index, .timeindex, KRaft snapshots: recognised, not read
+    leader_epoch_checkpoint: Path | None = None
+    partition_metadata: Path | None = None
+    temporary: list[Path] = field(default_factory=list)  # .deleted, .cleaned, .swap, .tmp
+    unknown: list[Path] = field(default_factory=list)  # files Kafka does not write
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(slots=True)
+class LogDir:
+    path: Path
+    partitions: list[PartitionDir] = field(default_factory=list)
+    checkpoints: dict[str, Path] = field(default_factory=dict)  # kind name -> file
+    unknown: list[Path] = field(default_factory=list)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int, str | None] | None:
+    """(topic, partition, suffix) of a partition folder name, or None.
+
+    >>> parse_partition_dir("orders.v1-12"), parse_partition_dir("t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete")
+    (('orders.v1', 12, None), ('t', 0, 'delete'))
+    """
+    m = PARTITION_DIR.match(name)
+    if not m:
+        return None
+    return m["topic"], int(m["partition"]), m["suffix"]
+
+
+def discover(path: str | Path) -> list[LogDir]:
+    """The log directories at or below ``path``, each with its partitions; raises FileNotFoundError."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file or directory: {path}")
+    if path.is_file():
+        return [_single_file(path)]
+    parsed = parse_partition_dir(path.name)
+    if parsed and _holds_partition_files(path):
+        log_dir = LogDir(path.parent)
+        log_dir.partitions.append(_partition(path, *parsed))
+        return [log_dir]
+    found: list[LogDir] = []
+    _walk(path, found)
+    return found
+
+
+def _holds_partition_files(directory: Path) -> bool:
+    """A folder named like a partition is one if it holds a partition's files, or holds no folders.
+
+    Names alone are ambiguous (``my-project-2`` parses as topic ``my-project``, partition 2), so a
+    folder of folders is walked into instead.
+    """
+    has_dirs = False
+    for p in directory.iterdir():
+        if p.is_file() and (OFFSET_FILE.match(p.name) or p.name in ("leader-epoch-checkpoint", "partition.metadata")):
+            return True
+        has_dirs = has_dirs or p.is_dir()
+    return not has_dirs
+
+
+def _single_file(path: Path) -> LogDir:
+    parsed = parse_partition_dir(path.parent.name)
+    topic, partition, suffix = parsed if parsed else ("", -1, None)
+    part = PartitionDir(topic, partition, path.parent, suffix)
+    m = OFFSET_FILE.match(path.name)
+    if m and m["ext"] == "log":
+        part.segments.append(Segment(int(m["offset"]), path))
+    elif path.suffix == ".log":
+        part.segments.append(Segment(-1, path))  # a renamed copy: read it, its base offset is unknown
+    else:
+        _classify(part, path)
+    log_dir = LogDir(path.parent.parent if parsed else path.parent)
+    log_dir.partitions.append(part)
+    return log_dir
+
+
+def _walk(directory: Path, found: list[LogDir]) -> None:
+    log_dir = LogDir(directory)
+    loose_files = []
+    subdirs = []
+    for child in sorted(directory.iterdir(), key=lambda p: p.name):
+        if child.is_symlink():
+            continue  # never follow links: a copied tree may loop
+        if child.is_dir():
+            parsed = parse_partition_dir(child.name)
+            if parsed and _holds_partition_files(child):
+                log_dir.partitions.append(_partition(child, *parsed))
+            else:
+                subdirs.append(child)
+        elif child.is_file():
+            if child.name in CHECKPOINT_FILES:
+                log_dir.checkpoints[CHECKPOINT_FILES[child.name]] = child
+            elif child.name not in IGNORED_LOG_DIR_FILES:
+                loose_files.append(child)
+    if log_dir.partitions or log_dir.checkpoints:
+        log_dir.unknown.extend(loose_files)
+        found.append(log_dir)
+    for sub in subdirs:
+        _walk(sub, found)
+
+
+def _partition(path: Path, topic: str, partition: int, suffix: str | None) -> PartitionDir:
+    part = PartitionDir(topic, partition, path, suffix)
+    for child in path.iterdir():
+        if child.is_file() and not child.is_symlink():
+            _classify(part, child)
+    for files in (part.segments, part.snapshots, part.txn_indexes):
+        files.sort(key=lambda s: s.base_offset)
+    for files in (part.ignored, part.temporary, part.unknown):
+        files.sort()
+    return part
+
+
+def _classify(part: PartitionDir, child: Path) -> None:
+    name = child.name
+    m = OFFSET_FILE.match(name)
+    if m:
+        segment = Segment(int(m["offset"]), child)
+        {
+            "log": part.segments,
+            "snapshot": part.snapshots,
+            "txnindex": part.txn_indexes,
+            "index": part.ignored,
+            "timeindex": part.ignored,
+        }[m["ext"]].append(segment if m["ext"] in ("log", "snapshot", "txnindex") else child)
+    elif name == "leader-epoch-checkpoint":
+        part.leader_epoch_checkpoint = child
+    elif name == "partition.metadata":
+        part.partition_metadata = child
+    elif name.endswith(TEMPORARY_SUFFIXES):
+        part.temporary.append(child)
+    elif KRAFT_SNAPSHOT.match(name) or name in IGNORED_PARTITION_FILES:
+        part.ignored.append(child)
+    else:
+        part.unknown.append(child)

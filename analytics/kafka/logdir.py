@@ -1,0 +1,195 @@
+"""Read whole log directories into Arrow tables with the pure-Python reader.
+
+This is the single-process path (tests, the ``inspect`` command, small exports): every table
+is held in memory. The Spark data source reads the same files through the same
+:class:`~analytics.kafka.reader.SegmentScanner`, one file per task, and never collects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from analytics import schema
+from analytics.kafka import errors as E
+from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
+from analytics.kafka.discovery import LogDir, PartitionDir, discover
+from analytics.kafka.model import ParseError, SegmentInfo
+from analytics.kafka.reader import DEFAULT_WINDOW, LocalFile, SegmentScanner
+from analytics.kafka.sidecars import read_sidecar
+
+
+@dataclass(slots=True)
+class SegmentRead:
+    batches: pa.Table
+    records: pa.Table | None
+    errors: list[ParseError]
+    info: SegmentInfo
+
+
+@dataclass(slots=True)
+class LogDirTables:
+    """Every table the reader yields for a set of inputs."""
+
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    records: list[pa.RecordBatch] | None = None
+    segments: list[SegmentInfo] = field(default_factory=list)
+    parse_errors: list[ParseError] = field(default_factory=list)
+    producer_snapshots: list = field(default_factory=list)
+    aborted_transactions: list = field(default_factory=list)
+    leader_epochs: list = field(default_factory=list)
+    checkpoints: list = field(default_factory=list)
+    partition_metadata: list = field(default_factory=list)
+
+    def table(self, name: str) -> pa.Table:
+        """One table by its contract name, with its explicit schema."""
+        target = TABLE_SCHEMAS[name]
+        rows = getattr(self, name)
+        if name in ("batches", "records"):
+            if rows is None:
+                raise ValueError("records were not read (records=False)")
+            return pa.Table.from_batches(rows, schema=target)
+        return pa.Table.from_pylist([_row(r, target) for r in rows], schema=target)
+
+
+TABLE_SCHEMAS = {
+    "batches": schema.BATCHES,
+    "records": schema.RECORDS_RAW,
+    "segments": schema.SEGMENTS,
+    "parse_errors": schema.PARSE_ERRORS,
+    "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
+    "aborted_transactions": schema.ABORTED_TRANSACTIONS,
+    "leader_epochs": schema.LEADER_EPOCHS,
+    "checkpoints": schema.CHECKPOINTS,
+    "partition_metadata": schema.PARTITION_METADATA,
+}
+
+
+def _row(obj, target: pa.Schema) -> dict:
+    d = dataclasses.asdict(obj)
+    return {name: d[name] for name in target.names}
+
+
+def read_segment(
+    path: str | os.PathLike,
+    *,
+    topic: str = "",
+    partition: int = -1,
+    base_offset: int = -1,
+    records: bool = False,
+    window: int = DEFAULT_WINDOW,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> SegmentRead:
+    """Read one segment file; an unreadable file is one ``unreadable`` error, never an exception."""
+    file = os.fspath(path)
+    try:
+        source = LocalFile(file)
+    except OSError as exc:
+        size = _size_or_zero(file)
+        error = ParseError(topic, partition, file, 0, E.UNREADABLE, f"cannot open: {exc.strerror or exc}", size)
+        info = SegmentInfo(topic, partition, file, base_offset, size, 0, 0, None, None, E.UNREADABLE)
+        empty_records = schema.RECORDS_RAW.empty_table() if records else None
+        return SegmentRead(schema.BATCHES.empty_table(), empty_records, [error], info)
+    with source:
+        scanner = SegmentScanner(
+            source,
+            topic=topic,
+            partition=partition,
+            file=file,
+            base_offset=base_offset,
+            records=records,
+            window=window,
+            max_decompressed_bytes=max_decompressed_bytes,
+        )
+        try:
+            chunks = list(scanner)
+        except OSError as exc:  # a read failing half-way: the rest of the file is unaccounted
+            position = scanner.valid_bytes + sum(e.bytes_affected for e in scanner.errors)
+            scanner.errors.append(
+                ParseError(topic, partition, file, position, E.UNREADABLE, f"read failed: {exc}", source.size - position)
+            )
+            chunks = []
+        batches = pa.Table.from_batches([c.batches for c in chunks], schema=schema.BATCHES)
+        recs = pa.Table.from_batches([c.records for c in chunks], schema=schema.RECORDS_RAW) if records else None
+        return SegmentRead(batches, recs, scanner.errors, scanner.info)
+
+
+def _size_or_zero(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def read_log_dirs(
+    paths: Iterable[str | os.PathLike],
+    *,
+    records: bool = False,
+    window: int = DEFAULT_WINDOW,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> LogDirTables:
+    """Read every partition below ``paths`` (log dirs, partition folders or single files)."""
+    out = LogDirTables(records=[] if records else None)
+    for path in paths:
+        for log_dir in discover(path):
+            _read_log_dir(log_dir, out, records=records, window=window, max_decompressed_bytes=max_decompressed_bytes)
+    return out
+
+
+def _read_log_dir(log_dir: LogDir, out: LogDirTables, **options) -> None:
+    for path in log_dir.checkpoints.values():
+        _sidecar(path, "", -1, out)
+    for path in log_dir.unknown:
+        _file_error(out, "", -1, path, E.UNKNOWN_FILE, "not a file a Kafka broker writes in a log directory")
+    for part in log_dir.partitions:
+        _read_partition(part, out, **options)
+
+
+def _read_partition(part: PartitionDir, out: LogDirTables, *, records: bool, **options) -> None:
+    for segment in part.segments:
+        read = read_segment(
+            segment.path,
+            topic=part.topic,
+            partition=part.partition,
+            base_offset=segment.base_offset,
+            records=records,
+            **options,
+        )
+        out.batches.extend(read.batches.to_batches())
+        if records:
+            out.records.extend(read.records.to_batches())
+        out.segments.append(read.info)
+        out.parse_errors.extend(read.errors)
+    sidecars = [s.path for s in part.snapshots] + [s.path for s in part.txn_indexes]
+    sidecars += [p for p in (part.leader_epoch_checkpoint, part.partition_metadata) if p is not None]
+    for path in sidecars:
+        _sidecar(path, part.topic, part.partition, out)
+    for path in part.temporary:
+        _file_error(out, part.topic, part.partition, path, E.TEMPORARY_FILE, "a temporary file the broker had not finished with")
+    for path in part.unknown:
+        _file_error(out, part.topic, part.partition, path, E.UNKNOWN_FILE, "not a file a Kafka broker writes in a partition folder")
+
+
+_SIDECAR_TABLES = {
+    "SnapshotEntry": "producer_snapshots",
+    "AbortedTxn": "aborted_transactions",
+    "LeaderEpochEntry": "leader_epochs",
+    "CheckpointEntry": "checkpoints",
+    "PartitionMetadata": "partition_metadata",
+}
+
+
+def _sidecar(path: Path, topic: str, partition: int, out: LogDirTables) -> None:
+    result = read_sidecar(path, topic=topic, partition=partition)
+    for row in result.rows:
+        getattr(out, _SIDECAR_TABLES[type(row).__name__]).append(row)
+    out.parse_errors.extend(result.errors)
+
+
+def _file_error(out: LogDirTables, topic: str, partition: int, path: Path, kind: str, message: str) -> None:
+    out.parse_errors.append(ParseError(topic, partition, str(path), 0, kind, message, _size_or_zero(str(path))))
