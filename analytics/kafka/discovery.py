@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analytics.kafka.sidecars import CHECKPOINT_FILES
+
 PARTITION_DIR = re.compile(
     r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)(?:\.(?P<uid>[0-9a-fA-F]{32})-(?P<suffix>delete|future|stray))?$"
 )
@@ -22,12 +24,6 @@ OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<ext>log|index|timeindex|snap
 KRAFT_SNAPSHOT = re.compile(r"^\d{20}-\d{10}\.checkpoint$")
 TEMPORARY_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
-CHECKPOINT_FILES = {
-    "log-start-offset-checkpoint": "log-start-offset",
-    "recovery-point-offset-checkpoint": "recovery-point-offset",
-    "replication-offset-checkpoint": "replication-offset",
-    "cleaner-offset-checkpoint": "cleaner-offset",
-}
 # Files a broker keeps that hold nothing the audit reads.
 IGNORED_LOG_DIR_FILES = frozenset({"meta.properties", ".kafka_cleanshutdown", ".lock", "bootstrap.checkpoint"})
 IGNORED_PARTITION_FILES = frozenset({"quorum-state"})  # KRaft's __cluster_metadata-0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -32,22 +33,47 @@ from analytics import schema
 from analytics.kafka import errors as E
 from analytics.kafka import layout as L
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
-from analytics.kafka.legacy import LegacyMessage, inner_records, read_message
+from analytics.kafka.legacy import inner_records, read_message
 from analytics.kafka.model import Batch, ParseError, SegmentInfo
 from analytics.kafka.records import decode_records, parse_control_record, records_section
-from analytics.kafka.util import crc32c
+from crc32c import crc32c as _crc32c  # the C function itself: called once per batch
 
 DEFAULT_WINDOW = 8 * 1024 * 1024
 
-# size:int32 | partitionLeaderEpoch (v2) or crc (legacy):int32 | magic:int8 | crc (v2):uint32,
-# read at entry offset 8 in one call: the fields the walk needs to frame and check an entry.
-_FRAME_HEAD = struct.Struct(">iibI")
+# size:int32 | (partitionLeaderEpoch or legacy crc):int32 | magic:int8, read at entry offset 8
+# in one call: what the walk needs to frame an entry.
+_SIZE_MAGIC = struct.Struct(">i4xb")
 _FRAME_HEAD_AT = 8  # the size field follows the int64 offset
-_FRAME_HEAD_END = _FRAME_HEAD_AT + _FRAME_HEAD.size  # 21: bytes of an entry needed to frame and check it
+_FRAME_HEAD_END = L.ATTRIBUTES_OFFSET  # 21: an entry's bytes needed to frame it and find its CRC
 _HEADER_DTYPE = np.dtype(list(L.BATCH_HEADER_NUMPY_FIELDS))
 assert _HEADER_DTYPE.itemsize == L.RECORD_BATCH_OVERHEAD
-_CODEC_LABELS = np.array([L.codec_name(i) for i in range(8)], dtype=object)
 _ZERO_CHECK_BLOCK = 1 << 20
+_GATHER_ROWS = 16384  # headers gathered per NumPy fancy-index step (bounds its index array to 8 MB)
+# The first 26 bytes of a legacy entry (the smallest entry, v0, has 26): for v0 the "timestamp"
+# bytes belong to the key length and are ignored.
+_LEGACY_HEADER_DTYPE = np.dtype(
+    [("offset", ">i8"), ("size", ">i4"), ("crc", ">u4"), ("magic", "i1"), ("attributes", "i1"), ("timestamp", ">i8")]
+)
+
+
+def _walk_v2_run(buf: bytes, pos: int, end_limit: int, positions: list[int]) -> int:
+    """Append the positions of the complete v2 batches that follow one another from ``pos``.
+
+    This loop runs once per batch, so it does the least that framing needs: it stops at the
+    first entry that is not a complete, well-sized v2 batch inside ``buf[:end_limit]`` and
+    returns its position for the general path. CRCs are computed afterwards in one pass.
+    """
+    unpack = _SIZE_MAGIC.unpack_from
+    append = positions.append
+    last_start = len(buf) - _FRAME_HEAD_END
+    while pos <= last_start:
+        size, magic = unpack(buf, pos + _FRAME_HEAD_AT)
+        end = pos + L.LOG_OVERHEAD + size
+        if magic != L.MAGIC_V2 or size < L.MIN_V2_SIZE_FIELD or end > end_limit:
+            return pos
+        append(pos)
+        pos = end
+    return pos
 
 
 class LocalFile:
@@ -90,7 +116,6 @@ class _Walk:
     """Positions found in one window, and why the walk of the window ended."""
 
     v2: list[int] = field(default_factory=list)
-    v2_crc_ok: list[bool] = field(default_factory=list)
     legacy: list[int] = field(default_factory=list)
     next_pos: int = 0  # window position where the next walk starts
     need: int = 0  # bytes needed from next_pos when an entry did not fit the window
@@ -182,13 +207,14 @@ class SegmentScanner:
             want = max(self.window, walk.need)
 
     def _walk(self, buf: bytes, file_remaining: int) -> _Walk:
-        mv = memoryview(buf)
-        n = len(buf)
         walk = _Walk()
-        v2, v2_crc_ok, legacy = walk.v2, walk.v2_crc_ok, walk.legacy
-        unpack_head = _FRAME_HEAD.unpack_from
+        n = len(buf)
         pos = 0
         while pos < n:
+            pos = _walk_v2_run(buf, pos, min(n, file_remaining), walk.v2)
+            if pos >= n:
+                break
+            # Anything but a complete v2 batch: the general path, one entry at a time.
             if pos + _FRAME_HEAD_END > n:
                 if n < file_remaining:  # more of the file follows: read it with the next window
                     walk.need = _FRAME_HEAD_END
@@ -198,7 +224,7 @@ class SegmentScanner:
                 else:
                     walk.stop = (E.TRUNCATED, f"{n - pos} bytes at the end are too few for an entry header")
                 break
-            size, _, magic, stored_crc = unpack_head(buf, pos + _FRAME_HEAD_AT)
+            size, magic = _SIZE_MAGIC.unpack_from(buf, pos + _FRAME_HEAD_AT)
             if magic == L.MAGIC_V2:
                 minimum = L.MIN_V2_SIZE_FIELD
             elif magic == L.MAGIC_V0 or magic == L.MAGIC_V1:
@@ -219,11 +245,7 @@ class SegmentScanner:
             if end > n:
                 walk.need = end - pos
                 break
-            if magic == L.MAGIC_V2:
-                v2.append(pos)
-                v2_crc_ok.append(crc32c(mv[pos + L.ATTRIBUTES_OFFSET : end]) == stored_crc)
-            else:
-                legacy.append(pos)
+            (walk.v2 if magic == L.MAGIC_V2 else walk.legacy).append(pos)
             pos = end
         walk.next_pos = pos
         return walk
@@ -247,38 +269,43 @@ class SegmentScanner:
     def _decode(self, buf: bytes, file_pos: int, walk: _Walk) -> Chunk | None:
         if not walk.v2 and not walk.legacy:
             return None
-        cols = _v2_columns(buf, walk.v2, walk.v2_crc_ok)
-        usable = np.array(walk.v2_crc_ok, dtype=bool)
-        control_type = np.full(len(walk.v2), None, dtype=object)
-        coordinator_epoch = np.full(len(walk.v2), None, dtype=object)
-        for i in np.flatnonzero(cols["is_control"] & usable & (cols["record_count"] > 0)):
-            pos = walk.v2[i]
-            try:
-                control_type[i], coordinator_epoch[i] = self._control(buf, pos, cols, i)
-            except E.KafkaFormatError as exc:
-                usable[i] = False
-                self._error(file_pos + pos, exc.kind, f"control batch: {exc.message}", int(cols["batch_size"][i]))
-        cols["control_type"] = control_type
-        cols["coordinator_epoch"] = coordinator_epoch
-        for i in np.flatnonzero(~usable & ~cols["crc_valid"]):
+        cols = _v2_columns(buf, walk.v2)
+        usable = cols["crc_valid"].copy()
+        for i in np.flatnonzero(~usable):
             self._error(
                 file_pos + walk.v2[i],
                 E.CRC_MISMATCH,
-                f"batch at offset {int(cols['base_offset'][i])}: stored CRC-32C {int(cols['crc'][i])} does not match the bytes",
+                f"batch at offset {int(cols['base_offset'][i])}: stored CRC-32C {int(cols['crc'][i])}"
+                " does not match the bytes",
                 int(cols["batch_size"][i]),
             )
+        control_type = np.full(len(walk.v2), None, dtype=object)
+        coordinator_epoch = np.zeros(len(walk.v2), dtype=np.int32)
+        has_coordinator_epoch = np.zeros(len(walk.v2), dtype=bool)
+        for i in np.flatnonzero(cols["is_control"] & usable & (cols["record_count"] > 0)):
+            try:
+                control_type[i], epoch = self._control(buf, walk.v2[i], cols, i)
+            except E.KafkaFormatError as exc:
+                usable[i] = False
+                self._error(file_pos + walk.v2[i], exc.kind, f"control batch: {exc.message}", int(cols["batch_size"][i]))
+                continue
+            if epoch is not None:
+                coordinator_epoch[i] = epoch
+                has_coordinator_epoch[i] = True
+        cols["control_type"] = control_type
+        cols["coordinator_epoch"] = coordinator_epoch
+        cols["has_coordinator_epoch"] = has_coordinator_epoch
         positions = np.asarray(walk.v2, dtype=np.int64)
+        legacy_records: dict[int, list] = {}
         if walk.legacy:
             legacy_cols, legacy_usable, legacy_records = self._legacy(buf, file_pos, walk.legacy)
             positions = np.concatenate([positions, np.asarray(walk.legacy, dtype=np.int64)])
-            cols = {k: np.concatenate([cols[k], legacy_cols[k]]) for k in legacy_cols}
+            cols = {k: np.concatenate([cols[k], legacy_cols[k].astype(cols[k].dtype)]) for k in cols}
             usable = np.concatenate([usable, legacy_usable])
-        else:
-            legacy_records = {}
-        order = np.argsort(positions, kind="stable")
-        positions = positions[order]
-        cols = {k: v[order] for k, v in cols.items()}
-        usable = usable[order]
+            order = np.argsort(positions, kind="stable")
+            positions = positions[order]
+            cols = {k: v[order] for k, v in cols.items()}
+            usable = usable[order]
 
         self.batch_count += len(positions)
         self.valid_bytes += int(cols["batch_size"][usable].sum())
@@ -287,7 +314,7 @@ class SegmentScanner:
                 self.first_offset = int(cols["base_offset"][usable][0])
             self.last_offset = int(cols["last_offset"][usable][-1])
 
-        batches = self._batch_record_batch(file_pos + positions, cols)
+        batches = self._arrow_batches(file_pos + positions, cols)
         if not self.records:
             return Chunk(batches)
         parts = self._records(buf, file_pos, positions, cols, usable, legacy_records)
@@ -295,77 +322,80 @@ class SegmentScanner:
         return Chunk(batches, records)
 
     def _control(self, buf: bytes, pos: int, cols: dict, i: int) -> tuple[str, int | None]:
+        first = self._decode_v2_records(buf, pos, cols, i)[0]
+        return parse_control_record(first.key, first.value)
+
+    def _decode_v2_records(self, buf: bytes, pos: int, cols: dict, i: int) -> list:
         section = records_section(
             buf, pos, int(cols["batch_size"][i]), int(cols["attributes"][i]), limit=self.max_decompressed_bytes
         )
-        first = decode_records(
+        return decode_records(
             section,
             record_count=int(cols["record_count"][i]),
             base_offset=int(cols["base_offset"][i]),
             base_timestamp=int(cols["base_timestamp"][i]),
             max_timestamp=int(cols["max_timestamp"][i]),
-            log_append_time=bool(cols["attributes"][i] & L.TIMESTAMP_TYPE_MASK),
+            log_append_time=bool(cols["timestamp_type"][i] == _LOG_APPEND_TIME),
             base_sequence=int(cols["base_sequence"][i]),
-        )[0]
-        return parse_control_record(first.key, first.value)
+        )
 
     def _legacy(self, buf: bytes, file_pos: int, positions: list[int]):
-        rows: dict[str, list] = {k: [] for k in _COLUMN_ORDER}
-        usable = []
-        records = {}
-        for pos in positions:
-            (size,) = L.LEGACY_LENGTH.unpack_from(buf, pos + 8)
-            end = pos + L.LOG_OVERHEAD + size
-            message: LegacyMessage | None = None
-            inner = None
-            problem = None
+        """Columns (same names and codes as the v2 ones) for legacy entries.
+
+        Headers and CRC-32s are read for all entries at once; only compressed wrappers are
+        opened one by one, since their first offset and record count are inside them.
+        """
+        n = len(positions)
+        heads = _gather(buf, positions, _LEGACY_HEADER_DTYPE)
+        size = heads["size"].astype(np.int64) + L.LOG_OVERHEAD
+        mv = memoryview(buf)
+        computed = [zlib.crc32(mv[p + L.LEGACY_CRC_START : p + k]) for p, k in zip(positions, size.tolist())]
+        crc_valid = np.asarray(computed, dtype=np.uint32) == heads["crc"]
+        magic = heads["magic"].astype(np.int8)
+        attributes = heads["attributes"].astype(np.int16) & 0xFF
+        codec = (attributes & L.COMPRESSION_MASK).astype(np.int8)
+        timestamp = np.where(magic == L.MAGIC_V1, heads["timestamp"], L.NO_TIMESTAMP).astype(np.int64)
+        offset = heads["offset"].astype(np.int64)
+        cols = {
+            "batch_size": size.astype(np.int32),
+            "magic": magic,
+            "crc_valid": crc_valid,
+            "base_offset": offset.copy(),
+            "last_offset": offset,
+            "record_count": np.ones(n, dtype=np.int32),
+            "codec": codec,
+            "timestamp_type": np.where(
+                magic == L.MAGIC_V0, _NO_TIMESTAMP_TYPE, (attributes & L.TIMESTAMP_TYPE_MASK) != 0
+            ).astype(np.int8),
+            "base_timestamp": timestamp.copy(),
+            "max_timestamp": timestamp,
+            "attributes": attributes,
+        }
+        cols.update({k: np.full(n, value) for k, value in _LEGACY_CONSTANT.items()})
+        cols["control_type"] = np.full(n, None, dtype=object)
+        usable = crc_valid.copy()
+        for i in np.flatnonzero(~crc_valid):
+            self._error(
+                file_pos + positions[i], E.CRC_MISMATCH, "legacy message: stored CRC-32 does not match the bytes", int(size[i])
+            )
+        records: dict[int, list] = {}
+        for i in np.flatnonzero(crc_valid & ((codec != 0) | self.records)):
+            pos = positions[i]
             try:
-                message = read_message(buf, pos, end)
-                if message.crc_valid:
-                    inner = inner_records(message, limit=self.max_decompressed_bytes)
-                else:
-                    problem = (E.CRC_MISMATCH, "legacy message: stored CRC-32 does not match the bytes")
+                inner = inner_records(read_message(buf, pos, pos + int(size[i])), limit=self.max_decompressed_bytes)
             except E.KafkaFormatError as exc:
-                problem = (exc.kind, f"legacy message: {exc.message}")
-            if problem:
-                self._error(file_pos + pos, problem[0], problem[1], size + L.LOG_OVERHEAD)
-            offset, _, _, magic, attributes = L.LEGACY_HEADER_V0.unpack_from(buf, pos)
-            timestamp = message.timestamp if message else L.NO_TIMESTAMP
-            usable.append(problem is None)
-            if inner is not None:
-                records[pos] = inner
-            for k, v in (
-                ("batch_size", size + L.LOG_OVERHEAD),
-                ("magic", magic),
-                ("crc_valid", bool(message and message.crc_valid)),
-                ("crc", 0),
-                ("base_offset", inner[0].offset if inner else offset),
-                ("last_offset", offset),
-                ("record_count", len(inner) if inner else 0),
-                ("partition_leader_epoch", L.NO_PARTITION_LEADER_EPOCH),
-                ("compression", L.codec_name(attributes & L.COMPRESSION_MASK)),
-                (
-                    "timestamp_type",
-                    L.NO_TIMESTAMP_TYPE
-                    if magic == L.MAGIC_V0
-                    else L.TIMESTAMP_TYPES[bool(attributes & L.TIMESTAMP_TYPE_MASK)],
-                ),
-                ("is_transactional", False),
-                ("is_control", False),
-                ("base_timestamp", inner[0].timestamp if inner else timestamp),
-                ("max_timestamp", timestamp),
-                ("producer_id", L.NO_PRODUCER_ID),
-                ("producer_epoch", L.NO_PRODUCER_EPOCH),
-                ("base_sequence", L.NO_SEQUENCE),
-                ("last_sequence", L.NO_SEQUENCE),
-                ("control_type", None),
-                ("coordinator_epoch", None),
-                ("attributes", attributes & 0xFF),
-                ("delete_horizon_ms", None),
-            ):
-                rows[k].append(v)
-        cols = {k: np.array(v, dtype=object if k in _OBJECT_COLUMNS else None) for k, v in rows.items()}
-        return cols, np.array(usable, dtype=bool), records
+                if codec[i] == 0:  # an uncompressed message's key and value are record-level
+                    self._error(file_pos + pos, exc.kind, f"legacy message: {exc.message}", 0)
+                else:
+                    usable[i] = False
+                    cols["record_count"][i] = 0
+                    self._error(file_pos + pos, exc.kind, f"legacy wrapper: {exc.message}", int(size[i]))
+                continue
+            records[pos] = inner
+            cols["base_offset"][i] = inner[0].offset
+            cols["record_count"][i] = len(inner)
+            cols["base_timestamp"][i] = inner[0].timestamp
+        return cols, usable, records
 
     def _records(self, buf, file_pos, positions, cols, usable, legacy_records) -> list[pa.RecordBatch]:
         out = []
@@ -375,25 +405,10 @@ class SegmentScanner:
                 recs = legacy_records.get(pos, [])
             else:
                 try:
-                    section = records_section(
-                        buf, pos, int(cols["batch_size"][i]), int(cols["attributes"][i]), limit=self.max_decompressed_bytes
-                    )
-                    recs = decode_records(
-                        section,
-                        record_count=int(cols["record_count"][i]),
-                        base_offset=int(cols["base_offset"][i]),
-                        base_timestamp=int(cols["base_timestamp"][i]),
-                        max_timestamp=int(cols["max_timestamp"][i]),
-                        log_append_time=bool(cols["attributes"][i] & L.TIMESTAMP_TYPE_MASK),
-                        base_sequence=int(cols["base_sequence"][i]),
-                    )
+                    recs = self._decode_v2_records(buf, pos, cols, i)
                 except E.KafkaFormatError as exc:
-                    self._error(
-                        file_pos + pos,
-                        exc.kind,
-                        f"records of batch at offset {int(cols['base_offset'][i])}: {exc.message}",
-                        0,
-                    )
+                    message = f"records of batch at offset {int(cols['base_offset'][i])}: {exc.message}"
+                    self._error(file_pos + pos, exc.kind, message, 0)
                     continue
             if recs:
                 out.append(
@@ -408,61 +423,70 @@ class SegmentScanner:
                 )
         return out
 
-    def _batch_record_batch(self, file_positions: np.ndarray, cols: dict) -> pa.RecordBatch:
+    def _arrow_batches(self, file_positions: np.ndarray, cols: dict) -> pa.RecordBatch:
         n = len(file_positions)
-        arrays = []
-        for f in schema.BATCHES:
-            if f.name == "topic":
-                arr = pa.array([self.topic] * n, f.type)
-            elif f.name == "partition":
-                arr = pa.array(np.full(n, self.partition, dtype=np.int32), f.type)
-            elif f.name == "file":
-                arr = pa.array([self.file] * n, f.type)
-            elif f.name == "file_position":
-                arr = pa.array(file_positions, f.type)
-            else:
-                arr = pa.array(cols[f.name], f.type, from_pandas=True)
-            arrays.append(arr)
+        control_rows = cols["control_type"] != None  # noqa: E711 (element-wise on an object array)
+        derived = {
+            "topic": pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            "partition": pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            "file": pa.repeat(pa.scalar(self.file, pa.string()), n),
+            "file_position": file_positions,
+            "compression": _CODEC_ARROW.take(pa.array(cols["codec"].astype(np.int8))),
+            "timestamp_type": _TIMESTAMP_TYPE_ARROW.take(pa.array(cols["timestamp_type"].astype(np.int8))),
+            "control_type": pa.array(cols["control_type"], pa.string()) if control_rows.any() else pa.nulls(n, pa.string()),
+            "coordinator_epoch": pa.array(cols["coordinator_epoch"], pa.int32(), mask=~cols["has_coordinator_epoch"]),
+            "delete_horizon_ms": pa.array(cols["base_timestamp"], pa.int64(), mask=~cols["has_delete_horizon"]),
+        }
+        arrays = [
+            derived[f.name] if f.name in derived else pa.array(cols[f.name], f.type) for f in schema.BATCHES
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=schema.BATCHES)
 
 
-_COLUMN_ORDER = (
-    "batch_size",
-    "magic",
-    "crc_valid",
-    "crc",
-    "base_offset",
-    "last_offset",
-    "record_count",
-    "partition_leader_epoch",
-    "compression",
-    "timestamp_type",
-    "is_transactional",
-    "is_control",
-    "base_timestamp",
-    "max_timestamp",
-    "producer_id",
-    "producer_epoch",
-    "base_sequence",
-    "last_sequence",
-    "control_type",
-    "coordinator_epoch",
-    "attributes",
-    "delete_horizon_ms",
-)
-_OBJECT_COLUMNS = frozenset({"compression", "timestamp_type", "control_type", "coordinator_epoch", "delete_horizon_ms"})
+# Timestamp types as small codes in the columns, labelled when the Arrow batch is built.
+_LOG_APPEND_TIME = 1
+_NO_TIMESTAMP_TYPE = 2
+_TIMESTAMP_TYPE_ARROW = pa.array([*L.TIMESTAMP_TYPES, L.NO_TIMESTAMP_TYPE], pa.string())
+_CODEC_ARROW = pa.array([L.codec_name(i) for i in range(8)], pa.string())
+# Columns that are the same for every legacy entry.
+_LEGACY_CONSTANT = {
+    "crc": 0,
+    "partition_leader_epoch": L.NO_PARTITION_LEADER_EPOCH,
+    "is_transactional": False,
+    "is_control": False,
+    "producer_id": L.NO_PRODUCER_ID,
+    "producer_epoch": L.NO_PRODUCER_EPOCH,
+    "base_sequence": L.NO_SEQUENCE,
+    "last_sequence": L.NO_SEQUENCE,
+    "coordinator_epoch": 0,
+    "has_coordinator_epoch": False,
+    "has_delete_horizon": False,
+}
 
 
 def _unknown_magic(magic: int) -> tuple[str, str]:
     return E.UNKNOWN_MAGIC, f"magic byte {magic} is not 0, 1 or 2"
 
 
-def _v2_columns(buf: bytes, positions: list[int], crc_ok: list[bool]) -> dict[str, np.ndarray]:
-    """Decode the headers of the v2 batches at ``positions`` at once."""
+def _gather(buf: bytes, positions: list[int], dtype: np.dtype) -> np.ndarray:
+    """The fixed-size headers at ``positions`` of ``buf`` as a NumPy record array."""
+    data = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.asarray(positions, dtype=np.int64)
+    columns = np.arange(dtype.itemsize)
+    raw = np.empty((len(pos), dtype.itemsize), dtype=np.uint8)
+    for start in range(0, len(pos), _GATHER_ROWS):
+        block = pos[start : start + _GATHER_ROWS]
+        raw[start : start + len(block)] = data[block[:, None] + columns]
+    return raw.reshape(-1).view(dtype)
+
+
+def _v2_columns(buf: bytes, positions: list[int]) -> dict[str, np.ndarray]:
+    """Decode and CRC-check the headers of the v2 batches at ``positions`` at once."""
+    headers = _gather(buf, positions, _HEADER_DTYPE)
+    size = headers["length"].astype(np.int64) + L.LOG_OVERHEAD
     mv = memoryview(buf)
-    headers = np.frombuffer(
-        b"".join([mv[p : p + L.RECORD_BATCH_OVERHEAD] for p in positions]), dtype=_HEADER_DTYPE
-    )
+    crc_skip = L.ATTRIBUTES_OFFSET
+    computed = [_crc32c(mv[p + crc_skip : p + n]) for p, n in zip(positions, size.tolist())]
     base_offset = headers["base_offset"].astype(np.int64)
     delta = headers["last_offset_delta"].astype(np.int64)
     base_sequence = headers["base_sequence"].astype(np.int32)
@@ -473,18 +497,17 @@ def _v2_columns(buf: bytes, positions: list[int], crc_ok: list[bool]) -> dict[st
     attributes = headers["attributes"].astype(np.int16)
     low = attributes & 0xFF  # only the low byte carries meaning
     base_timestamp = headers["base_timestamp"].astype(np.int64)
-    horizon = (low & L.DELETE_HORIZON_MASK) != 0
     return {
-        "batch_size": (headers["length"].astype(np.int64) + L.LOG_OVERHEAD).astype(np.int32),
+        "batch_size": size.astype(np.int32),
         "magic": headers["magic"].astype(np.int8),
-        "crc_valid": np.array(crc_ok, dtype=bool),
+        "crc_valid": np.asarray(computed, dtype=np.uint32) == headers["crc"],
         "crc": headers["crc"].astype(np.int64),
         "base_offset": base_offset,
         "last_offset": base_offset + delta,
         "record_count": headers["record_count"].astype(np.int32),
         "partition_leader_epoch": headers["partition_leader_epoch"].astype(np.int32),
-        "compression": _CODEC_LABELS[low & L.COMPRESSION_MASK],
-        "timestamp_type": np.where(low & L.TIMESTAMP_TYPE_MASK, "LogAppendTime", "CreateTime").astype(object),
+        "codec": (low & L.COMPRESSION_MASK).astype(np.int8),
+        "timestamp_type": ((low & L.TIMESTAMP_TYPE_MASK) != 0).astype(np.int8),  # code into _TIMESTAMP_TYPE_ARROW
         "is_transactional": (low & L.TRANSACTIONAL_MASK) != 0,
         "is_control": (low & L.CONTROL_MASK) != 0,
         "base_timestamp": base_timestamp,
@@ -494,7 +517,7 @@ def _v2_columns(buf: bytes, positions: list[int], crc_ok: list[bool]) -> dict[st
         "base_sequence": base_sequence,
         "last_sequence": last_sequence,
         "attributes": attributes,
-        "delete_horizon_ms": np.where(horizon, base_timestamp, None).astype(object),
+        "has_delete_horizon": (low & L.DELETE_HORIZON_MASK) != 0,
     }
 
 
