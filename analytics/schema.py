@@ -37,6 +37,7 @@ BATCHES = pa.schema(
         # extensions
         ("attributes", pa.int16()),
         ("delete_horizon_ms", pa.int64()),
+        ("crc", pa.int64()),  # stored checksum, an unsigned 32-bit value
     ]
 )
 

@@ -30,7 +30,7 @@ class Batch:
     timestamp_type: str  # CreateTime, LogAppendTime, NoTimestampType
     is_transactional: bool
     is_control: bool
-    base_timestamp: int | None  # -1 for an empty batch; deleteHorizonMs is reported apart
+    base_timestamp: int | None  # -1 for an empty batch; holds deleteHorizonMs when that bit is set
     max_timestamp: int
     producer_id: int
     producer_epoch: int
@@ -40,6 +40,7 @@ class Batch:
     coordinator_epoch: int | None  # from the COMMIT/ABORT marker value
     attributes: int = 0  # raw attribute bits (extension column)
     delete_horizon_ms: int | None = None  # set when the batch carries the 3.1+ delete horizon
+    crc: int | None = None  # the stored checksum (CRC-32C for v2, CRC-32 for legacy), as written
 
 
 @dataclass(frozen=True, slots=True)

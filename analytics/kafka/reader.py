@@ -317,9 +317,7 @@ class SegmentScanner:
         batches = self._arrow_batches(file_pos + positions, cols)
         if not self.records:
             return Chunk(batches)
-        parts = self._records(buf, file_pos, positions, cols, usable, legacy_records)
-        records = pa.concat_batches(parts) if parts else pa.RecordBatch.from_pylist([], schema=schema.RECORDS_RAW)
-        return Chunk(batches, records)
+        return Chunk(batches, self._records(buf, file_pos, positions, cols, usable, legacy_records))
 
     def _control(self, buf: bytes, pos: int, cols: dict, i: int) -> tuple[str, int | None]:
         first = self._decode_v2_records(buf, pos, cols, i)[0]
@@ -360,6 +358,7 @@ class SegmentScanner:
             "batch_size": size.astype(np.int32),
             "magic": magic,
             "crc_valid": crc_valid,
+            "crc": heads["crc"].astype(np.int64),
             "base_offset": offset.copy(),
             "last_offset": offset,
             "record_count": np.ones(n, dtype=np.int32),
@@ -397,9 +396,11 @@ class SegmentScanner:
             cols["base_timestamp"][i] = inner[0].timestamp
         return cols, usable, records
 
-    def _records(self, buf, file_pos, positions, cols, usable, legacy_records) -> list[pa.RecordBatch]:
-        out = []
-        for i in np.flatnonzero(usable):
+    def _records(self, buf, file_pos, positions, cols, usable, legacy_records) -> pa.RecordBatch:
+        """One Arrow batch with the records of every usable entry of the window."""
+        offsets, timestamps, sequences, keys, values, headers = [], [], [], [], [], []
+        batch_rows = []  # index of the entry each record belongs to
+        for i in np.flatnonzero(usable).tolist():
             pos = int(positions[i])
             if cols["magic"][i] != L.MAGIC_V2:
                 recs = legacy_records.get(pos, [])
@@ -410,18 +411,32 @@ class SegmentScanner:
                     message = f"records of batch at offset {int(cols['base_offset'][i])}: {exc.message}"
                     self._error(file_pos + pos, exc.kind, message, 0)
                     continue
-            if recs:
-                out.append(
-                    _record_batch(
-                        self.topic,
-                        self.partition,
-                        recs,
-                        int(cols["base_offset"][i]),
-                        int(cols["producer_id"][i]),
-                        int(cols["producer_epoch"][i]),
-                    )
-                )
-        return out
+            for r in recs:
+                offsets.append(r.offset)
+                timestamps.append(r.timestamp)
+                sequences.append(r.sequence)
+                keys.append(r.key)
+                values.append(r.value)
+                headers.append([{"key": h.key, "value": h.value} for h in r.headers] if r.headers else [])
+            batch_rows.extend([i] * len(recs))
+        rows = np.asarray(batch_rows, dtype=np.int64)
+        n = len(rows)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.repeat(pa.scalar(self.topic, pa.string()), n),
+                pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+                pa.array(offsets, pa.int64()),
+                pa.array(timestamps, pa.int64()),
+                pa.array(cols["base_offset"][rows], pa.int64()),
+                pa.array(cols["producer_id"][rows], pa.int64()),
+                pa.array(cols["producer_epoch"][rows], pa.int16()),
+                pa.array(sequences, pa.int32()),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+                pa.array(headers, schema.RECORDS_RAW.field("headers").type),
+            ],
+            schema=schema.RECORDS_RAW,
+        )
 
     def _arrow_batches(self, file_positions: np.ndarray, cols: dict) -> pa.RecordBatch:
         n = len(file_positions)
@@ -450,7 +465,6 @@ _TIMESTAMP_TYPE_ARROW = pa.array([*L.TIMESTAMP_TYPES, L.NO_TIMESTAMP_TYPE], pa.s
 _CODEC_ARROW = pa.array([L.codec_name(i) for i in range(8)], pa.string())
 # Columns that are the same for every legacy entry.
 _LEGACY_CONSTANT = {
-    "crc": 0,
     "partition_leader_epoch": L.NO_PARTITION_LEADER_EPOCH,
     "is_transactional": False,
     "is_control": False,
@@ -519,26 +533,6 @@ def _v2_columns(buf: bytes, positions: list[int]) -> dict[str, np.ndarray]:
         "attributes": attributes,
         "has_delete_horizon": (low & L.DELETE_HORIZON_MASK) != 0,
     }
-
-
-def _record_batch(topic, partition, recs, batch_base_offset, producer_id, producer_epoch) -> pa.RecordBatch:
-    n = len(recs)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array([r.offset for r in recs], pa.int64()),
-            pa.array([r.timestamp for r in recs], pa.int64()),
-            pa.array([batch_base_offset] * n, pa.int64()),
-            pa.array([producer_id] * n, pa.int64()),
-            pa.array([producer_epoch] * n, pa.int16()),
-            pa.array([r.sequence for r in recs], pa.int32()),
-            pa.array([r.key for r in recs], pa.binary()),
-            pa.array([r.value for r in recs], pa.binary()),
-            pa.array([[{"key": h.key, "value": h.value} for h in r.headers] for r in recs], schema.RECORDS_RAW.field("headers").type),
-        ],
-        schema=schema.RECORDS_RAW,
-    )
 
 
 def batches_from_arrow(batch: pa.RecordBatch) -> list[Batch]:

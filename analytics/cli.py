@@ -1,0 +1,125 @@
+"""The ``segaudit`` command line: validate options, call the library, render its result.
+
+Data goes to stdout, logs and progress to stderr. Exit codes (``docs/design.md``): 0 success,
+1 the data violates an expectation, 2 bad usage or unreadable input with one clear line on
+stderr (the traceback only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+
+from analytics import __version__
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad usage or unreadable input: exit code 2, one line on stderr."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="segaudit",
+        description="Audit Apache Kafka log segments: read them byte for byte, replay the broker's producer rules.",
+    )
+    ap.add_argument("--version", action="version", version=f"segaudit {__version__}")
+    ap.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("inspect", help="what log directories hold, per partition (no Spark needed)")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dir, partition folder or .log file")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--max-errors", type=int, default=20, help="parse errors to list (all are counted)")
+    p.set_defaults(run=_inspect)
+
+    p = sub.add_parser("dump-log", help="print segments as kafka-dump-log.sh --deep-iteration would")
+    p.add_argument("files", nargs="+", metavar="FILE", help=".log segment files")
+    p.add_argument("--no-deep-iteration", dest="deep", action="store_false", help="batch lines only")
+    p.set_defaults(run=_dump_log)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (UsageError, FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        if args.debug:
+            raise
+        print(f"segaudit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `segaudit ... | head`
+        return EXIT_OK
+
+
+def _inspect(args) -> int:
+    from analytics.inventory import take_inventory
+
+    inventory = take_inventory(args.logdirs)
+    if not inventory.partitions:
+        raise UsageError(f"no Kafka partition folders or segments found in {' '.join(args.logdirs)}")
+    if args.format == "json":
+        doc = {
+            "partitions": [dataclasses.asdict(p) for p in inventory.partitions],
+            "parse_errors": [dataclasses.asdict(e) for e in inventory.errors],
+            "total": inventory.total,
+        }
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    columns = ["topic", "partition", "segments", "size_bytes", "batches", "records", "first_offset", "last_offset",
+               "producers", "transactional_batches", "commits", "aborts", "codecs", "snapshots", "errors"]
+    rows = [[getattr(p, c) for c in columns] for p in inventory.partitions]
+    print(render_table(columns, rows))
+    total = inventory.total
+    print(
+        f"\n{total['partitions']} partitions, {total['segments']} segments, {total['size_bytes']:,} bytes "
+        f"({total['valid_bytes']:,} in valid batches), {total['batches']:,} batches, {total['records']:,} records, "
+        f"{len(inventory.errors)} parse errors"
+    )
+    if inventory.errors:
+        print("\nparse errors:")
+        cols = ["file", "file_position", "error_kind", "bytes_affected", "message"]
+        shown = inventory.errors[: args.max_errors]
+        print(render_table(cols, [[getattr(e, c) for c in cols] for e in shown]))
+        if len(inventory.errors) > len(shown):
+            print(f"... and {len(inventory.errors) - len(shown)} more")
+    return EXIT_OK
+
+
+def _dump_log(args) -> int:
+    from analytics.kafka.dumplog import dump_segment
+
+    for path in args.files:
+        for line in dump_segment(path, deep=args.deep):
+            sys.stdout.write(line + "\n")
+    return EXIT_OK
+
+
+def render_table(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """A plain aligned text table; numbers right-aligned, None as an empty cell.
+
+    >>> print(render_table(["a", "b"], [[1, "x"], [None, "yy"]]))
+    a  b
+    -  --
+    1  x
+       yy
+    """
+    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(row[i], int) or row[i] is None for row in rows) and rows for i in range(len(columns))]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    return "\n".join([line(list(columns)), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

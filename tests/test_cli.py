@@ -1,0 +1,45 @@
+"""The command line through its real entry point: output on stdout, errors as one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from analytics.cli import main
+from tests.conftest import REPO
+
+SAMPLE = REPO / "data" / "sample-logdir"
+
+
+def test_inspect_prints_a_table_and_the_parse_errors(capsys):
+    assert main(["inspect", str(SAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "2 partitions, 4 segments" in out and "truncated" in out and "00000000000000000008.log" in out
+
+
+def test_inspect_json_is_machine_readable(capsys):
+    assert main(["inspect", str(SAMPLE), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["total"]["partitions"] == 2
+    assert [e["error_kind"] for e in doc["parse_errors"]] == ["truncated"]
+
+
+def test_missing_input_is_exit_2_with_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "analytics", "inspect", str(tmp_path / "nope")], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no such file or directory" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_folder_without_kafka_files_is_exit_2(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main(["inspect", str(tmp_path)]) == 2
+    assert "no Kafka partition folders" in capsys.readouterr().err
+
+
+def test_bad_usage_is_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "analytics", "inspect"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2 and "usage:" in proc.stderr
