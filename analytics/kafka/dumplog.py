@@ -22,8 +22,8 @@ line ends with ``key: K payload: P``, whose texts may hold spaces: the key runs 
 and the payload to the end of the line.
 
 What the text cannot give: ``base_timestamp`` (None), attribute bits other than the printed
-flags (rebuilt from them), the stored CRC, header values, and record bytes without
-``--print-data-log``. Lines that do not parse become ``ParseError`` rows of kind
+flags (rebuilt from them), header values, and record bytes without ``--print-data-log``;
+the ≤ 2.1 deep-only lines carry no batch CRC either (``crc`` None). Lines that do not parse become ``ParseError`` rows of kind
 :data:`DUMP_LINE`; the parser never raises on input.
 """
 
@@ -714,7 +714,8 @@ def _record_line(batch: Batch, record: Record) -> str:
     if batch.magic >= MAGIC_V2:
         line += f" sequence: {record.sequence} headerKeys: [{','.join(h.key for h in record.headers)}]"
     else:
-        # HEAD prints the legacy record's own CRC with a stray "}"; the row keeps no CRC.
+        # HEAD prints each legacy record's own CRC with a stray "}"; records keep no CRC of their
+        # own, so the entry's is printed (the same for an uncompressed message, not for a wrapper).
         line += f" isValid: {_flag(batch.crc_valid)} crc: {batch.crc or 0}}}"
     if batch.is_control:
         control_type = batch.control_type or "UNKNOWN"
