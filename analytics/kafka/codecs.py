@@ -17,7 +17,6 @@ Every decompressor stops at ``limit`` bytes of output, so a decompression bomb i
 from __future__ import annotations
 
 import gzip
-import io
 import struct
 import zlib
 
@@ -34,6 +33,8 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = struct.Struct(">8sii")  # magic, version (1), compatible version (1)
 XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 XERIAL_BLOCK_SIZE = 32 * 1024  # xerial SnappyOutputStream's default block size
+
+ZSTD_SLICE = 512  # input bytes per decompress call: at most 16 MiB of output past the cap
 
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
 LZ4_FLG_CONTENT_SIZE = 0x08
@@ -151,15 +152,23 @@ def _unlz4(data, limit: int) -> bytes:
 
 
 def _unzstd(data, limit: int) -> bytes:
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
+    # zstandard's capped stream reader does not report a truncated frame, and its decompressobj
+    # cannot cap output. So input goes in slices: a zstd block yields at most 128 KiB from at
+    # least 4 input bytes, bounding the overshoot past the cap to ZSTD_SLICE / 4 * 128 KiB.
     out = bytearray()
-    while True:
-        chunk = reader.read(min(1 << 20, limit + 1 - len(out)))
-        if not chunk:
-            return bytes(out)
-        out += chunk
-        if len(out) > limit:
-            raise _too_big(limit)
+    rest = memoryview(bytes(data))
+    while rest:  # a stream may hold several frames
+        d = zstandard.ZstdDecompressor().decompressobj()
+        pos = 0
+        while pos < len(rest) and not d.eof:
+            out += d.decompress(rest[pos : pos + ZSTD_SLICE])
+            pos += ZSTD_SLICE
+            if len(out) > limit:
+                raise _too_big(limit)
+        if not d.eof:
+            raise KafkaFormatError(DECOMPRESSION, "zstd frame ends early")
+        rest = memoryview(d.unused_data) if pos >= len(rest) else memoryview(bytes(d.unused_data) + bytes(rest[pos:]))
+    return bytes(out)
 
 
 def _fix_kafka3160_header(data) -> bytes:
