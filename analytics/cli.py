@@ -39,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-errors", type=int, default=20, help="parse errors to list (all are counted)")
     p.set_defaults(run=_inspect)
 
+    p = sub.add_parser("generate", help="write a real Kafka log directory for a named scenario, with ground truth")
+    p.add_argument("logdir", metavar="LOGDIR", help="where to write (must not exist or be empty)")
+    p.add_argument("--scenario", required=True, metavar="NAME", help="one of: " + ", ".join(_scenario_names()))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scale", type=int, default=1, help="multiply the bulk of the scenario (for benchmarks)")
+    p.add_argument("--profile", default=None, help="broker version profile (default: the scenario's, else 2.7)")
+    p.set_defaults(run=_generate)
+
     p = sub.add_parser("dump-log", help="print segments as kafka-dump-log.sh --deep-iteration would")
     p.add_argument("files", nargs="+", metavar="FILE", help=".log segment files")
     p.add_argument("--no-deep-iteration", dest="deep", action="store_false", help="batch lines only")
@@ -90,6 +98,31 @@ def _inspect(args) -> int:
         print(render_table(cols, [[getattr(e, c) for c in cols] for e in shown]))
         if len(inventory.errors) > len(shown):
             print(f"... and {len(inventory.errors) - len(shown)} more")
+    return EXIT_OK
+
+
+def _scenario_names() -> list[str]:
+    from analytics.generate.scenarios import SCENARIO_NAMES
+
+    return list(SCENARIO_NAMES)
+
+
+def _generate(args) -> int:
+    from analytics.generate import generate
+    from analytics.replay.broker import PROFILES
+
+    if args.scenario not in _scenario_names():
+        raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(_scenario_names())}")
+    if args.profile is not None and args.profile not in PROFILES:
+        raise UsageError(f"unknown profile {args.profile!r}; choose from {', '.join(PROFILES)}")
+    if args.scale < 1:
+        raise UsageError("--scale must be at least 1")
+    try:
+        result = generate(args.logdir, args.scenario, seed=args.seed, scale=args.scale, profile=args.profile)
+    except FileExistsError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"wrote {result.log_dir} ({result.batches:,} batches) and its ground truth in {result.truth_dir}")
+    print(render_table(["verdict", "batches"], sorted(result.verdicts.items())))
     return EXIT_OK
 
 

@@ -9,20 +9,20 @@ import sys
 from analytics.cli import main
 from tests.conftest import REPO
 
-SAMPLE = REPO / "data" / "sample-logdir"
+SAMPLE = REPO / "data" / "mixed"
 
 
 def test_inspect_prints_a_table_and_the_parse_errors(capsys):
     assert main(["inspect", str(SAMPLE)]) == 0
     out = capsys.readouterr().out
-    assert "2 partitions, 4 segments" in out and "truncated" in out and "00000000000000000008.log" in out
+    assert "23 partitions, 34 segments" in out and "zero_filled" in out and "torn-tails-0/00000000000000000000.log" in out
 
 
 def test_inspect_json_is_machine_readable(capsys):
     assert main(["inspect", str(SAMPLE), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["total"]["partitions"] == 2
-    assert [e["error_kind"] for e in doc["parse_errors"]] == ["truncated"]
+    assert doc["total"]["partitions"] == 23
+    assert sorted(e["error_kind"] for e in doc["parse_errors"]) == ["crc_mismatch", "crc_mismatch", "truncated", "zero_filled"]
 
 
 def test_missing_input_is_exit_2_with_one_line(tmp_path):
@@ -43,3 +43,18 @@ def test_a_folder_without_kafka_files_is_exit_2(tmp_path, capsys):
 def test_bad_usage_is_exit_2():
     proc = subprocess.run([sys.executable, "-m", "analytics", "inspect"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_generate_writes_a_log_and_refuses_to_overwrite(tmp_path, capsys):
+    assert main(["generate", str(tmp_path / "g"), "--scenario", "lost-batch"]) == 0
+    out = capsys.readouterr().out
+    assert "SEQUENCE_GAP" in out and (tmp_path / "g.truth" / "batches.parquet").is_file()
+    assert main(["generate", str(tmp_path / "g"), "--scenario", "lost-batch"]) == 2
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_generate_rejects_unknown_scenario_and_profile(tmp_path, capsys):
+    assert main(["generate", str(tmp_path / "g"), "--scenario", "nope"]) == 2
+    assert "unknown scenario 'nope'" in capsys.readouterr().err
+    assert main(["generate", str(tmp_path / "g"), "--scenario", "clean", "--profile", "9.9"]) == 2
+    assert "unknown profile '9.9'" in capsys.readouterr().err
