@@ -59,6 +59,7 @@ EXPECTED_VERDICTS = {
     "kip360-bump": {"OK": 44, "EPOCH_BUMP": 4},
     "fenced-zombie": {"OK": 8, "EPOCH_BUMP": 1, "CONTROL_MARKER": 3, "FENCED_ZOMBIE_WRITE": 1},
     "idle-expiration": {"OK": 40, "SEQUENCE_GAP": 1},
+    "state-loss-retry": {"OK": 17, "DUPLICATE": 1},
     "transactions": {"OK": 42, "CONTROL_MARKER": 20},
     "transactions-v2": {"OK": 12, "CONTROL_MARKER": 6},
     "sequence-wrap": {"OK": 19, "FIRST_SEEN_NONZERO": 1},  # the first visible batch spans the wrap
@@ -84,6 +85,7 @@ def test_faults_are_violations_and_legitimate_breaks_are_explained(generated):
     assert _anomalies(generated["missed-dedup"][2]) == [("DUPLICATE", "violation", None, "missed_dedup")]
     assert _anomalies(generated["lost-batch"][2]) == [("SEQUENCE_GAP", "violation", None, "lost_batch")]
     assert _anomalies(generated["idle-expiration"][2]) == [("SEQUENCE_GAP", "explained", "producer_expiration", None)]
+    assert _anomalies(generated["state-loss-retry"][2]) == [("DUPLICATE", "explained", "state_loss", None)]
     assert _anomalies(generated["fenced-zombie"][2]) == [("FENCED_ZOMBIE_WRITE", "explained", "producer_expiration", None)]
     assert _anomalies(generated["sequence-wrap"][2]) == [("FIRST_SEEN_NONZERO", "explained", "partial_history", None)]
     assert _anomalies(generated["corrupt-crc"][2]) == [("CORRUPT", "violation", None, "corrupt")] * 2
@@ -205,3 +207,15 @@ def test_refuses_a_non_empty_directory(tmp_path):
 def test_scale_multiplies_the_bulk(tmp_path):
     result = generate(tmp_path / "big", "clean", scale=5)
     assert result.batches == 300 and result.verdicts == {"OK": 300}
+
+
+def test_audit_config_beside_the_log_parses_and_names_the_evidence(generated):
+    import tomllib
+
+    result = generated["mixed"][0]
+    config = tomllib.loads((result.truth_dir / "audit.toml").read_text())
+    assert config["producer_id_expiration_ms"] == 86_400_000 and config["profile"] == "4.0"
+    assert config["cleanup_policy"] == {"compacted": "compact"}
+    [restart] = config["broker_restarts"]
+    assert (restart["topic"], restart["partition"]) == ("state-loss-retry", 0) and restart["time_ms"] > 0
+    assert config["export_time_ms"] >= restart["time_ms"]

@@ -210,6 +210,22 @@ def idle_expiration(ctx: Context) -> None:
     ctx.config.setdefault("producer_id_expiration_ms", DAY_MS)
 
 
+def state_loss_retry(ctx: Context) -> None:
+    """Duplicates despite idempotence: the broker restarts without a usable snapshot, forgets the
+    producer, and the retry of a batch whose acknowledgement was lost is written again (S33)."""
+    p = ctx.log.partition("state-loss-retry", 0)
+    prod = Producer(ctx, 8500)
+    for _ in range(12 * ctx.scale):
+        prod.send(p)
+    restart_ms = ctx.tick(100, 200)
+    p.restart(with_snapshot=False)  # unclean shutdown, no snapshot: producer state is gone
+    p.leader_change()
+    assert prod.retry(p, explain="state_loss") == APPENDED
+    for _ in range(5 * ctx.scale):
+        prod.send(p)
+    ctx.config.setdefault("broker_restarts", []).append({"topic": "state-loss-retry", "partition": 0, "time_ms": restart_ms})
+
+
 def retention_head(ctx: Context) -> None:
     """Retention deleted the head segments: producers first seen mid-sequence, log start above 0."""
     p = ctx.log.partition("retention-head", 0, segment_bytes=4096, keep_segments=True)
@@ -341,6 +357,7 @@ SCENARIOS: dict[str, Callable[[Context], None]] = {
     "kip360-bump": kip360_bump,
     "fenced-zombie": fenced_zombie,
     "idle-expiration": idle_expiration,
+    "state-loss-retry": state_loss_retry,
     "retention-head": retention_head,
     "compacted": compacted,
     "transactions": transactions,

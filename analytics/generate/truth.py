@@ -135,8 +135,11 @@ class _PartitionTruth:
 class TruthWriter:
     """Collects labels as the simulator writes files; streams them to ``directory`` (None: keep nothing)."""
 
-    def __init__(self, directory: Path | None, *, scenario: dict | None = None, record_duplicates: bool = True):
+    def __init__(self, directory: Path | None, *, scenario: dict | None = None, record_duplicates: bool = True,
+                 strict: bool = True):
+        """``strict``: an anomaly with no known cause and no injected fault is a scenario bug (raise)."""
         self.directory = Path(directory) if directory else None
+        self.strict = strict
         self.record_duplicates = record_duplicates
         self.scenario = scenario or {}
         self._rows: dict[str, list[dict]] = {name: [] for name in TRUTH_SCHEMAS}
@@ -179,7 +182,7 @@ class TruthWriter:
     def batch(self, p, b, file: str, position: int, *, corrupt: bool) -> None:
         """Label one batch as it is written to its file (partitions are written in offset order)."""
         verdict, explained = self._classify(p, b, corrupt)
-        if verdict not in SEVERITY and not explained and not b.fault and not corrupt:
+        if self.strict and verdict not in SEVERITY and not explained and not b.fault and not corrupt:
             raise ScenarioError(
                 f"{p.name} offset {b.base_offset}: {verdict} with neither an explanation nor an injected fault"
             )
@@ -319,13 +322,15 @@ def _ahead(last: int, nxt: int) -> bool:
 
 
 def _toml(config: dict) -> str:
-    lines = []
-    for k, v in sorted(config.items()):
-        if isinstance(v, dict):
-            continue
-        lines.append(f"{k} = {json.dumps(v)}")
+    """The audit configuration as TOML: scalars, then tables (``[name]``), then arrays of tables."""
+    lines = [f"{k} = {json.dumps(v)}" for k, v in sorted(config.items()) if not isinstance(v, (dict, list))]
     for k, v in sorted(config.items()):
         if isinstance(v, dict):
             lines.append(f"\n[{k}]")
             lines.extend(f"{json.dumps(kk)} = {json.dumps(vv)}" for kk, vv in sorted(v.items()))
+    for k, v in sorted(config.items()):
+        if isinstance(v, list):
+            for item in v:
+                lines.append(f"\n[[{k}]]")
+                lines.extend(f"{kk} = {json.dumps(vv)}" for kk, vv in item.items())
     return "\n".join(lines) + "\n"
