@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from analytics.generate.truth import TruthWriter
@@ -416,7 +416,7 @@ def _clean_batch(b: WrittenBatch, latest: dict, last_data: dict[int, int], upper
             base_sequence=b.base_sequence, max_timestamp=b.max_timestamp, is_transactional=b.is_transactional,
             partition_leader_epoch=b.partition_leader_epoch,
         )
-        return _replace(b, records=(), data=data)
+        return replace(b, records=(), data=data)
     records = tuple(
         RecordSpec(r.key, r.value, r.timestamp, r.headers, i if r.offset_delta is None else r.offset_delta)
         for i, r in survivors
@@ -426,13 +426,7 @@ def _clean_batch(b: WrittenBatch, latest: dict, last_data: dict[int, int], upper
         base_sequence=b.base_sequence, is_transactional=b.is_transactional, partition_leader_epoch=b.partition_leader_epoch,
         last_offset_delta=b.last_offset - b.base_offset, max_timestamp=b.max_timestamp,
     )
-    return _replace(b, records=records, data=data)
-
-
-def _replace(b: WrittenBatch, **changes) -> WrittenBatch:
-    from dataclasses import replace
-
-    return replace(b, **changes)
+    return replace(b, records=records, data=data)
 
 
 class SimLogDir:
