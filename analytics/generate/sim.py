@@ -111,7 +111,8 @@ class SimPartition:
         self.tail: bytes = b""  # a torn or zero-filled tail written after the last batch
         self.tail_kind: str | None = None
         self.keep_segments = keep_segments
-        self.written_segments = 0  # closed segments already on disk (streaming)
+        self._out = None  # streaming: the active segment's open file
+        self._out_path: Path | None = None
 
     @property
     def name(self) -> str:
@@ -236,24 +237,49 @@ class SimPartition:
 
     def _append(self, batch: WrittenBatch) -> None:
         active = self.segments[-1]
-        if active.batches and active.size + len(batch.data) > self.segment_bytes:
+        if active.size and active.size + len(batch.data) > self.segment_bytes:
             self.roll()
             active = self.segments[-1]
-        active.batches.append(batch)
+        if self.keep_segments:
+            active.batches.append(batch)
+        else:  # streaming: straight to the segment file, labelled as it is written
+            if self._out is None:
+                self._open_segment(active)
+            self._emit(self._out, self._out_path, active.size, batch)
         active.size += len(batch.data)
         self.next_offset = batch.last_offset + 1
+
+    def _open_segment(self, seg: Segment) -> None:
+        part = self.log.root / self.name
+        part.mkdir(parents=True, exist_ok=True)
+        self._out_path = part / segment_file_name(seg.base_offset)
+        self._out = open(self._out_path, "wb")  # noqa: SIM115 (closed at roll or write)
+
+    def _emit(self, f, path: Path, position: int, b: WrittenBatch) -> None:
+        """Write one batch at ``position`` of its segment file and label it."""
+        data = b.data
+        corrupt = b.fault == CORRUPT
+        if corrupt:
+            data = bytearray(data)
+            data[-1] ^= 0x5A  # inside the records: covered by the CRC, framing intact
+        f.write(data)
+        rel = self.log.relative(path)
+        self.log.truth.batch(self, b, rel, position, corrupt=corrupt)
+        if corrupt:
+            self.log.truth.parse_error(self, rel, position, "crc_mismatch", len(data))
 
     def roll(self) -> None:
         """Start a new segment at the log end offset, taking a producer snapshot there (as Kafka does)."""
         self.snapshots[self.next_offset] = self.state.snapshot()
-        if not self.keep_segments:
-            self._write_segment(self.log.root / self.name, self.segments.pop(), last=False)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
         self.segments.append(Segment(self.next_offset))
 
     def start_at(self, offset: int, *, producers: Sequence[tuple[int, int, int, int, int]] = ()) -> None:
         """Begin the log at ``offset`` as if retention had removed everything before it; ``producers``
         are (pid, epoch, last sequence, last offset, timestamp) the broker still remembers."""
-        if self.next_offset or self.segments[0].batches:
+        if self.next_offset or self.segments[0].size:
             raise ValueError("start_at must come before the first write")
         self.next_offset = self.log_start_offset = offset
         self.segments = [Segment(offset)]
@@ -335,34 +361,30 @@ class SimPartition:
         self.tail, self.tail_kind = bytes(size), "zero_filled"
 
     # -- files --------------------------------------------------------------------------------
-    def _write_segment(self, part: Path, seg: Segment, *, last: bool) -> None:
-        part.mkdir(parents=True, exist_ok=True)
-        path = part / segment_file_name(seg.base_offset)
-        position = 0
-        with open(path, "wb") as f:
-            for b in seg.batches:
-                data = b.data
-                if b.fault == CORRUPT:
-                    data = bytearray(data)
-                    data[-1] ^= 0x5A  # inside the records: covered by the CRC, framing intact
-                    data = bytes(data)
-                f.write(data)
-                self.log.truth.batch(self, b, self.log.relative(path), position, corrupt=b.fault == CORRUPT)
-                position += len(data)
-            if last and self.tail:
-                f.write(self.tail)
-                self.log.truth.parse_error(self, self.log.relative(path), position, self.tail_kind, len(self.tail))
-        for b in seg.batches:
-            if b.fault == CORRUPT:
-                self.log.truth.parse_error(self, self.log.relative(path), _position_of(seg, b), "crc_mismatch", len(b.data))
-
     def write(self, root: Path, *, clean_shutdown: bool = True) -> None:
         part = root / self.name
         part.mkdir(parents=True, exist_ok=True)
         if clean_shutdown:
             self.snapshots[self.next_offset] = self.state.snapshot()
-        for i, seg in enumerate(self.segments):
-            self._write_segment(part, seg, last=i == len(self.segments) - 1)
+        if self.keep_segments:
+            for seg in self.segments:
+                path = part / segment_file_name(seg.base_offset)
+                with open(path, "wb") as f:
+                    position = 0
+                    for b in seg.batches:
+                        self._emit(f, path, position, b)
+                        position += len(b.data)
+            tail_path = path
+        else:
+            if self._out is None:  # Kafka keeps an (empty) active segment
+                self._open_segment(self.segments[-1])
+            self._out.close()
+            self._out = None
+            tail_path = self._out_path
+        if self.tail:
+            with open(tail_path, "ab") as f:
+                f.write(self.tail)
+            self.log.truth.parse_error(self, self.log.relative(tail_path), self.segments[-1].size, self.tail_kind, len(self.tail))
         for offset, entries in sorted(self.snapshots.items()):
             rows = [SnapshotEntry(self.topic, self.partition, offset, *e) for e in entries]
             (part / segment_file_name(offset, ".snapshot")).write_bytes(sidecars.write_snapshot(rows))
@@ -374,15 +396,6 @@ class SimPartition:
         epochs = [LeaderEpochEntry(self.topic, self.partition, e, o) for e, o in self.leader_epochs]
         (part / "leader-epoch-checkpoint").write_bytes(sidecars.write_leader_epoch_checkpoint(epochs))
         (part / "partition.metadata").write_bytes(sidecars.write_partition_metadata(self.log.topic_id(self.topic)))
-
-
-def _position_of(seg: Segment, batch: WrittenBatch) -> int:
-    position = 0
-    for b in seg.batches:
-        if b is batch:
-            return position
-        position += len(b.data)
-    raise ValueError("batch not in segment")
 
 
 def _truncate_epochs(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
