@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -38,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--max-errors", type=int, default=20, help="parse errors to list (all are counted)")
     p.set_defaults(run=_inspect)
+
+    p = sub.add_parser("export", help="segments (or kafka-dump-log.sh text) to Parquet tables, with Spark")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dir, partition folder or .log file")
+    p.add_argument("--out", required=True, metavar="OUT", help="folder for the tables (replaced atomically)")
+    p.add_argument("--records", action="store_true", help="also export one row per record")
+    p.add_argument("--input-format", choices=["segments", "dump-log"], default="segments")
+    _spark_options(p)
+    p.set_defaults(run=_export)
 
     p = sub.add_parser("generate", help="write a real Kafka log directory for a named scenario, with ground truth")
     p.add_argument("logdir", metavar="LOGDIR", help="where to write (must not exist or be empty)")
@@ -98,6 +107,43 @@ def _inspect(args) -> int:
         print(render_table(cols, [[getattr(e, c) for c in cols] for e in shown]))
         if len(inventory.errors) > len(shown):
             print(f"... and {len(inventory.errors) - len(shown)} more")
+    return EXIT_OK
+
+
+def _spark_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--remote", default=None, help="Spark Connect URL, instead of --master")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
+
+
+def _spark(args):
+    from analytics.spark.session import JavaMissing, get_spark
+
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
+        conf[key] = value
+    try:
+        return get_spark(args.master, remote=args.remote, conf=conf)
+    except JavaMissing as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _export(args) -> int:
+    from analytics.export import ExportError, export, stderr_progress
+
+    for path in args.logdirs:
+        if not os.path.exists(path):
+            raise UsageError(f"no such file or directory: {path}")
+    spark = _spark(args)
+    try:
+        result = export(spark, args.logdirs, args.out, records=args.records, input_format=args.input_format,
+                        progress=stderr_progress)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from exc
+    print(render_table(["table", "rows"], sorted(result.rows.items())))
     return EXIT_OK
 
 

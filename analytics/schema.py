@@ -57,6 +57,7 @@ RECORDS_RAW = pa.schema(
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("headers", pa.list_(HEADER)),
+        ("value_size", pa.int32()),  # -1 for a null value; known even when the value is not (dump-log input)
     ]
 )
 

@@ -16,3 +16,16 @@ def corpus_dir() -> Path:
     if not CORPUS.is_dir():
         pytest.skip(f"corpus not found at {CORPUS}")
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one Spark session of the test run: local, two cores, few shuffle partitions, no UI."""
+    from analytics.spark.session import get_spark
+
+    session = get_spark(
+        "local[2]",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.default.parallelism": "2"},
+    )
+    yield session
+    session.stop()

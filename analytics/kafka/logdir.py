@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from analytics.kafka import errors as E
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
 from analytics.kafka.discovery import LogDir, PartitionDir, discover
 from analytics.kafka.model import ParseError, SegmentInfo
-from analytics.kafka.reader import DEFAULT_WINDOW, LocalFile, SegmentScanner
+from analytics.kafka.reader import DEFAULT_WINDOW, Chunk, LocalFile, SegmentScanner
 from analytics.kafka.sidecars import read_sidecar
 
 
@@ -75,7 +75,7 @@ def _row(obj, target: pa.Schema) -> dict:
     return {name: d[name] for name in target.names}
 
 
-def read_segment(
+def stream_segment(
     path: str | os.PathLike,
     *,
     topic: str = "",
@@ -84,17 +84,16 @@ def read_segment(
     records: bool = False,
     window: int = DEFAULT_WINDOW,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-) -> SegmentRead:
-    """Read one segment file; an unreadable file is one ``unreadable`` error, never an exception."""
+) -> Generator[Chunk, None, tuple[SegmentInfo, list[ParseError]]]:
+    """Yield a segment's chunks; return its ``SegmentInfo`` and errors. Never raises on bad files:
+    an unreadable file is one ``unreadable`` error, a read failing half-way an error for the rest."""
     file = os.fspath(path)
     try:
         source = LocalFile(file)
     except OSError as exc:
         size = _size_or_zero(file)
         error = ParseError(topic, partition, file, 0, E.UNREADABLE, f"cannot open: {exc.strerror or exc}", size)
-        info = SegmentInfo(topic, partition, file, base_offset, size, 0, 0, None, None, E.UNREADABLE)
-        empty_records = schema.RECORDS_RAW.empty_table() if records else None
-        return SegmentRead(schema.BATCHES.empty_table(), empty_records, [error], info)
+        return SegmentInfo(topic, partition, file, base_offset, size, 0, 0, None, None, E.UNREADABLE), [error]
     with source:
         scanner = SegmentScanner(
             source,
@@ -107,16 +106,28 @@ def read_segment(
             max_decompressed_bytes=max_decompressed_bytes,
         )
         try:
-            chunks = list(scanner)
-        except OSError as exc:  # a read failing half-way: the rest of the file is unaccounted
+            yield from scanner
+        except OSError as exc:
             position = scanner.valid_bytes + sum(e.bytes_affected for e in scanner.errors)
             scanner.errors.append(
                 ParseError(topic, partition, file, position, E.UNREADABLE, f"read failed: {exc}", source.size - position)
             )
-            chunks = []
-        batches = pa.Table.from_batches([c.batches for c in chunks], schema=schema.BATCHES)
-        recs = pa.Table.from_batches([c.records for c in chunks], schema=schema.RECORDS_RAW) if records else None
-        return SegmentRead(batches, recs, scanner.errors, scanner.info)
+        return scanner.info, scanner.errors
+
+
+def read_segment(path: str | os.PathLike, *, records: bool = False, **options) -> SegmentRead:
+    """Read one segment file into tables (see :func:`stream_segment` for the options)."""
+    stream = stream_segment(path, records=records, **options)
+    chunks = []
+    while True:
+        try:
+            chunks.append(next(stream))
+        except StopIteration as done:
+            info, errors = done.value
+            break
+    batches = pa.Table.from_batches([c.batches for c in chunks], schema=schema.BATCHES)
+    recs = pa.Table.from_batches([c.records for c in chunks], schema=schema.RECORDS_RAW) if records else None
+    return SegmentRead(batches, recs, errors, info)
 
 
 def _size_or_zero(path: str) -> int:
@@ -144,10 +155,21 @@ def read_log_dirs(
 def _read_log_dir(log_dir: LogDir, out: LogDirTables, **options) -> None:
     for path in log_dir.checkpoints.values():
         _sidecar(path, "", -1, out)
-    for path in log_dir.unknown:
-        _file_error(out, "", -1, path, E.UNKNOWN_FILE, "not a file a Kafka broker writes in a log directory")
+    out.parse_errors.extend(file_errors(log_dir))
     for part in log_dir.partitions:
         _read_partition(part, out, **options)
+
+
+def file_errors(log_dir: LogDir) -> list[ParseError]:
+    """Errors for the files of a log dir that hold nothing to read: unknown and temporary files."""
+    errors = [_file_error("", -1, f, E.UNKNOWN_FILE, "not a file a Kafka broker writes in a log directory")
+              for f in log_dir.unknown]
+    for part in log_dir.partitions:
+        errors += [_file_error(part.topic, part.partition, f, E.TEMPORARY_FILE,
+                               "a temporary file the broker had not finished with") for f in part.temporary]
+        errors += [_file_error(part.topic, part.partition, f, E.UNKNOWN_FILE,
+                               "not a file a Kafka broker writes in a partition folder") for f in part.unknown]
+    return errors
 
 
 def _read_partition(part: PartitionDir, out: LogDirTables, *, records: bool, **options) -> None:
@@ -169,10 +191,6 @@ def _read_partition(part: PartitionDir, out: LogDirTables, *, records: bool, **o
     sidecars += [p for p in (part.leader_epoch_checkpoint, part.partition_metadata) if p is not None]
     for path in sidecars:
         _sidecar(path, part.topic, part.partition, out)
-    for path in part.temporary:
-        _file_error(out, part.topic, part.partition, path, E.TEMPORARY_FILE, "a temporary file the broker had not finished with")
-    for path in part.unknown:
-        _file_error(out, part.topic, part.partition, path, E.UNKNOWN_FILE, "not a file a Kafka broker writes in a partition folder")
 
 
 _SIDECAR_TABLES = {
@@ -191,5 +209,5 @@ def _sidecar(path: Path, topic: str, partition: int, out: LogDirTables) -> None:
     out.parse_errors.extend(result.errors)
 
 
-def _file_error(out: LogDirTables, topic: str, partition: int, path: Path, kind: str, message: str) -> None:
-    out.parse_errors.append(ParseError(topic, partition, str(path), 0, kind, message, _size_or_zero(str(path))))
+def _file_error(topic: str, partition: int, path: Path, kind: str, message: str) -> ParseError:
+    return ParseError(topic, partition, str(path), 0, kind, message, _size_or_zero(str(path)))

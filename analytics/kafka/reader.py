@@ -434,6 +434,7 @@ class SegmentScanner:
                 pa.array(keys, pa.binary()),
                 pa.array(values, pa.binary()),
                 pa.array(headers, schema.RECORDS_RAW.field("headers").type),
+                pa.array([-1 if v is None else len(v) for v in values], pa.int32()),
             ],
             schema=schema.RECORDS_RAW,
         )

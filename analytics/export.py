@@ -1,0 +1,229 @@
+"""The export job: Kafka log files to the Parquet tables of the contract, in one Spark application.
+
+Tables under ``OUT``: ``batches`` (partitioned by topic), ``records`` (with ``records=True``),
+``segments``, ``parse_errors``, ``producer_snapshots``, ``aborted_transactions``,
+``leader_epochs``, ``checkpoints`` (the four log-dir offset checkpoints), ``log_start_offsets``
+and ``partition_metadata``, and ``OUT/_export.json`` describing the run.
+
+Each segment is read once, on an executor: the ``batches`` read also writes every file's
+``segments`` row and parse errors as side output (see :mod:`analytics.spark.source`).
+
+A run is atomic: every table is written under ``OUT/.staging-<run>/`` first. Only when all are
+complete is ``_export.json`` removed, the tables moved into place one by one, and a new
+``_export.json`` written last. A run that dies before the swap leaves the previous output as it
+was; one that dies during it leaves no ``_export.json``, which readers of ``OUT`` require, so
+nothing half-written looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analytics import schema
+
+MANIFEST = "_export.json"
+SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
+TABLE_SCHEMAS = {
+    "segments": schema.SEGMENTS,
+    "parse_errors": schema.PARSE_ERRORS,
+    "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
+    "aborted_transactions": schema.ABORTED_TRANSACTIONS,
+    "leader_epochs": schema.LEADER_EPOCHS,
+    "checkpoints": schema.CHECKPOINTS,
+    "partition_metadata": schema.PARTITION_METADATA,
+}
+
+
+class ExportError(Exception):
+    """Inputs that cannot be exported (nothing to read, a bad option): exit code 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    out: str
+    run_id: str
+    files: int
+    input_bytes: int
+    rows: dict[str, int]
+    seconds: float
+
+
+def export(
+    spark,
+    paths: list[str],
+    out: str,
+    *,
+    records: bool = False,
+    input_format: str = "segments",
+    progress: Callable[[str], None] | None = None,
+) -> ExportResult:
+    """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written."""
+    from pyspark.sql import functions as F
+
+    from analytics.spark.plan import file_errors, plan_files
+    from analytics.spark.tasks import _side
+
+    started = time.monotonic()
+    paths = [os.path.abspath(p) for p in paths]
+    tasks = plan_files(paths, "batches", input_format)
+    if not tasks:
+        raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
+    total_bytes = sum(t[5] for t in tasks)
+    out = os.path.abspath(out)
+    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    staging = os.path.join(out, f".staging-{run_id}")
+    parts = os.path.join(staging, "_parts")
+    os.makedirs(parts)
+    say = progress or (lambda _msg: None)
+    min_tasks = 2 * spark.sparkContext.defaultParallelism  # two tasks a core evens out uneven files
+    say(f"exporting {len(tasks)} files, {total_bytes / 1e6:,.1f} MB, to {out}")
+
+    def source(table: str):
+        reader = (spark.read.format("kafka-segments").option("table", table).option("inputFormat", input_format)
+                  .option("paths", json.dumps(paths))
+                  .option("minTasks", min_tasks if table in ("batches", "records") else 1))
+        return reader.option("sideOutput", parts) if table in ("batches", "records") or table in SIDECAR_TABLES else reader
+
+    try:
+        if input_format == "segments":
+            _side(parts, "parse_errors", "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
+        with _Progress(os.path.join(parts, "segments"), tasks, say):
+            source("batches").load().write.partitionBy("topic").parquet(os.path.join(staging, "batches"))
+        if records:
+            raw = source("records").load()
+            raw.select(
+                "topic", "partition", "offset", "timestamp", "batch_base_offset", "producer_id", "producer_epoch",
+                "sequence", "key", "value_size",
+                F.when(F.col("key").isNotNull(), F.xxhash64("key")).alias("key_hash"),
+                F.when(F.col("value").isNotNull(), F.xxhash64("value")).alias("value_hash"),
+                "headers",
+            ).write.parquet(os.path.join(staging, "records"))
+        for table in SIDECAR_TABLES:
+            if input_format == "segments":
+                source(table).load().coalesce(1).write.parquet(os.path.join(staging, table))
+            else:
+                _write_small(os.path.join(staging, table), TABLE_SCHEMAS[table].empty_table())
+        # Per-file side outputs are small (a row per file, a row per problem): merged without Spark.
+        for table in ("segments", "parse_errors"):
+            _write_small(os.path.join(staging, table), _read_parts(os.path.join(parts, table), TABLE_SCHEMAS[table]))
+        checkpoints = _read_parts(os.path.join(staging, "checkpoints"), schema.CHECKPOINTS)
+        starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], "log-start-offset"))
+        _write_small(os.path.join(staging, "log_start_offsets"), pa.table(
+            {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"]}))
+        tables = [t for t in os.listdir(staging) if not t.startswith("_")]
+        rows = {t: _count_rows(os.path.join(staging, t)) for t in sorted(tables)}
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(parts)
+    manifest = {
+        "run_id": run_id,
+        "inputs": paths,
+        "input_format": input_format,
+        "records": records,
+        "files": len(tasks),
+        "input_bytes": total_bytes,
+        "rows": rows,
+        "finished_at_ms": int(time.time() * 1000),
+    }
+    _swap(out, staging, tables, manifest)
+    seconds = time.monotonic() - started
+    say(f"exported {len(tasks)} files ({total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
+    return ExportResult(out, run_id, len(tasks), total_bytes, rows, seconds)
+
+
+def _read_parts(folder: str, target: pa.Schema) -> pa.Table:
+    files = sorted(f for f in Path(folder).rglob("*.parquet")) if os.path.isdir(folder) else []
+    return pa.concat_tables([pq.read_table(f, schema=target) for f in files]) if files else target.empty_table()
+
+
+def _write_small(folder: str, table: pa.Table) -> None:
+    os.makedirs(folder, exist_ok=True)
+    pq.write_table(table, os.path.join(folder, "part-00000.parquet"))
+
+
+def _count_rows(folder: str) -> int:
+    """Rows of a Parquet table folder, from the files' footers."""
+    return sum(pq.read_metadata(f).num_rows for f in Path(folder).rglob("*.parquet"))
+
+
+def _swap(out: str, staging: str, tables: list[str], manifest: dict) -> None:
+    """Move the staged tables into ``out``; the manifest goes first out and last in."""
+    marker = os.path.join(out, MANIFEST)
+    if os.path.exists(marker):
+        os.remove(marker)
+    trash = os.path.join(out, f".trash-{manifest['run_id']}")
+    os.makedirs(trash)
+    for name in os.listdir(out):  # every table of an earlier run goes, also those this run has not
+        if not name.startswith(".") and name != MANIFEST and os.path.isdir(os.path.join(out, name)) and name in _KNOWN_TABLES:
+            os.replace(os.path.join(out, name), os.path.join(trash, name))
+    for name in tables:
+        os.replace(os.path.join(staging, name), os.path.join(out, name))
+    tmp = marker + ".tmp"
+    Path(tmp).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, marker)
+    shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+_KNOWN_TABLES = frozenset({"batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES})
+
+
+def read_manifest(out: str) -> dict:
+    """The manifest of a complete export; raises ExportError when ``out`` holds none."""
+    marker = os.path.join(out, MANIFEST)
+    if not os.path.isfile(marker):
+        raise ExportError(f"{out} holds no complete export (no {MANIFEST}); run `segaudit export` first")
+    return json.loads(Path(marker).read_text())
+
+
+class _Progress:
+    """Reports files and bytes done on stderr while a long read runs, from the side-output files."""
+
+    def __init__(self, folder: str, tasks, say: Callable[[str], None], every: float = 5.0):
+        from analytics.spark.source import FileTask, task_name
+
+        self.folder = folder
+        self.sizes = {task_name(FileTask(*t)) + ".parquet": t[5] for t in tasks}
+        self.total = sum(self.sizes.values())
+        self.say = say
+        self.every = every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        last = None
+        while not self.stop.wait(self.every):
+            try:
+                done = [n for n in os.listdir(self.folder) if n in self.sizes]
+            except FileNotFoundError:
+                continue
+            state = (len(done), sum(self.sizes[n] for n in done))
+            if state != last:
+                last = state
+                self.say(f"  read {state[0]}/{len(self.sizes)} files, {state[1] / 1e6:,.1f}/{self.total / 1e6:,.1f} MB")
+
+
+def stderr_progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

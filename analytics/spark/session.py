@@ -1,0 +1,78 @@
+"""One way to get a SparkSession: local mode by default, a master URL or Spark Connect when asked.
+
+Spark's console noise is off (log4j at ERROR, no progress bar), the Python workers run the
+interpreter that runs segaudit (so the package and its dependencies are there), and the
+``kafka-segments`` data source is registered.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+class JavaMissing(RuntimeError):
+    """No Java 17+ for Spark; the message says how to get it."""
+
+
+def check_java() -> None:
+    java = shutil.which("java")
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        java = os.path.join(home, "bin", "java")
+    if not java:
+        raise JavaMissing("Java 17+ is required (Spark runs on the JVM) and no 'java' was found. "
+                          "On Debian: sudo apt-get install -y openjdk-17-jre-headless")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    version = out.split('"')[1] if '"' in out else ""
+    major = int(version.split(".")[0]) if version[:1].isdigit() else 0
+    major = 8 if major == 1 else major
+    if major < 17:
+        raise JavaMissing(f"Java 17+ is required, found: {out.splitlines()[0] if out else 'unknown'}. "
+                          "On Debian: sudo apt-get install -y openjdk-17-jre-headless")
+
+
+def get_spark(master: str | None = None, *, remote: str | None = None, app_name: str = "segaudit", conf: dict | None = None):
+    """The active session if there is one, else a new one (``local[*]`` unless told otherwise)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and not remote and master is None:
+        _register(active)
+        return active
+    if not remote:
+        check_java()
+    # Python workers must run this interpreter, which has the package and its dependencies.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if remote:
+        builder = builder.remote(remote)
+    else:
+        quiet = f"-Dlog4j.configurationFile={LOG4J.as_uri()}"
+        builder = (
+            builder.master(master or "local[*]")
+            .config("spark.driver.extraJavaOptions", quiet)
+            .config("spark.executor.extraJavaOptions", quiet)
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+        )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    level = os.environ.get("SEGAUDIT_SPARK_LOG_LEVEL")
+    if level and not remote:
+        spark.sparkContext.setLogLevel(level)
+    _register(spark)
+    return spark
+
+
+def _register(spark) -> None:
+    from analytics.spark.source import KafkaSegmentsDataSource
+
+    spark.dataSource.register(KafkaSegmentsDataSource)

@@ -1,0 +1,173 @@
+"""The export job on a real local Spark: tables equal the pure reader's, bad input is rows, runs are atomic."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from analytics.export import MANIFEST, export, read_manifest
+from analytics.generate import generate
+from analytics.kafka.dumplog import dump_segment
+from analytics.kafka.logdir import TABLE_SCHEMAS, read_log_dirs
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.spark
+SAMPLE = REPO / "data" / "mixed"
+COMPARED = ("batches", "segments", "parse_errors", "producer_snapshots", "aborted_transactions", "leader_epochs",
+            "checkpoints", "partition_metadata")
+
+
+def _rows(out: str, table: str) -> list[tuple]:
+    names = TABLE_SCHEMAS[table].names
+    t = pq.read_table(os.path.join(out, table))  # partition folders (topic=...) come back as a column
+    return sorted(tuple(r[n] for n in names) for r in t.to_pylist())
+
+
+def _expected(tables, table: str) -> list[tuple]:
+    names = TABLE_SCHEMAS[table].names
+    return sorted(tuple(r[n] for n in names) for r in tables.table(table).to_pylist())
+
+
+@pytest.fixture(scope="module")
+def sample_export(spark, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("export") / "out")
+    result = export(spark, [str(SAMPLE)], out, records=True)
+    return out, result
+
+
+def test_every_table_equals_the_pure_reader_row_for_row(sample_export):
+    out, _ = sample_export
+    tables = read_log_dirs([SAMPLE.resolve()], records=True)
+    for table in COMPARED:
+        assert _rows(out, table) == _expected(tables, table), table
+    exported = pq.read_table(os.path.join(out, "records")).to_pylist()
+    raw = tables.table("records").to_pylist()
+    key = lambda r: (r["topic"], r["partition"], r["offset"])  # noqa: E731
+    assert sorted(map(key, exported)) == sorted(map(key, raw))
+    by_key = {key(r): r for r in raw}
+    for r in exported:
+        src = by_key[key(r)]
+        assert r["key"] == src["key"] and r["value_size"] == (len(src["value"]) if src["value"] is not None else -1)
+        assert (r["key_hash"] is None) == (src["key"] is None) and (r["value_hash"] is None) == (src["value"] is None)
+    hashes = {}
+    for r in exported:  # equal values hash equally, different ones (here) do not collide
+        if r["value_hash"] is not None:
+            hashes.setdefault(r["value_hash"], set()).add(by_key[key(r)]["value"])
+    assert all(len(v) == 1 for v in hashes.values())
+
+
+def test_the_manifest_is_written_last_and_names_every_table(sample_export):
+    out, result = sample_export
+    manifest = read_manifest(out)
+    assert manifest["run_id"] == result.run_id and manifest["files"] == 35
+    assert set(manifest["rows"]) == {p.name for p in Path(out).iterdir() if p.is_dir() and not p.name.startswith(".")}
+    assert manifest["rows"]["batches"] == 642 and manifest["rows"]["parse_errors"] == 4
+    assert [p.name for p in Path(out).iterdir() if p.name.startswith(".")] == []  # no staging left behind
+    assert {p.name for p in (Path(out) / "batches").iterdir() if p.is_dir()} >= {"topic=clean", "topic=torn-tails"}
+
+
+def test_log_start_offsets_come_from_the_checkpoint(sample_export):
+    out, _ = sample_export
+    starts = {(r["topic"], r["partition"]): r["log_start_offset"] for r in pq.read_table(os.path.join(out, "log_start_offsets")).to_pylist()}
+    assert starts[("retention-head", 0)] > 0 and starts[("clean", 0)] == 0
+
+
+def test_bad_files_are_parse_errors_and_the_rest_exports(spark, tmp_path):
+    logs = tmp_path / "logs"
+    generate(logs, "corrupt-crc")
+    generate(tmp_path / "tails", "torn-tails")
+    for part in (tmp_path / "tails").iterdir():
+        if part.is_dir():
+            shutil.move(str(part), logs / part.name)
+    (logs / "corrupt-crc-0" / "notes.txt").write_text("not kafka")
+    (logs / "corrupt-crc-0" / "00000000000000000000.log.deleted").write_bytes(b"x" * 10)
+    out = str(tmp_path / "out")
+    export(spark, [str(logs)], out)
+    tables = read_log_dirs([logs])
+    assert _rows(out, "batches") == _expected(tables, "batches")
+    kinds = sorted(r[4] for r in _rows(out, "parse_errors"))
+    assert kinds == ["crc_mismatch", "crc_mismatch", "temporary_file", "truncated", "unknown_file", "zero_filled"]
+    assert _rows(out, "parse_errors") == _expected(tables, "parse_errors")
+
+
+def test_a_rerun_replaces_the_output_with_the_same_rows(spark, sample_export, tmp_path):
+    out = str(tmp_path / "out")
+    first = export(spark, [str(SAMPLE)], out)
+    before = {t: _rows(out, t) for t in COMPARED}
+    (Path(out) / "records").mkdir()  # a table an earlier run with --records left: it must go
+    second = export(spark, [str(SAMPLE)], out)
+    assert second.run_id != first.run_id and read_manifest(out)["run_id"] == second.run_id
+    assert {t: _rows(out, t) for t in COMPARED} == before
+    assert not (Path(out) / "records").exists()
+
+
+def test_a_failed_run_leaves_the_previous_output_complete(spark, tmp_path, monkeypatch):
+    out = str(tmp_path / "out")
+    export(spark, [str(SAMPLE)], out)
+    manifest = read_manifest(out)
+    import analytics.export as ex
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("the disk filled up")
+
+    monkeypatch.setattr(ex, "_count_rows", boom)  # fails after every table is staged, before the swap
+    with pytest.raises(RuntimeError):
+        export(spark, [str(SAMPLE)], out)
+    assert read_manifest(out) == manifest
+    assert [p.name for p in Path(out).iterdir() if p.name.startswith(".")] == []
+    assert _rows(out, "segments")
+
+
+def test_an_output_without_manifest_is_not_an_export(tmp_path):
+    from analytics.export import ExportError
+
+    (tmp_path / "batches").mkdir()
+    with pytest.raises(ExportError, match=MANIFEST):
+        read_manifest(str(tmp_path))
+
+
+def test_dump_log_text_exports_the_same_batches(spark, sample_export, tmp_path):
+    out, _ = sample_export
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    for i, segment in enumerate(sorted(SAMPLE.rglob("*.log"))):
+        (dumps / f"dump-{i:03d}.txt").write_text("\n".join(dump_segment(str(segment.resolve()))) + "\n")
+    dump_out = str(tmp_path / "dump-out")
+    export(spark, [str(dumps)], dump_out, input_format="dump-log")
+    drop = TABLE_SCHEMAS["batches"].names.index("base_timestamp")
+
+    def comparable(rows):
+        return sorted(r[:drop] + r[drop + 1:] for r in rows)
+
+    assert comparable(_rows(dump_out, "batches")) == comparable(_rows(out, "batches"))
+    errors = _rows(dump_out, "parse_errors")  # a dump tells a zero-filled tail from a torn one by nothing
+    assert sorted((r[4], r[6]) for r in errors) == sorted(
+        ("truncated" if r[4] == "zero_filled" else r[4], r[6]) for r in _rows(out, "parse_errors"))
+
+
+def test_cli_export_prints_row_counts_and_rejects_missing_input(spark, tmp_path, capsys):
+    from analytics.cli import main
+
+    assert main(["export", str(SAMPLE), "--out", str(tmp_path / "o")]) == 0
+    assert "batches" in capsys.readouterr().out
+    assert main(["export", str(tmp_path / "missing"), "--out", str(tmp_path / "o2")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["export", str(tmp_path / "empty"), "--out", str(tmp_path / "o3")]) == 2
+    assert "no Kafka segments" in capsys.readouterr().err
+
+
+@pytest.mark.corpus
+def test_corpus_export_equals_the_pure_reader(spark, corpus_dir, tmp_path):
+    out = str(tmp_path / "out")
+    result = export(spark, [str(corpus_dir)], out)
+    assert result.files == 241 and result.rows["batches"] == 91_590 and result.rows["parse_errors"] == 0
+    tables = read_log_dirs([corpus_dir])
+    for table in ("batches", "segments", "producer_snapshots"):
+        assert _rows(out, table) == _expected(tables, table), table
+    assert json.loads((Path(out) / MANIFEST).read_text())["rows"]["producer_snapshots"] == len(tables.producer_snapshots)
