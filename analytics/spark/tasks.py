@@ -73,7 +73,7 @@ def _log_task(task, table: str) -> None:
             status = open(f"/proc/{pid}/status").read()
         except OSError:
             break
-        ancestry.append(cmdline[:300])
+        ancestry.append(cmdline if len(cmdline) <= 400 else f"{cmdline[:150]} ... {cmdline[-250:]}")
         pid = int(status.split("PPid:")[1].split()[0])
     line = json.dumps({"pid": os.getpid(), "table": table, "file": task.path, "ancestry": ancestry})
     with open(target, "a") as f:

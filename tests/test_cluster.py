@@ -1,0 +1,102 @@
+"""The export on a real Spark standalone cluster: a master and a worker in their own JVMs, started
+with the ``spark-class`` launcher that ships with PySpark, and the export as a separate driver.
+
+Proves that segment files are read in executor processes (the task log names each reading
+process's ancestry, which runs through the worker's executor JVM) and that the tables equal a
+local-mode export of the same input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from analytics.export import read_manifest
+from analytics.kafka.logdir import TABLE_SCHEMAS, read_log_dirs
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+SAMPLE = (REPO / "data" / "mixed").resolve()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spark_class() -> tuple[str, dict]:
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    return str(home / "bin" / "spark-class"), env
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    work = tmp_path_factory.mktemp("cluster")
+    spark_class, env = _spark_class()
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    procs = [
+        subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                          "--webui-port", str(ui)], env=env, stdout=open(work / "master.log", "w"),
+                         stderr=subprocess.STDOUT, start_new_session=True),
+        subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                          "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui), "--work-dir", str(work / "w")],
+                         env=env, stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True),
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json", timeout=2))
+                if any(w["state"] == "ALIVE" for w in state.get("workers", [])):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the standalone worker did not register:\n" + (work / "worker.log").read_text()[-2000:])
+            time.sleep(1)
+        yield master_url, work
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=60)
+
+
+def test_export_on_a_standalone_cluster_reads_in_executors_and_matches_local(cluster, tmp_path):
+    master_url, _ = cluster
+    out = tmp_path / "out"
+    task_log = tmp_path / "tasks.jsonl"
+    cmd = [sys.executable, "-m", "analytics", "export", str(SAMPLE), "--out", str(out), "--records",
+           "--master", master_url, "--conf", f"spark.executorEnv.SEGAUDIT_TASK_LOG={task_log}",
+           "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false"]
+    driver = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert driver.returncode == 0, driver.stderr[-3000:]
+
+    reads = [json.loads(line) for line in task_log.read_text().splitlines()]
+    segment_reads = [r for r in reads if r["table"] == "batches"]
+    assert sorted(r["file"] for r in segment_reads) == sorted(str(p) for p in SAMPLE.rglob("*.log"))
+    for r in reads:  # every read ran under the worker's executor JVM, never in the driver
+        assert any("CoarseGrainedExecutorBackend" in cmdline for cmdline in r["ancestry"]), r["ancestry"]
+        assert not any("analytics export" in cmdline for cmdline in r["ancestry"])
+
+    tables = read_log_dirs([SAMPLE], records=True)
+    for table in ("batches", "segments", "parse_errors", "producer_snapshots", "aborted_transactions", "leader_epochs"):
+        names = TABLE_SCHEMAS[table].names
+        got = sorted(tuple(r[n] for n in names) for r in pq.read_table(out / table).to_pylist())
+        assert got == sorted(tuple(r[n] for n in names) for r in tables.table(table).to_pylist()), table
+    assert read_manifest(str(out))["rows"]["records"] == tables.table("records").num_rows
