@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sys
 import threading
 import time
@@ -86,7 +87,10 @@ def export(
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
     staging = os.path.join(out, f".staging-{run_id}")
     parts = os.path.join(staging, "_parts")
+    os.makedirs(out, exist_ok=True)
+    _remove_abandoned(out)
     os.makedirs(parts)
+    _claim(staging)
     say = progress or (lambda _msg: None)
     min_tasks = 2 * spark.sparkContext.defaultParallelism  # two tasks a core evens out uneven files
     say(f"exporting {len(tasks)} files, {total_bytes / 1e6:,.1f} MB, to {out}")
@@ -167,6 +171,7 @@ def _swap(out: str, staging: str, tables: list[str], manifest: dict) -> None:
         os.remove(marker)
     trash = os.path.join(out, f".trash-{manifest['run_id']}")
     os.makedirs(trash)
+    _claim(trash)
     for name in os.listdir(out):  # every table of an earlier run goes, also those this run has not
         if not name.startswith(".") and name != MANIFEST and os.path.isdir(os.path.join(out, name)) and name in _KNOWN_TABLES:
             os.replace(os.path.join(out, name), os.path.join(trash, name))
@@ -177,6 +182,41 @@ def _swap(out: str, staging: str, tables: list[str], manifest: dict) -> None:
     os.replace(tmp, marker)
     shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(staging, ignore_errors=True)
+
+
+OWNER = "_owner.json"
+
+
+def _claim(folder: str) -> None:
+    """Mark a staging or trash folder with the process that owns it."""
+    Path(folder, OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+
+
+def _remove_abandoned(out: str) -> None:
+    """Remove staging and trash folders of runs that died (their process on this host is gone).
+
+    Folders of live runs, and of runs on other hosts, are left alone: two exports may share OUT.
+    """
+    for name in os.listdir(out):
+        if not name.startswith((".staging-", ".trash-")):
+            continue
+        folder = os.path.join(out, name)
+        try:
+            owner = json.loads(Path(folder, OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", 0))):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 _KNOWN_TABLES = frozenset({"batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES})

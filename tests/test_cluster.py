@@ -100,3 +100,33 @@ def test_export_on_a_standalone_cluster_reads_in_executors_and_matches_local(clu
         got = sorted(tuple(r[n] for n in names) for r in pq.read_table(out / table).to_pylist())
         assert got == sorted(tuple(r[n] for n in names) for r in tables.table(table).to_pylist()), table
     assert read_manifest(str(out))["rows"]["records"] == tables.table("records").num_rows
+
+
+def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
+    """SIGKILL in the middle of an export: the previous run's tables and manifest stay as they were,
+    and the next export removes what the killed one left."""
+    from analytics.generate import generate
+
+    big = tmp_path / "big"
+    generate(big, "clean", scale=3000)  # ~180k batches: long enough to be killed mid-way
+    out = tmp_path / "out"
+    base = [sys.executable, "-m", "analytics", "export", "--out", str(out), "--master", "local[2]"]
+    subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, timeout=600)
+    before = read_manifest(str(out))
+    batches_before = sorted(p.name for p in (out / "batches").rglob("*.parquet"))
+
+    proc = subprocess.Popen([*base, str(big)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not any((out / d).is_dir() and any((out / d / "_parts").glob("segments/*.parquet"))
+                  for d in os.listdir(out) if d.startswith(".staging-")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the export ended before it could be killed"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    assert read_manifest(str(out)) == before
+    assert sorted(p.name for p in (out / "batches").rglob("*.parquet")) == batches_before
+    assert any(d.startswith(".staging-") for d in os.listdir(out))  # the killed run's leftovers, hidden
+
+    subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, timeout=600)
+    assert [d for d in os.listdir(out) if d.startswith(".")] == []
