@@ -38,7 +38,6 @@ from analytics import schema
 MANIFEST = "_export.json"
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
 TABLE_SCHEMAS = {
-    "segments": schema.SEGMENTS,
     "parse_errors": schema.PARSE_ERRORS,
     "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
     "aborted_transactions": schema.ABORTED_TRANSACTIONS,
@@ -72,10 +71,8 @@ def export(
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written."""
-    from pyspark.sql import functions as F
-
     from analytics.spark.plan import file_errors, plan_files
-    from analytics.spark.tasks import _side
+    from analytics.spark.tasks import write_rows
 
     started = time.monotonic()
     paths = [os.path.abspath(p) for p in paths]
@@ -98,31 +95,28 @@ def export(
     def source(table: str):
         reader = (spark.read.format("kafka-segments").option("table", table).option("inputFormat", input_format)
                   .option("paths", json.dumps(paths))
-                  .option("minTasks", min_tasks if table in ("batches", "records") else 1))
-        return reader.option("sideOutput", parts) if table in ("batches", "records") or table in SIDECAR_TABLES else reader
+                  .option("minTasks", min_tasks if table == "segments" else 1))
+        return reader.option("sideOutput", parts)
 
     try:
         if input_format == "segments":
-            _side(parts, "parse_errors", "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
-        with _Progress(os.path.join(parts, "segments"), tasks, say):
-            source("batches").load().write.partitionBy("topic").parquet(os.path.join(staging, "batches"))
+            write_rows(os.path.join(parts, "parse_errors"), "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
+        # One pass over the segments: tasks write batches (and records) as Parquet, one segments row per file.
+        segments = source("segments").option("batchesOut", os.path.join(staging, "batches"))
         if records:
-            raw = source("records").load()
-            raw.select(
-                "topic", "partition", "offset", "timestamp", "batch_base_offset", "producer_id", "producer_epoch",
-                "sequence", "key", "value_size",
-                F.when(F.col("key").isNotNull(), F.xxhash64("key")).alias("key_hash"),
-                F.when(F.col("value").isNotNull(), F.xxhash64("value")).alias("value_hash"),
-                "headers",
-            ).write.parquet(os.path.join(staging, "records"))
+            segments = segments.option("recordsOut", os.path.join(staging, "records"))
+        with _Progress(os.path.join(parts, "parse_errors"), tasks, say):
+            segments.load().repartition(1).write.parquet(os.path.join(staging, "segments"))
+        for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
+            if wanted and not os.path.isdir(os.path.join(staging, table)):  # no rows at all: still a table
+                _write_small(os.path.join(staging, table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
+        if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
+            source("sidecars").option("sidecarsOut", staging).load().write.format("noop").mode("overwrite").save()
         for table in SIDECAR_TABLES:
-            if input_format == "segments":
-                source(table).load().coalesce(1).write.parquet(os.path.join(staging, table))
-            else:
+            if not os.path.isdir(os.path.join(staging, table)):
                 _write_small(os.path.join(staging, table), TABLE_SCHEMAS[table].empty_table())
-        # Per-file side outputs are small (a row per file, a row per problem): merged without Spark.
-        for table in ("segments", "parse_errors"):
-            _write_small(os.path.join(staging, table), _read_parts(os.path.join(parts, table), TABLE_SCHEMAS[table]))
+        # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
+        _write_small(os.path.join(staging, "parse_errors"), _read_parts(os.path.join(parts, "parse_errors"), schema.PARSE_ERRORS))
         checkpoints = _read_parts(os.path.join(staging, "checkpoints"), schema.CHECKPOINTS)
         starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], "log-start-offset"))
         _write_small(os.path.join(staging, "log_start_offsets"), pa.table(
@@ -150,7 +144,7 @@ def export(
 
 
 def _read_parts(folder: str, target: pa.Schema) -> pa.Table:
-    files = sorted(f for f in Path(folder).rglob("*.parquet")) if os.path.isdir(folder) else []
+    files = sorted(f for f in Path(folder).rglob("*.parquet") if not f.name.startswith(".")) if os.path.isdir(folder) else []
     return pa.concat_tables([pq.read_table(f, schema=target) for f in files]) if files else target.empty_table()
 
 
@@ -237,7 +231,7 @@ class _Progress:
         from analytics.spark.source import FileTask, task_name
 
         self.folder = folder
-        self.sizes = {task_name(FileTask(*t)) + ".parquet": t[5] for t in tasks}
+        self.sizes = {f"segment-{task_name(FileTask(*t))}.parquet": t[5] for t in tasks}
         self.total = sum(self.sizes.values())
         self.say = say
         self.every = every

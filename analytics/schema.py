@@ -61,6 +61,25 @@ RECORDS_RAW = pa.schema(
     ]
 )
 
+# OUT/records: the record's value is replaced by its size and hash (xxhash64, seed 42, as Spark SQL's xxhash64).
+RECORDS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("batch_base_offset", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("sequence", pa.int32()),
+        ("key", pa.binary()),
+        ("value_size", pa.int32()),
+        ("key_hash", pa.int64()),
+        ("value_hash", pa.int64()),
+        ("headers", pa.list_(HEADER)),
+    ]
+)
+
 SEGMENTS = pa.schema(
     [
         ("topic", pa.string()),

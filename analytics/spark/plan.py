@@ -26,6 +26,8 @@ def plan_files(paths: list[str], table: str, input_format: str = "segments") -> 
                 raise FileNotFoundError(f"no such file or directory: {p}")
             files += sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
         return [(i, str(f), "", -1, -1, _size(f)) for i, f in enumerate(files)]
+    if table == "sidecars":
+        return _renumber([t for kind in SIDECARS for t in plan_files(paths, kind, input_format)])
     out: list[Task] = []
     for log_dir in _log_dirs(paths):
         if table == "checkpoints":
@@ -43,7 +45,14 @@ def plan_files(paths: list[str], table: str, input_format: str = "segments") -> 
             else:  # partition_metadata
                 files = [(part.partition_metadata, -1)] if part.partition_metadata else []
             out += [(0, str(f), part.topic, part.partition, base, _size(f)) for f, base in files]
-    return [(i, *t[1:]) for i, t in enumerate(out)]
+    return _renumber(out)
+
+
+SIDECARS = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
+
+
+def _renumber(tasks: list[Task]) -> list[Task]:
+    return [(i, *t[1:]) for i, t in enumerate(tasks)]
 
 
 def file_errors(paths: list[str]) -> list[ParseError]:

@@ -1,17 +1,20 @@
 """``spark.read.format("kafka-segments")``: Kafka log files as DataFrames, read on the executors.
 
     spark.read.format("kafka-segments")
-        .option("table", "batches")        # batches | records | producer_snapshots | aborted_transactions
-                                           # | leader_epochs | checkpoints | partition_metadata
+        .option("table", "batches")        # batches | records | segments | producer_snapshots
+                                           # | aborted_transactions | leader_epochs | checkpoints | partition_metadata
         .option("inputFormat", "segments") # or "dump-log": kafka-dump-log.sh text files
-        .option("sideOutput", "/out/.staging/parts")   # optional: where per-file segments / parse_errors go
+        .option("sideOutput", "/out/.staging/_parts")   # optional: per-file parse errors go there
         .load("/var/kafka-logs")           # log dirs, partition folders or files; several separated by commas
 
-The driver only lists files (:mod:`analytics.kafka.discovery`); every file is one input
-partition, opened and decoded by the pure reader inside ``read()`` on an executor, which yields
-Arrow record batches. With ``sideOutput``, each task also writes what it found about its file
-(its ``segments`` row and its parse errors) as one small Parquet file named after the file's
-index, so a retried task overwrites its own output and the export needs a single pass.
+The driver only lists files (:mod:`analytics.kafka.discovery`) and packs them into groups of
+about ``taskBytes`` (at least ``minTasks`` groups); each group is one input partition, whose
+files are opened and decoded by the pure reader inside ``read()`` on an executor, which yields
+Arrow record batches.
+
+``table = "segments"`` with ``batchesOut`` / ``recordsOut``, and ``table = "sidecars"`` with
+``sidecarsOut``, are the export's modes: the tasks write the tables as Parquet themselves and
+yield one row per file (see :mod:`analytics.spark.tasks`).
 
 Stateless and picklable: partitions carry plain strings and numbers, heavy imports happen in
 ``read()``.
@@ -27,6 +30,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 TABLES = (
     "batches",
     "records",
+    "segments",
+    "sidecars",
     "producer_snapshots",
     "aborted_transactions",
     "leader_epochs",
@@ -91,10 +96,13 @@ def parse_paths(value: str) -> list[str]:
 
 def arrow_schema(table: str, input_format: str = "segments"):
     from analytics import schema
+    from analytics.spark.tasks import SIDECAR_SUMMARY
 
     return {
         "batches": schema.BATCHES,
-        "records": schema.RECORDS_RAW,
+        "records": schema.RECORDS,
+        "segments": schema.SEGMENTS,
+        "sidecars": SIDECAR_SUMMARY,
         "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
         "aborted_transactions": schema.ABORTED_TRANSACTIONS,
         "leader_epochs": schema.LEADER_EPOCHS,
@@ -138,6 +146,9 @@ class KafkaSegmentsReader(DataSourceReader):
         if not self.paths:
             raise ValueError("kafka-segments needs paths: load(path) or .option('paths', ...)")
         self.side_output = options.get("sideOutput") or options.get("sideoutput")
+        self.batches_out = options.get("batchesOut") or options.get("batchesout")
+        self.records_out = options.get("recordsOut") or options.get("recordsout")
+        self.sidecars_out = options.get("sidecarsOut") or options.get("sidecarsout")
         self.window = int(options.get("windowBytes", options.get("windowbytes", 8 * 1024 * 1024)))
         self.target_bytes = int(options.get("taskBytes", options.get("taskbytes", 128 * 1024 * 1024)))
         self.min_tasks = int(options.get("minTasks", options.get("mintasks", 2)))
@@ -146,7 +157,7 @@ class KafkaSegmentsReader(DataSourceReader):
     def partitions(self):
         from analytics.spark.plan import plan_files
 
-        files = plan_files(self.paths, self.table, self.input_format)
+        files = plan_files(self.paths, "batches" if self.table == "segments" else self.table, self.input_format)
         groups = group_files(files, target_bytes=self.target_bytes, min_groups=self.min_tasks)
         return [FileGroup(i, g) for i, g in enumerate(groups)]
 
@@ -163,6 +174,9 @@ class KafkaSegmentsReader(DataSourceReader):
                 side_output=self.side_output,
                 window=self.window,
                 max_decompressed_bytes=self.max_decompressed,
+                batches_out=self.batches_out,
+                records_out=self.records_out,
+                sidecars_out=self.sidecars_out,
             )
 
 
