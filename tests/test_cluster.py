@@ -88,7 +88,7 @@ def test_export_on_a_standalone_cluster_reads_in_executors_and_matches_local(clu
     assert driver.returncode == 0, driver.stderr[-3000:]
 
     reads = [json.loads(line) for line in task_log.read_text().splitlines()]
-    segment_reads = [r for r in reads if r["table"] == "batches"]
+    segment_reads = [r for r in reads if r["table"] == "segments"]
     assert sorted(r["file"] for r in segment_reads) == sorted(str(p) for p in SAMPLE.rglob("*.log"))
     for r in reads:  # every read ran under the worker's executor JVM, never in the driver
         assert any("CoarseGrainedExecutorBackend" in cmdline for cmdline in r["ancestry"]), r["ancestry"]
@@ -130,3 +130,20 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
 
     subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, timeout=600)
     assert [d for d in os.listdir(out) if d.startswith(".")] == []
+
+
+def test_spark_submit_runs_the_export_job_on_the_cluster(cluster, tmp_path):
+    """The README's worked example: jobs/export_segments.py through spark-submit to the standalone master."""
+    master_url, _ = cluster
+    _, env = _spark_class()
+    submit = str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [submit, "--master", master_url, "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false",
+         str(REPO / "jobs" / "export_segments.py"), str(SAMPLE), "--out", str(out)],
+        env=dict(env, PYSPARK_DRIVER_PYTHON=sys.executable), capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    manifest = read_manifest(str(out))
+    assert manifest["rows"]["batches"] == 642 and manifest["files"] == 35
+    assert "batches" in proc.stdout

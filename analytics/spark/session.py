@@ -51,17 +51,17 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit the JVM is already running with the submitted master and options.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     if remote:
         builder = builder.remote(remote)
     else:
-        quiet = f"-Dlog4j.configurationFile={LOG4J.as_uri()}"
-        builder = (
-            builder.master(master or "local[*]")
-            .config("spark.driver.extraJavaOptions", quiet)
-            .config("spark.executor.extraJavaOptions", quiet)
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-        )
+        if master or not submitted:
+            builder = builder.master(master or "local[*]")
+        if not submitted:
+            quiet = f"-Dlog4j.configurationFile={LOG4J.as_uri()}"
+            builder = builder.config("spark.driver.extraJavaOptions", quiet).config("spark.executor.extraJavaOptions", quiet)
+        builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
