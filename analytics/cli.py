@@ -134,8 +134,10 @@ def _spark(args):
 def _export(args) -> int:
     from analytics.export import ExportError, export, stderr_progress
 
+    from analytics.kafka.fs import is_remote
+
     for path in args.logdirs:
-        if not os.path.exists(path):
+        if not is_remote(path) and not os.path.exists(path):
             raise UsageError(f"no such file or directory: {path}")
     spark = _spark(args)
     try:

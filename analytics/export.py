@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analytics import schema
+from analytics.kafka.fs import is_remote, local_path
 
 MANIFEST = "_export.json"
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
@@ -75,7 +76,7 @@ def export(
     from analytics.spark.tasks import write_rows
 
     started = time.monotonic()
-    paths = [os.path.abspath(p) for p in paths]
+    paths = [p if is_remote(p) else os.path.abspath(local_path(p)) for p in paths]
     tasks = plan_files(paths, "batches", input_format)
     if not tasks:
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")

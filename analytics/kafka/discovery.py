@@ -11,10 +11,12 @@ in a copied ``log.dirs`` tree), a single partition folder, or a single ``.log`` 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analytics.kafka.fs import RemotePath, filesystem, is_remote, list_tree, local_path
 from analytics.kafka.sidecars import CHECKPOINT_FILES
 
 PARTITION_DIR = re.compile(
@@ -76,8 +78,14 @@ def parse_partition_dir(name: str) -> tuple[str, int, str | None] | None:
 
 
 def discover(path: str | Path) -> list[LogDir]:
-    """The log directories at or below ``path``, each with its partitions; raises FileNotFoundError."""
-    path = Path(path)
+    """The log directories at or below ``path``, each with its partitions; raises FileNotFoundError.
+
+    ``path`` may be a URI of any pyarrow filesystem (``s3://bucket/kafka-logs``); its files are
+    then :class:`~analytics.kafka.fs.RemotePath` strings.
+    """
+    if is_remote(path):
+        return _discover_remote(str(path))
+    path = Path(local_path(path))
     if not path.exists():
         raise FileNotFoundError(f"no such file or directory: {path}")
     if path.is_file():
@@ -100,16 +108,17 @@ def _holds_partition_files(directory: Path) -> bool:
     """
     has_dirs = False
     for p in directory.iterdir():
-        if p.is_file() and (OFFSET_FILE.match(p.name) or p.name in ("leader-epoch-checkpoint", "partition.metadata")):
+        if p.is_file() and _is_partition_file(p.name):
             return True
         has_dirs = has_dirs or p.is_dir()
     return not has_dirs
 
 
 def _single_file(path: Path) -> LogDir:
-    parsed = parse_partition_dir(path.parent.name)
+    parent = RemotePath(posixpath.dirname(path)) if isinstance(path, RemotePath) else path.parent
+    parsed = parse_partition_dir(parent.name)
     topic, partition, suffix = parsed if parsed else ("", -1, None)
-    part = PartitionDir(topic, partition, path.parent, suffix)
+    part = PartitionDir(topic, partition, parent, suffix)
     m = OFFSET_FILE.match(path.name)
     if m and m["ext"] == "log":
         part.segments.append(Segment(int(m["offset"]), path))
@@ -117,7 +126,10 @@ def _single_file(path: Path) -> LogDir:
         part.segments.append(Segment(-1, path))  # a renamed copy: read it, its base offset is unknown
     else:
         _classify(part, path)
-    log_dir = LogDir(path.parent.parent if parsed else path.parent)
+    if isinstance(path, RemotePath):
+        log_dir = LogDir(RemotePath(posixpath.dirname(parent)) if parsed else parent)
+    else:
+        log_dir = LogDir(path.parent.parent if parsed else path.parent)
     log_dir.partitions.append(part)
     return log_dir
 
@@ -152,11 +164,81 @@ def _partition(path: Path, topic: str, partition: int, suffix: str | None) -> Pa
     for child in path.iterdir():
         if child.is_file() and not child.is_symlink():
             _classify(part, child)
+    _sort(part)
+    return part
+
+
+def _discover_remote(uri: str) -> list[LogDir]:
+    """As :func:`discover`, over one recursive listing of a remote folder."""
+    from pyarrow import fs as pafs
+
+    fs, inner = filesystem(uri)
+    info = fs.get_file_info(inner)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"no such file or directory: {uri}")
+    root = uri.rstrip("/")
+    if info.type == pafs.FileType.File:
+        return [_single_file(RemotePath(root, info.size or 0))]
+    children: dict[str, list[tuple[str, bool, int]]] = {}
+    for full, is_dir, size in list_tree(root):
+        children.setdefault(posixpath.dirname(full), []).append((full, is_dir, size))
+    for entries in children.values():
+        entries.sort()
+
+    def holds_partition_files(d: str) -> bool:
+        entries = children.get(d, [])
+        if any(not is_dir and _is_partition_file(posixpath.basename(f)) for f, is_dir, _ in entries):
+            return True
+        return not any(is_dir for _, is_dir, _ in entries)
+
+    def partition(d: str, topic: str, number: int, suffix: str | None) -> PartitionDir:
+        part = PartitionDir(topic, number, RemotePath(d), suffix)
+        for f, is_dir, size in children.get(d, []):
+            if not is_dir:
+                _classify(part, RemotePath(f, size))
+        _sort(part)
+        return part
+
+    name = posixpath.basename(root)
+    parsed = parse_partition_dir(name)
+    if parsed and holds_partition_files(root):
+        log_dir = LogDir(RemotePath(posixpath.dirname(root)))
+        log_dir.partitions.append(partition(root, *parsed))
+        return [log_dir]
+    found: list[LogDir] = []
+    pending = [root]
+    while pending:
+        d = pending.pop(0)
+        log_dir = LogDir(RemotePath(d))
+        loose, subdirs = [], []
+        for f, is_dir, size in children.get(d, []):
+            base = posixpath.basename(f)
+            if is_dir:
+                parsed = parse_partition_dir(base)
+                if parsed and holds_partition_files(f):
+                    log_dir.partitions.append(partition(f, *parsed))
+                else:
+                    subdirs.append(f)
+            elif base in CHECKPOINT_FILES:
+                log_dir.checkpoints[CHECKPOINT_FILES[base]] = RemotePath(f, size)
+            elif base not in IGNORED_LOG_DIR_FILES:
+                loose.append(RemotePath(f, size))
+        if log_dir.partitions or log_dir.checkpoints:
+            log_dir.unknown.extend(loose)
+            found.append(log_dir)
+        pending.extend(subdirs)
+    return found
+
+
+def _is_partition_file(name: str) -> bool:
+    return bool(OFFSET_FILE.match(name)) or name in ("leader-epoch-checkpoint", "partition.metadata")
+
+
+def _sort(part: PartitionDir) -> None:
     for files in (part.segments, part.snapshots, part.txn_indexes):
         files.sort(key=lambda s: s.base_offset)
     for files in (part.ignored, part.temporary, part.unknown):
         files.sort()
-    return part
 
 
 def _classify(part: PartitionDir, child: Path) -> None:

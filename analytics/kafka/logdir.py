@@ -19,6 +19,7 @@ from analytics import schema
 from analytics.kafka import errors as E
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
 from analytics.kafka.discovery import LogDir, PartitionDir, discover
+from analytics.kafka.fs import ArrowFile, RemotePath, is_remote, local_path
 from analytics.kafka.model import ParseError, SegmentInfo
 from analytics.kafka.reader import DEFAULT_WINDOW, Chunk, LocalFile, SegmentScanner
 from analytics.kafka.sidecars import read_sidecar
@@ -87,9 +88,9 @@ def stream_segment(
 ) -> Generator[Chunk, None, tuple[SegmentInfo, list[ParseError]]]:
     """Yield a segment's chunks; return its ``SegmentInfo`` and errors. Never raises on bad files:
     an unreadable file is one ``unreadable`` error, a read failing half-way an error for the rest."""
-    file = os.fspath(path)
+    file = str(path)
     try:
-        source = LocalFile(file)
+        source = ArrowFile(file) if is_remote(file) else LocalFile(local_path(file))
     except OSError as exc:
         size = _size_or_zero(file)
         error = ParseError(topic, partition, file, 0, E.UNREADABLE, f"cannot open: {exc.strerror or exc}", size)
@@ -130,9 +131,11 @@ def read_segment(path: str | os.PathLike, *, records: bool = False, **options) -
     return SegmentRead(batches, recs, errors, info)
 
 
-def _size_or_zero(path: str) -> int:
+def _size_or_zero(path) -> int:
+    if isinstance(path, RemotePath):
+        return max(path.size, 0)
     try:
-        return os.stat(path).st_size
+        return os.stat(local_path(path)).st_size
     except OSError:
         return 0
 
@@ -210,4 +213,4 @@ def _sidecar(path: Path, topic: str, partition: int, out: LogDirTables) -> None:
 
 
 def _file_error(topic: str, partition: int, path: Path, kind: str, message: str) -> ParseError:
-    return ParseError(topic, partition, str(path), 0, kind, message, _size_or_zero(str(path)))
+    return ParseError(topic, partition, str(path), 0, kind, message, _size_or_zero(path))

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from analytics.kafka.discovery import LogDir, discover
+from analytics.kafka.fs import RemotePath
 from analytics.kafka.logdir import file_errors as logdir_file_errors
 from analytics.kafka.model import ParseError
 
@@ -65,6 +66,8 @@ def _log_dirs(paths: list[str]) -> list[LogDir]:
 
 
 def _size(path) -> int:
+    if isinstance(path, RemotePath):
+        return max(path.size, 0)
     try:
         return os.stat(path).st_size
     except OSError:

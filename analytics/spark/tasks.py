@@ -250,7 +250,9 @@ def _row(obj, target: pa.Schema) -> dict:
 def _path(path: str):
     from pathlib import Path
 
-    return Path(path)
+    from analytics.kafka.fs import RemotePath, is_remote
+
+    return RemotePath(path) if is_remote(path) else Path(path)
 
 
 def _side(side_output: str | None, name: str, errors: list[ParseError]) -> None:
