@@ -230,9 +230,13 @@ class TruthWriter:
         if verdict not in SEVERITY:
             if b.explain:
                 explained = b.explain
-            elif verdict == "FIRST_SEEN_NONZERO" and (b.producer_id in part.removed_by_retention or p.log_start_offset > 0):
-                explained = "partial_history"
-            elif verdict in ("SEQUENCE_GAP", "FIRST_SEEN_NONZERO") and b.producer_id in part.removed_by_cleaner and p.compacted:
+            elif verdict == "FIRST_SEEN_NONZERO" and (
+                b.producer_id in part.removed_by_retention
+                or p.log_start_offset > 0
+                or (p.compacted and b.producer_id in part.removed_by_cleaner)
+            ):
+                explained = "partial_history"  # §7.3: earlier batches are below the log start or cleaned away
+            elif verdict == "SEQUENCE_GAP" and b.producer_id in part.removed_by_cleaner and p.compacted:
                 explained = "compaction"
         # state update, as a follower appends whatever is on disk
         if s is None:
