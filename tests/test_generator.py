@@ -218,4 +218,5 @@ def test_audit_config_beside_the_log_parses_and_names_the_evidence(generated):
     assert config["cleanup_policy"] == {"compacted": "compact"}
     [restart] = config["broker_restarts"]
     assert (restart["topic"], restart["partition"]) == ("state-loss-retry", 0) and restart["time_ms"] > 0
+    assert restart["offset"] > 0
     assert config["export_time_ms"] >= restart["time_ms"]

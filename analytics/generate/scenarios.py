@@ -218,12 +218,14 @@ def state_loss_retry(ctx: Context) -> None:
     for _ in range(12 * ctx.scale):
         prod.send(p)
     restart_ms = ctx.tick(100, 200)
+    restart_offset = p.next_offset  # "Loading producer state till offset ..." in the broker's log
     p.restart(with_snapshot=False)  # unclean shutdown, no snapshot: producer state is gone
     p.leader_change()
     assert prod.retry(p, explain="state_loss") == APPENDED
     for _ in range(5 * ctx.scale):
         prod.send(p)
-    ctx.config.setdefault("broker_restarts", []).append({"topic": "state-loss-retry", "partition": 0, "time_ms": restart_ms})
+    ctx.config.setdefault("broker_restarts", []).append(
+        {"topic": "state-loss-retry", "partition": 0, "offset": restart_offset, "time_ms": restart_ms})
 
 
 def retention_head(ctx: Context) -> None:

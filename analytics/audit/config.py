@@ -1,0 +1,92 @@
+"""The audit's configuration: a TOML file, every key also a command-line flag.
+
+    profile = "2.7"                       # broker behaviour (replay rules §2.9)
+    producer_id_expiration_ms = 86400000  # producer.id.expiration.ms
+    transaction_max_timeout_ms = 900000   # transaction.max.timeout.ms
+    export_time_ms = 1767490224297        # "now" for hanging transactions (default: newest batch timestamp)
+    dedup_key = "key_value"               # or "header:<name>" or "json:<field>"
+
+    [cleanup_policy]
+    "orders-compacted" = "compact"
+
+    [log_start_offsets]                   # when known and not in the export's checkpoint
+    "orders:0" = 1200
+
+    [[broker_restarts]]                   # known restarts or truncations; topic/partition optional
+    topic = "orders"
+    partition = 0
+    offset = 5120                         # log end offset at the restart, or time_ms = ...
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata", "__share_group_state"})
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A broker restart or truncation that lost producer state. ``offset``: the partition's log end
+    offset then (batches at or above it were written after; "Loading producer state till offset"
+    in the broker log); ``time_ms``: when, compared with batch timestamps (producer clocks)."""
+
+    time_ms: int | None = None
+    offset: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    profile: str = "2.7"
+    producer_id_expiration_ms: int = 86_400_000
+    transaction_max_timeout_ms: int = 900_000
+    export_time_ms: int | None = None
+    dedup_key: str = "key_value"
+    cleanup_policy: dict[str, str] = field(default_factory=dict)
+    log_start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    broker_restarts: tuple[Restart, ...] = ()
+
+    def compacted_topics(self) -> list[str]:
+        return sorted(t for t, policy in self.cleanup_policy.items() if "compact" in policy)
+
+    def with_overrides(self, **overrides) -> "AuditConfig":
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def load_config(path: str | Path | None) -> AuditConfig:
+    """Read a TOML audit configuration; no path gives the defaults. Unknown keys are an error."""
+    if path is None:
+        return AuditConfig()
+    doc = tomllib.loads(Path(path).read_text())
+    known = set(AuditConfig.__dataclass_fields__)
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown configuration keys: {', '.join(unknown)}")
+    starts = {}
+    for key, offset in doc.get("log_start_offsets", {}).items():
+        topic, _, partition = key.rpartition(":")
+        starts[(topic, int(partition))] = int(offset)
+    restarts = []
+    for r in doc.get("broker_restarts", []):
+        if r.get("time_ms") is None and r.get("offset") is None:
+            raise ValueError(f"{path}: a broker_restarts entry needs time_ms or offset")
+        restarts.append(Restart(
+            None if r.get("time_ms") is None else int(r["time_ms"]),
+            None if r.get("offset") is None else int(r["offset"]),
+            r.get("topic"),
+            None if r.get("partition") is None else int(r["partition"]),
+        ))
+    return AuditConfig(
+        profile=str(doc.get("profile", "2.7")),
+        producer_id_expiration_ms=int(doc.get("producer_id_expiration_ms", 86_400_000)),
+        transaction_max_timeout_ms=int(doc.get("transaction_max_timeout_ms", 900_000)),
+        export_time_ms=None if doc.get("export_time_ms") is None else int(doc["export_time_ms"]),
+        dedup_key=str(doc.get("dedup_key", "key_value")),
+        cleanup_policy={str(k): str(v) for k, v in doc.get("cleanup_policy", {}).items()},
+        log_start_offsets=starts,
+        broker_restarts=tuple(restarts),
+    )

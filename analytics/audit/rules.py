@@ -1,0 +1,226 @@
+"""The replay as Spark window functions: every batch gets a verdict, a severity and, where its own
+columns and the configuration prove it, an explanation.
+
+One shuffle: rows are hash-partitioned by (topic, partition) for the partition window; the
+per-producer window (topic, partition, producer_id) and the duplicate window (that plus epoch and
+sequence range) cluster on supersets of those keys, so Spark reuses the same exchange and only
+sorts. Native Column expressions only.
+
+The state before a batch is what the previous visible batch of its producer left (as a follower
+replaying the log would have it): its epoch; the last sequence of the producer's latest data
+batch, or -1 after a marker that changed the epoch; whether a transaction is open; the highest
+coordinator epoch of its markers. Corrupt batches are not replayed. The rules are those of
+``docs/architecture.md`` (labelling rules) and the replay rules §7.3.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+
+SEQ_SPACE = 2**31  # sequences run mod 2^31 (DefaultRecordBatch.incrementSequence)
+INT_MAX = SEQ_SPACE - 1
+
+OK_VERDICTS = ("OK", "EPOCH_BUMP")
+INFO_VERDICTS = ("NON_IDEMPOTENT", "CONTROL_MARKER")
+
+# -- windows (functions: a window spec needs an active session) -------------------------------
+def by_partition():
+    return Window.partitionBy("topic", "partition").orderBy("base_offset", "file_position")
+
+
+def by_producer():
+    return Window.partitionBy("topic", "partition", "producer_id").orderBy("base_offset", "file_position")
+
+
+def before():
+    """The producer's rows before this one."""
+    return by_producer().rowsBetween(Window.unboundedPreceding, -1)
+
+
+def by_range():
+    return Window.partitionBy(
+        "topic", "partition", "producer_id", "producer_epoch", "base_sequence", "last_sequence"
+    ).orderBy("base_offset", "file_position")
+
+
+# -- named rules -----------------------------------------------------------------------------
+def in_sequence(last: Column, nxt: Column) -> Column:
+    """ProducerAppendInfo.inSequence: next == last + 1, or 0 after INT_MAX."""
+    return (nxt == last + 1) | ((nxt == 0) & (last == INT_MAX))
+
+
+def ahead(last: Column, nxt: Column) -> Column:
+    """``nxt`` lies beyond ``last + 1`` going forward mod 2^31: a gap, not a rewind."""
+    d = F.pmod(nxt - last - 1, F.lit(SEQ_SPACE))
+    return (d > 0) & (d < SEQ_SPACE // 2)
+
+
+def is_replayed() -> Column:
+    """Batches that take part in producer-state tracking (hasProducerId, magic 2, not emptied control)."""
+    return (
+        F.col("crc_valid")
+        & (F.col("magic") == 2)
+        & (F.col("producer_id") >= 0)
+        & ~(F.col("is_control") & (F.col("record_count") == 0))
+        & ~F.col("topic").isin(*INTERNAL_TOPICS)
+    )
+
+
+def _verdict_of_data() -> Column:
+    first_seen = F.col("prev_epoch").isNull()
+    base = F.col("base_sequence")
+    return (
+        F.when(F.col("dup_rank") > 1, "DUPLICATE")
+        .when(first_seen & (base == 0), "OK")
+        .when(first_seen, "FIRST_SEEN_NONZERO")
+        .when(F.col("producer_epoch") > F.col("prev_epoch"), F.when(base == 0, "EPOCH_BUMP").otherwise("EPOCH_BUMP_NONZERO"))
+        .when(F.col("producer_epoch") < F.col("prev_epoch"), "FENCED_ZOMBIE_WRITE")
+        .when(in_sequence(F.col("state_last_seq"), base), "OK")
+        .when(ahead(F.col("state_last_seq"), base), "SEQUENCE_GAP")
+        .otherwise("SEQUENCE_REGRESSION")
+    )
+
+
+def _verdict_of_marker() -> Column:
+    return (
+        F.when(F.col("prev_epoch").isNotNull() & (F.col("producer_epoch") < F.col("prev_epoch")), "MARKER_EPOCH_REGRESSION")
+        .when(F.col("coordinator_epoch") < F.col("prev_coordinator_epoch"), "COORDINATOR_EPOCH_REGRESSION")
+        .otherwise("CONTROL_MARKER")
+    )
+
+
+def _explanation(config: AuditConfig) -> Column:
+    """``explained_by``: the first piece of evidence, from the row's columns and the configuration."""
+    restarts = F.lit(False)
+    for r in config.broker_restarts:
+        if r.offset is not None:  # the restart lies between the producer's previous batch and this one
+            hit = (F.col("prev_base_offset") < F.lit(r.offset)) & (F.col("base_offset") >= F.lit(r.offset))
+        else:
+            hit = (F.col("prev_max_timestamp") < F.lit(r.time_ms)) & (F.col("max_timestamp") >= F.lit(r.time_ms))
+        if r.topic is not None:
+            hit &= F.col("topic") == r.topic
+        if r.partition is not None:
+            hit &= F.col("partition") == r.partition
+        restarts |= hit
+    compacted = F.col("topic").isin(*config.compacted_topics()) if config.compacted_topics() else F.lit(False)
+    missing = F.pmod(F.col("base_sequence") - F.col("state_last_seq") - 1, F.lit(SEQ_SPACE))
+    v = F.col("verdict")
+    return (
+        F.when(v.isin("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"), None)
+        .when(F.coalesce(restarts, F.lit(False)), "state_loss")
+        .when((F.col("idle_ms") >= config.producer_id_expiration_ms) & ~F.col("txn_open"), "producer_expiration")
+        .when((v == "SEQUENCE_GAP") & compacted & (missing <= F.col("offset_holes")), "compaction")
+        .when(
+            (v == "FIRST_SEEN_NONZERO")
+            & ((F.col("log_start_offset") > 0) | (F.col("partition_first_offset") > 0) | compacted),
+            "partial_history",
+        )
+    )
+
+
+def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None) -> DataFrame:
+    """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
+    prev_base_offset, idle_ms, offset_holes and explanation."""
+    BY_PARTITION, BY_PRODUCER, BEFORE, BY_RANGE = by_partition(), by_producer(), before(), by_range()
+    valid = batches.where("crc_valid")
+    # 1. per partition: offset holes (compaction evidence) and where the export starts
+    valid = (
+        valid.withColumn("hole", F.greatest(F.col("base_offset") - F.lag("last_offset").over(BY_PARTITION) - 1, F.lit(0)))
+        .withColumn("cum_holes", F.sum(F.coalesce("hole", F.lit(0))).over(BY_PARTITION.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn("partition_first_offset", F.min("base_offset").over(Window.partitionBy("topic", "partition")))
+    )
+    replayed = valid.where(is_replayed())
+    others = valid.where(~is_replayed())
+    # 2. per producer: the state before each batch
+    data = ~F.col("is_control")
+    state = (
+        replayed.withColumn("prev_epoch", F.lag("producer_epoch").over(BY_PRODUCER))
+        .withColumn("prev_max_timestamp", F.lag("max_timestamp").over(BY_PRODUCER))
+        .withColumn("prev_base_offset", F.lag("base_offset").over(BY_PRODUCER))
+        .withColumn("offset_holes", F.col("cum_holes") - F.lag("cum_holes").over(BY_PRODUCER))
+        .withColumn("prev_coordinator_epoch", F.max("coordinator_epoch").over(BEFORE))
+        .withColumn("last_txn_data", F.last(F.when(data & F.col("is_transactional"), F.col("base_offset")), True).over(BEFORE))
+        .withColumn("last_marker", F.last(F.when(F.col("is_control"), F.col("base_offset")), True).over(BEFORE))
+        # the last sequence a row leaves: its own (data), -1 (a marker changing the epoch), or unchanged
+        .withColumn(
+            "seq_after",
+            F.when(data, F.col("last_sequence")).when(
+                F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(-1)
+            ),
+        )
+        .withColumn("state_last_seq", F.last("seq_after", True).over(BEFORE))
+        .withColumn("dup_rank", F.when(data, F.row_number().over(BY_RANGE)))
+        .withColumn("txn_open", F.col("last_txn_data").isNotNull()
+                    & (F.col("last_marker").isNull() | (F.col("last_txn_data") > F.col("last_marker"))))
+        .withColumn("idle_ms", F.col("max_timestamp") - F.col("prev_max_timestamp"))
+    )
+    state = state.withColumn("verdict", F.when(data, _verdict_of_data()).otherwise(_verdict_of_marker()))
+    state = state.withColumn(
+        "verdict",
+        F.when(F.col("verdict").isin(*OK_VERDICTS) & data & F.col("txn_open") & ~F.col("is_transactional"),
+               "INVALID_TXN_STATE").otherwise(F.col("verdict")),
+    )
+    state = state.withColumn(
+        "expected_sequence",
+        F.when(~data, None)
+        .when(F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(0))
+        .otherwise(F.pmod(F.col("state_last_seq") + 1, F.lit(SEQ_SPACE))),
+    )
+    others = others.select(
+        *batches.columns, "cum_holes", "partition_first_offset",
+        F.when(F.col("is_control") & (F.col("magic") == 2), "CONTROL_MARKER")
+        .when((F.col("producer_id") < 0) | (F.col("magic") < 2), "NON_IDEMPOTENT")
+        .otherwise("OK").alias("verdict"),
+    )
+    corrupt = batches.where(~F.col("crc_valid")).select(*batches.columns, F.lit("CORRUPT").alias("verdict"))
+    state_cols = ["expected_sequence", "prev_base_offset", "idle_ms", "offset_holes", "prev_max_timestamp",
+                  "state_last_seq", "txn_open", "partition_first_offset"]
+    merged = state.select(*batches.columns, "verdict", *state_cols).unionByName(
+        others.select(*batches.columns, "verdict", "partition_first_offset"), allowMissingColumns=True
+    ).unionByName(corrupt, allowMissingColumns=True)
+    if log_starts is not None:
+        merged = merged.join(F.broadcast(log_starts), ["topic", "partition"], "left")
+    else:
+        merged = merged.withColumn("log_start_offset", F.lit(None).cast("long"))
+    for (topic, partition), offset in config.log_start_offsets.items():
+        merged = merged.withColumn(
+            "log_start_offset",
+            F.when((F.col("topic") == topic) & (F.col("partition") == partition), F.lit(offset)).otherwise(F.col("log_start_offset")),
+        )
+    merged = merged.withColumn("txn_open", F.coalesce("txn_open", F.lit(False)))
+    merged = merged.withColumn("explained_by", _explanation(config))
+    merged = merged.withColumn(
+        "severity",
+        F.when(F.col("verdict").isin(*OK_VERDICTS), "ok")
+        .when(F.col("verdict").isin(*INFO_VERDICTS), "info")
+        .when(F.col("explained_by").isNotNull(), "explained")
+        .otherwise("violation"),
+    )
+    merged = merged.withColumn("explanation", _explanation_text())
+    return merged.select(
+        *batches.columns, "verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset",
+        "idle_ms", "offset_holes", "explanation",
+    )
+
+
+def _explanation_text() -> Column:
+    """A sentence per verdict, from the row's own columns."""
+    seen = F.concat_ws("", F.lit("epoch "), F.col("producer_epoch").cast("string"), F.lit(", sequence "),
+                       F.col("base_sequence").cast("string"), F.lit(".."), F.col("last_sequence").cast("string"))
+    expected = F.concat_ws("", F.lit("expected sequence "), F.col("expected_sequence").cast("string"))
+    idle = F.concat_ws("", F.lit("; idle "), F.col("idle_ms").cast("string"), F.lit(" ms since the producer's previous batch"))
+    v = F.col("verdict")
+    text = (
+        F.when(v == "OK", F.concat(F.lit("in sequence: "), seen))
+        .when(v == "EPOCH_BUMP", F.concat(F.lit("new epoch starting at 0: "), seen))
+        .when(v == "NON_IDEMPOTENT", F.lit("no producer id or a legacy message: not tracked by the broker"))
+        .when(v == "CONTROL_MARKER", F.concat_ws(" ", F.coalesce(F.col("control_type"), F.lit("control")), F.lit("marker at epoch"),
+                                                 F.col("producer_epoch").cast("string")))
+        .when(v == "CORRUPT", F.lit("CRC mismatch: the batch is not replayed"))
+        .when(v == "DUPLICATE", F.concat(F.lit("the same epoch and sequence range as an earlier batch: "), seen))
+        .otherwise(F.concat(v, F.lit(": "), seen, F.lit("; "), F.coalesce(expected, F.lit("")), F.coalesce(idle, F.lit(""))))
+    )
+    return F.when(F.col("explained_by").isNotNull(), F.concat(text, F.lit(" — explained by "), F.col("explained_by"))).otherwise(text)
