@@ -48,6 +48,16 @@ def _parser() -> argparse.ArgumentParser:
     _spark_options(p)
     p.set_defaults(run=_export)
 
+    p = sub.add_parser("audit", help="replay the broker's producer rules over an export; verdict per batch")
+    p.add_argument("out", metavar="OUT", help="an export folder (segaudit export ... --out OUT)")
+    p.add_argument("--config", default=None, help="audit configuration (TOML)")
+    p.add_argument("--profile", default=None, help="broker behaviour profile (overrides the config)")
+    p.add_argument("--producer-id-expiration-ms", type=int, default=None)
+    p.add_argument("--transaction-max-timeout-ms", type=int, default=None)
+    p.add_argument("--export-time-ms", type=int, default=None, help="'now' for hanging transactions")
+    _spark_options(p)
+    p.set_defaults(run=_audit)
+
     p = sub.add_parser("generate", help="write a real Kafka log directory for a named scenario, with ground truth")
     p.add_argument("logdir", metavar="LOGDIR", help="where to write (must not exist or be empty)")
     p.add_argument("--scenario", required=True, metavar="NAME", help="one of: " + ", ".join(_scenario_names()))
@@ -146,6 +156,34 @@ def _export(args) -> int:
     except ExportError as exc:
         raise UsageError(str(exc)) from exc
     print(render_table(["table", "rows"], sorted(result.rows.items())))
+    return EXIT_OK
+
+
+def _audit(args) -> int:
+    from analytics.audit.config import load_config
+    from analytics.audit.job import audit
+    from analytics.export import ExportError
+
+    try:
+        config = load_config(args.config).with_overrides(
+            profile=args.profile,
+            producer_id_expiration_ms=args.producer_id_expiration_ms,
+            transaction_max_timeout_ms=args.transaction_max_timeout_ms,
+            export_time_ms=args.export_time_ms,
+        )
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the configuration: {exc}") from exc
+    try:
+        from analytics.export import read_manifest
+
+        read_manifest(args.out)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from exc
+    result = audit(_spark(args), args.out, config)
+    rows = [[v, n] for v, n in result.verdicts.items() if n]
+    print(render_table(["verdict", "batches"], rows))
+    print()
+    print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
     return EXIT_OK
 
 

@@ -1,0 +1,162 @@
+"""``segaudit audit OUT``: replay and classify an export; write the audit tables beside it.
+
+Tables: ``batch_verdicts`` (partitioned by topic), ``anomalies`` (severity not ``ok``),
+``producer_sessions``, ``transactions`` and ``summary.json``. They are staged and moved into
+place like the export's (``OUT/_audit.json`` last), so a failed audit leaves the previous one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from analytics.audit.config import AuditConfig
+from analytics.export import ExportError, read_manifest
+
+AUDIT_MANIFEST = "_audit.json"
+AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions")
+VERDICTS = (
+    "OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "DUPLICATE", "SEQUENCE_GAP", "SEQUENCE_REGRESSION",
+    "EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE", "FIRST_SEEN_NONZERO", "INVALID_TXN_STATE",
+    "MARKER_EPOCH_REGRESSION", "COORDINATOR_EPOCH_REGRESSION", "CORRUPT",
+)
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000  # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    out: str
+    verdicts: dict[str, int]
+    severities: dict[str, int]
+    transactions: dict[str, int]
+    seconds: float
+
+
+def audit(spark, out: str, config: AuditConfig) -> AuditResult:
+    from pyspark.sql import functions as F
+
+    from analytics.audit.rules import classify
+
+    started = time.monotonic()
+    out = os.path.abspath(out)
+    export_manifest = read_manifest(out)
+    batches = spark.read.parquet(os.path.join(out, "batches"))
+    log_starts = spark.read.parquet(os.path.join(out, "log_start_offsets"))
+    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    staging = os.path.join(out, f".audit-staging-{run_id}")
+    os.makedirs(staging)
+    try:
+        verdicts = classify(batches, config, log_starts)
+        verdicts.write.partitionBy("topic").parquet(os.path.join(staging, "batch_verdicts"))
+        written = spark.read.parquet(os.path.join(staging, "batch_verdicts"))
+        written.where(F.col("severity") != "ok").write.parquet(os.path.join(staging, "anomalies"))
+        export_time = config.export_time_ms
+        if export_time is None:
+            export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
+        _sessions(written).write.parquet(os.path.join(staging, "producer_sessions"))
+        _transactions(written, config, export_time).write.parquet(os.path.join(staging, "transactions"))
+        counts = {r["verdict"]: r["count"] for r in written.groupBy("verdict").count().collect()}
+        severities = {r["severity"]: r["count"] for r in written.groupBy("severity").count().collect()}
+        txns = {r["status"]: r["count"] for r in spark.read.parquet(os.path.join(staging, "transactions")).groupBy("status").count().collect()}
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    seconds = time.monotonic() - started
+    summary = {
+        "run_id": run_id,
+        "export_run_id": export_manifest["run_id"],
+        "inputs": export_manifest["inputs"],
+        "verdicts": {v: counts.get(v, 0) for v in VERDICTS},
+        "severities": {s: severities.get(s, 0) for s in ("ok", "info", "explained", "violation")},
+        "transactions": {s: txns.get(s, 0) for s in ("COMMITTED", "ABORTED", "OPEN", "HANGING")},
+        "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time},
+        "seconds": round(seconds, 3),
+    }
+    _swap_audit(out, staging, summary)
+    return AuditResult(out, summary["verdicts"], summary["severities"], summary["transactions"], seconds)
+
+
+def _sessions(v):
+    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict."""
+    from pyspark.sql import functions as F
+
+    data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
+    return data.groupBy("topic", "partition", "producer_id", "producer_epoch").agg(
+        F.min("base_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.min("max_timestamp").alias("first_timestamp"),
+        F.max("max_timestamp").alias("last_timestamp"),
+        F.count("*").alias("batches"),
+        F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).alias("records"),
+        F.min_by(F.when(~F.col("is_control"), F.col("base_sequence")), F.when(~F.col("is_control"), F.col("base_offset"))).alias("first_sequence"),
+        F.max_by(F.when(~F.col("is_control"), F.col("last_sequence")), F.when(~F.col("is_control"), F.col("base_offset"))).alias("last_sequence"),
+        *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
+    )
+
+
+def _transactions(v, config: AuditConfig, export_time: int):
+    """A transaction opens at a producer's first transactional data batch and closes at its next marker."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    replayed = v.where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
+                       & ~(F.col("is_control") & (F.col("record_count") == 0)))
+    w = Window.partitionBy("topic", "partition", "producer_id").orderBy("base_offset", "file_position")
+    numbered = replayed.withColumn(
+        "markers_before", F.coalesce(F.sum(F.col("is_control").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
+    )
+    keys = ["topic", "partition", "producer_id", "markers_before"]
+    opened = numbered.where(F.col("is_transactional") & ~F.col("is_control")).groupBy(*keys).agg(
+        F.min("base_offset").alias("first_offset"),
+        F.min_by("producer_epoch", "base_offset").alias("producer_epoch"),
+        F.max("max_timestamp").alias("last_timestamp"),
+    )
+    markers = numbered.where("is_control").select(
+        *keys, F.col("base_offset").alias("end_offset"), "control_type", "coordinator_epoch"
+    )
+    late = F.lit(export_time) - F.col("last_timestamp") > config.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+    return opened.join(markers, keys, "left").select(
+        "topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset",
+        F.when(F.col("control_type") == "COMMIT", "COMMITTED")
+        .when(F.col("control_type") == "ABORT", "ABORTED")
+        .when(late, "HANGING")
+        .otherwise("OPEN").alias("status"),
+        "coordinator_epoch",
+        "last_timestamp",
+    )
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {(":".join(map(str, k)) if isinstance(k, tuple) else k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _swap_audit(out: str, staging: str, summary: dict) -> None:
+    marker = os.path.join(out, AUDIT_MANIFEST)
+    if os.path.exists(marker):
+        os.remove(marker)
+    for name in AUDIT_TABLES:
+        target = os.path.join(out, name)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.replace(os.path.join(staging, name), target)
+    Path(out, "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    tmp = marker + ".tmp"
+    Path(tmp).write_text(json.dumps({"run_id": summary["run_id"]}) + "\n")
+    os.replace(tmp, marker)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_audit(out: str) -> dict:
+    """The summary of a complete audit; raises ExportError when there is none."""
+    if not os.path.isfile(os.path.join(out, AUDIT_MANIFEST)):
+        raise ExportError(f"{out} holds no complete audit; run `segaudit audit {out}` first")
+    return json.loads(Path(out, "summary.json").read_text())
