@@ -58,6 +58,7 @@ RECORDS_RAW = pa.schema(
         ("value", pa.binary()),
         ("headers", pa.list_(HEADER)),
         ("value_size", pa.int32()),  # -1 for a null value; known even when the value is not (dump-log input)
+        ("is_control", pa.bool_()),  # a control batch's record (a COMMIT/ABORT marker, ...)
     ]
 )
 
@@ -77,6 +78,7 @@ RECORDS = pa.schema(
         ("key_hash", pa.int64()),
         ("value_hash", pa.int64()),
         ("headers", pa.list_(HEADER)),
+        ("is_control", pa.bool_()),  # extension: a control batch's record
     ]
 )
 

@@ -15,6 +15,7 @@ from analytics.generate import generate
 from analytics.generate.scenarios import SCENARIO_NAMES
 
 pytestmark = pytest.mark.spark
+RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def audited(spark, tmp_path_factory):
             continue
         g = generate(root / name / "logs", name, seed=1)
         target = str(root / name / "out")
-        export(spark, [str(g.log_dir)], target)
+        export(spark, [str(g.log_dir)], target, records=name in RECORD_SCENARIOS)
         audit(spark, target, load_config(g.truth_dir / "audit.toml"))
         out[name] = (g, target)
     return out
@@ -74,3 +75,22 @@ def test_the_explanation_names_the_evidence(audited):
     [gap] = [r for r in pq.read_table(os.path.join(target, "anomalies")).to_pylist() if r["verdict"] == "SEQUENCE_GAP"]
     assert gap["idle_ms"] >= 86_400_000 and gap["explained_by"] == "producer_expiration"
     assert "explained by producer_expiration" in gap["explanation"] and str(gap["expected_sequence"]) in gap["explanation"]
+
+
+@pytest.mark.parametrize("name", RECORD_SCENARIOS)
+def test_record_duplicates_equal_the_ground_truth(audited, name):
+    g, target = audited[name]
+    cols = ("topic", "partition", "offset", "first_offset", "producer_id", "first_producer_id")
+    truth = sorted(tuple(r[c] for c in cols) for r in pq.read_table(g.truth_dir / "record_duplicates.parquet").to_pylist())
+    got = sorted(tuple(r[c] for c in cols) for r in pq.read_table(os.path.join(target, "record_duplicates")).to_pylist())
+    assert got == truth
+    assert read_audit(target)["record_duplicates"] == len(truth)
+    if name != "transactions":
+        assert truth  # each of the others repeats records on purpose
+
+
+def test_json_dedup_keys_are_refused_with_a_reason(tmp_path):
+    config = tmp_path / "audit.toml"
+    config.write_text('dedup_key = "json:id"\n')
+    with pytest.raises(ValueError, match="needs record values"):
+        load_config(config)

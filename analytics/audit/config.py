@@ -80,13 +80,28 @@ def load_config(path: str | Path | None) -> AuditConfig:
             r.get("topic"),
             None if r.get("partition") is None else int(r["partition"]),
         ))
+    dedup_key = str(doc.get("dedup_key", "key_value"))
+    check_dedup_key(dedup_key)
     return AuditConfig(
         profile=str(doc.get("profile", "2.7")),
         producer_id_expiration_ms=int(doc.get("producer_id_expiration_ms", 86_400_000)),
         transaction_max_timeout_ms=int(doc.get("transaction_max_timeout_ms", 900_000)),
         export_time_ms=None if doc.get("export_time_ms") is None else int(doc["export_time_ms"]),
-        dedup_key=str(doc.get("dedup_key", "key_value")),
+        dedup_key=dedup_key,
         cleanup_policy={str(k): str(v) for k, v in doc.get("cleanup_policy", {}).items()},
         log_start_offsets=starts,
         broker_restarts=tuple(restarts),
     )
+
+
+def check_dedup_key(value: str) -> None:
+    """``key_value`` (record key and value hash) or ``header:<name>``.
+
+    >>> check_dedup_key("header:event-id")
+    """
+    if value == "key_value" or (value.startswith("header:") and len(value) > len("header:")):
+        return
+    if value.startswith("json:"):
+        raise ValueError("dedup_key json:<field> needs record values, which the records table does not keep; "
+                         "use key_value or header:<name>")
+    raise ValueError(f"dedup_key must be key_value or header:<name>, not {value!r}")

@@ -1,7 +1,8 @@
 """``segaudit audit OUT``: replay and classify an export; write the audit tables beside it.
 
 Tables: ``batch_verdicts`` (partitioned by topic), ``anomalies`` (severity not ``ok``),
-``producer_sessions``, ``transactions`` and ``summary.json``. They are staged and moved into
+``producer_sessions``, ``transactions``, ``record_duplicates`` (when the export has records)
+and ``summary.json``. They are staged and moved into
 place like the export's (``OUT/_audit.json`` last), so a failed audit leaves the previous one.
 """
 
@@ -63,6 +64,11 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
         counts = {r["verdict"]: r["count"] for r in written.groupBy("verdict").count().collect()}
         severities = {r["severity"]: r["count"] for r in written.groupBy("severity").count().collect()}
         txns = {r["status"]: r["count"] for r in spark.read.parquet(os.path.join(staging, "transactions")).groupBy("status").count().collect()}
+        duplicates = None
+        if os.path.isdir(os.path.join(out, "records")):
+            records = spark.read.parquet(os.path.join(out, "records"))
+            _record_duplicates(records, config.dedup_key).write.parquet(os.path.join(staging, "record_duplicates"))
+            duplicates = spark.read.parquet(os.path.join(staging, "record_duplicates")).count()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -74,6 +80,7 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
         "verdicts": {v: counts.get(v, 0) for v in VERDICTS},
         "severities": {s: severities.get(s, 0) for s in ("ok", "info", "explained", "violation")},
         "transactions": {s: txns.get(s, 0) for s in ("COMMITTED", "ABORTED", "OPEN", "HANGING")},
+        "record_duplicates": duplicates,
         "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time},
         "seconds": round(seconds, 3),
     }
@@ -97,6 +104,24 @@ def _sessions(v):
         F.max_by(F.when(~F.col("is_control"), F.col("last_sequence")), F.when(~F.col("is_control"), F.col("base_offset"))).alias("last_sequence"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
     )
+
+
+def _record_duplicates(records, dedup_key: str):
+    """Every repeated occurrence (not the first) of a dedup key within a partition's data records."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if dedup_key == "key_value":
+        key = F.concat_ws(":", F.coalesce(F.hex("key"), F.lit("null")), F.coalesce(F.col("value_hash").cast("string"), F.lit("null")))
+    else:
+        name = dedup_key[len("header:"):]
+        key = F.hex(F.element_at(F.filter("headers", lambda h: h["key"] == F.lit(name)), 1)["value"])
+    data = records.where(~F.coalesce(F.col("is_control"), F.lit(False))).withColumn("dedup_key", key).where(F.col("dedup_key").isNotNull())
+    w = Window.partitionBy("topic", "partition", "dedup_key").orderBy("offset")
+    ranked = data.withColumn("rank", F.row_number().over(w)).withColumn(
+        "first_offset", F.first("offset").over(w)).withColumn("first_producer_id", F.first("producer_id").over(w))
+    return ranked.where(F.col("rank") > 1).select(
+        "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id")
 
 
 def _transactions(v, config: AuditConfig, export_time: int):
@@ -143,11 +168,12 @@ def _swap_audit(out: str, staging: str, summary: dict) -> None:
     marker = os.path.join(out, AUDIT_MANIFEST)
     if os.path.exists(marker):
         os.remove(marker)
-    for name in AUDIT_TABLES:
+    for name in (*AUDIT_TABLES, "record_duplicates"):
         target = os.path.join(out, name)
         if os.path.isdir(target):
             shutil.rmtree(target)
-        os.replace(os.path.join(staging, name), target)
+        if os.path.isdir(os.path.join(staging, name)):
+            os.replace(os.path.join(staging, name), target)
     Path(out, "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     tmp = marker + ".tmp"
     Path(tmp).write_text(json.dumps({"run_id": summary["run_id"]}) + "\n")

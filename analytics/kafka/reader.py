@@ -435,6 +435,7 @@ class SegmentScanner:
                 pa.array(values, pa.binary()),
                 pa.array(headers, schema.RECORDS_RAW.field("headers").type),
                 pa.array([-1 if v is None else len(v) for v in values], pa.int32()),
+                pa.array(cols["is_control"][rows], pa.bool_()),
             ],
             schema=schema.RECORDS_RAW,
         )

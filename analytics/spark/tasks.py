@@ -217,6 +217,7 @@ def _read_dump(task, *, with_records: bool):
                     "topic": item.topic, "partition": item.partition, "offset": r.offset, "timestamp": r.timestamp,
                     "batch_base_offset": item.batch_base_offset, "producer_id": None, "producer_epoch": None,
                     "sequence": r.sequence, "key": r.key, "value": r.value, "headers": [], "value_size": size,
+                    "is_control": None,
                 })
             if len(batches) >= _DUMP_BATCH_ROWS or len(records) >= _DUMP_BATCH_ROWS:
                 yield chunk()
