@@ -94,3 +94,28 @@ def test_json_dedup_keys_are_refused_with_a_reason(tmp_path):
     config.write_text('dedup_key = "json:id"\n')
     with pytest.raises(ValueError, match="needs record values"):
         load_config(config)
+
+
+def test_the_same_partition_in_two_log_dirs_is_replayed_apart(spark, tmp_path):
+    a = generate(tmp_path / "a" / "logs", "clean", seed=1)
+    b = generate(tmp_path / "b" / "logs", "clean", seed=1)  # same producer ids, same sequences
+    out = str(tmp_path / "out")
+    export(spark, [str(a.log_dir), str(b.log_dir)], out)
+    audit(spark, out, load_config(None))
+    verdicts = pq.read_table(os.path.join(out, "batch_verdicts")).to_pylist()
+    assert len(verdicts) == 2 * a.batches and {v["verdict"] for v in verdicts} == {"OK"}
+    sessions = pq.read_table(os.path.join(out, "producer_sessions")).to_pylist()
+    assert len({s["log_dir"] for s in sessions}) == 2
+
+
+@pytest.mark.corpus
+def test_the_corpus_has_no_violation_and_ksqldb_command_topics_bump_and_commit(spark, corpus_dir, tmp_path):
+    out = str(tmp_path / "out")
+    export(spark, [str(corpus_dir)], out)
+    summary = audit(spark, out, load_config(None))
+    assert summary.severities["violation"] == 0 and summary.severities["explained"] == 0
+    rows = pq.read_table(os.path.join(out, "batch_verdicts")).to_pylist()
+    ksql = [r for r in rows if r["topic"].startswith("_confluent-ksql-") and r["topic"].endswith("command_topic")]
+    verdicts = {r["verdict"] for r in ksql}
+    assert "EPOCH_BUMP" in verdicts and "CONTROL_MARKER" in verdicts and verdicts <= {"OK", "EPOCH_BUMP", "CONTROL_MARKER"}
+    assert {r["control_type"] for r in ksql if r["verdict"] == "CONTROL_MARKER"} == {"COMMIT"}

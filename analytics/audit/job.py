@@ -92,8 +92,10 @@ def _sessions(v):
     """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict."""
     from pyspark.sql import functions as F
 
-    data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
-    return data.groupBy("topic", "partition", "producer_id", "producer_epoch").agg(
+    from analytics.audit.rules import with_log_dir
+
+    data = with_log_dir(v).where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
+    return data.groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         F.min("max_timestamp").alias("first_timestamp"),
@@ -129,13 +131,15 @@ def _transactions(v, config: AuditConfig, export_time: int):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    replayed = v.where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
-                       & ~(F.col("is_control") & (F.col("record_count") == 0)))
-    w = Window.partitionBy("topic", "partition", "producer_id").orderBy("base_offset", "file_position")
+    from analytics.audit.rules import with_log_dir
+
+    replayed = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
+                                     & ~(F.col("is_control") & (F.col("record_count") == 0)))
+    w = Window.partitionBy("log_dir", "topic", "partition", "producer_id").orderBy("base_offset", "file_position")
     numbered = replayed.withColumn(
         "markers_before", F.coalesce(F.sum(F.col("is_control").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
     )
-    keys = ["topic", "partition", "producer_id", "markers_before"]
+    keys = ["log_dir", "topic", "partition", "producer_id", "markers_before"]
     opened = numbered.where(F.col("is_transactional") & ~F.col("is_control")).groupBy(*keys).agg(
         F.min("base_offset").alias("first_offset"),
         F.min_by("producer_epoch", "base_offset").alias("producer_epoch"),
@@ -153,6 +157,7 @@ def _transactions(v, config: AuditConfig, export_time: int):
         .otherwise("OPEN").alias("status"),
         "coordinator_epoch",
         "last_timestamp",
+        "log_dir",
     )
 
 

@@ -27,12 +27,18 @@ OK_VERDICTS = ("OK", "EPOCH_BUMP")
 INFO_VERDICTS = ("NON_IDEMPOTENT", "CONTROL_MARKER")
 
 # -- windows (functions: a window spec needs an active session) -------------------------------
+# A partition's history is one broker's log: the same topic-partition in two log directories
+# (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
+def with_log_dir(df: DataFrame) -> DataFrame:
+    return df.withColumn("log_dir", F.regexp_extract("file", r"^(.*)/[^/]+/[^/]+$", 1))
+
+
 def by_partition():
-    return Window.partitionBy("topic", "partition").orderBy("base_offset", "file_position")
+    return Window.partitionBy("log_dir", "topic", "partition").orderBy("base_offset", "file_position")
 
 
 def by_producer():
-    return Window.partitionBy("topic", "partition", "producer_id").orderBy("base_offset", "file_position")
+    return Window.partitionBy("log_dir", "topic", "partition", "producer_id").orderBy("base_offset", "file_position")
 
 
 def before():
@@ -42,7 +48,7 @@ def before():
 
 def by_range():
     return Window.partitionBy(
-        "topic", "partition", "producer_id", "producer_epoch", "base_sequence", "last_sequence"
+        "log_dir", "topic", "partition", "producer_id", "producer_epoch", "base_sequence", "last_sequence"
     ).orderBy("base_offset", "file_position")
 
 
@@ -125,12 +131,13 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation."""
     BY_PARTITION, BY_PRODUCER, BEFORE, BY_RANGE = by_partition(), by_producer(), before(), by_range()
+    batches = with_log_dir(batches)
     valid = batches.where("crc_valid")
     # 1. per partition: offset holes (compaction evidence) and where the export starts
     valid = (
         valid.withColumn("hole", F.greatest(F.col("base_offset") - F.lag("last_offset").over(BY_PARTITION) - 1, F.lit(0)))
         .withColumn("cum_holes", F.sum(F.coalesce("hole", F.lit(0))).over(BY_PARTITION.rowsBetween(Window.unboundedPreceding, 0)))
-        .withColumn("partition_first_offset", F.min("base_offset").over(Window.partitionBy("topic", "partition")))
+        .withColumn("partition_first_offset", F.min("base_offset").over(Window.partitionBy("log_dir", "topic", "partition")))
     )
     replayed = valid.where(is_replayed())
     others = valid.where(~is_replayed())
@@ -181,8 +188,9 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     merged = state.select(*batches.columns, "verdict", *state_cols).unionByName(
         others.select(*batches.columns, "verdict", "partition_first_offset"), allowMissingColumns=True
     ).unionByName(corrupt, allowMissingColumns=True)
-    if log_starts is not None:
-        merged = merged.join(F.broadcast(log_starts), ["topic", "partition"], "left")
+    if log_starts is not None:  # the checkpoint does not name its log dir: one (the highest) per partition
+        starts = log_starts.groupBy("topic", "partition").agg(F.max("log_start_offset").alias("log_start_offset"))
+        merged = merged.join(F.broadcast(starts), ["topic", "partition"], "left")
     else:
         merged = merged.withColumn("log_start_offset", F.lit(None).cast("long"))
     for (topic, partition), offset in config.log_start_offsets.items():
@@ -201,8 +209,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     )
     merged = merged.withColumn("explanation", _explanation_text())
     return merged.select(
-        *batches.columns, "verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset",
-        "idle_ms", "offset_holes", "explanation",
+        *[c for c in batches.columns if c != "log_dir"], "verdict", "severity", "explained_by", "expected_sequence",
+        "prev_base_offset", "idle_ms", "offset_holes", "explanation",
     )
 
 
