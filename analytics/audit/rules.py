@@ -54,14 +54,19 @@ def by_range():
 
 # -- named rules -----------------------------------------------------------------------------
 def in_sequence(last: Column, nxt: Column) -> Column:
-    """ProducerAppendInfo.inSequence: next == last + 1, or 0 after INT_MAX."""
-    return (nxt == last + 1) | ((nxt == 0) & (last == INT_MAX))
+    """ProducerAppendInfo.inSequence: next == last + 1 (computed as a long), or 0 after INT_MAX."""
+    return (nxt.cast("long") == last.cast("long") + 1) | ((nxt == 0) & (last == INT_MAX))
 
 
 def ahead(last: Column, nxt: Column) -> Column:
     """``nxt`` lies beyond ``last + 1`` going forward mod 2^31: a gap, not a rewind."""
-    d = F.pmod(nxt - last - 1, F.lit(SEQ_SPACE))
+    d = seq_distance(last, nxt)
     return (d > 0) & (d < SEQ_SPACE // 2)
+
+
+def seq_distance(last: Column, nxt: Column) -> Column:
+    """Sequences from ``last + 1`` up to ``nxt``, mod 2^31 (in 64 bits: int32 arithmetic overflows at INT_MAX)."""
+    return F.pmod(nxt.cast("long") - last.cast("long") - 1, F.lit(SEQ_SPACE))
 
 
 def is_replayed() -> Column:
@@ -112,7 +117,7 @@ def _explanation(config: AuditConfig) -> Column:
             hit &= F.col("partition") == r.partition
         restarts |= hit
     compacted = F.col("topic").isin(*config.compacted_topics()) if config.compacted_topics() else F.lit(False)
-    missing = F.pmod(F.col("base_sequence") - F.col("state_last_seq") - 1, F.lit(SEQ_SPACE))
+    missing = seq_distance(F.col("state_last_seq"), F.col("base_sequence"))
     v = F.col("verdict")
     return (
         F.when(v.isin("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"), None)
@@ -174,7 +179,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         "expected_sequence",
         F.when(~data, None)
         .when(F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(0))
-        .otherwise(F.pmod(F.col("state_last_seq") + 1, F.lit(SEQ_SPACE))),
+        .otherwise(F.pmod(F.col("state_last_seq").cast("long") + 1, F.lit(SEQ_SPACE)).cast("int")),
     )
     others = others.select(
         *batches.columns, "cum_holes", "partition_first_offset",

@@ -1,0 +1,167 @@
+"""The audit's classification as a plain Python state machine: the differential oracle of the Spark job.
+
+One pass per partition in offset order, one state per producer, written the way the rules read
+(``docs/architecture.md``, labelling rules; replay rules §7.3) rather than as window functions, so
+the two implementations can disagree only if one of them is wrong. Too slow for real volumes
+(it is what the Spark job is measured against), exact for tests.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+from analytics.kafka.layout import INT_MAX
+
+SEQ_SPACE = INT_MAX + 1
+
+
+@dataclass
+class _State:
+    epoch: int
+    last_seq: int
+    last_ts: int
+    last_base_offset: int
+    cum_holes: int
+    txn_open: bool = False
+    coordinator_epoch: int | None = None
+    seen: set = field(default_factory=set)
+
+
+def _in_sequence(last: int, nxt: int) -> bool:
+    return nxt == last + 1 or (nxt == 0 and last == INT_MAX)
+
+
+def _ahead(last: int, nxt: int) -> bool:
+    d = (nxt - last - 1) % SEQ_SPACE
+    return 0 < d < SEQ_SPACE // 2
+
+
+def log_dir_of(file: str) -> str:
+    return posixpath.dirname(posixpath.dirname(file))
+
+
+def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str, int], int] | None = None) -> dict:
+    """Verdicts of batch rows (dicts with the ``batches`` columns), keyed by (file, file_position).
+
+    Each value holds verdict, severity, explained_by, expected_sequence, prev_base_offset, idle_ms
+    and offset_holes.
+    """
+    log_starts = dict(log_starts or {}) | config.log_start_offsets
+    compacted = set(config.compacted_topics())
+    partitions: dict[tuple, list[dict]] = {}
+    for b in batches:
+        partitions.setdefault((log_dir_of(b["file"]), b["topic"], b["partition"]), []).append(b)
+    out = {}
+    for (_, topic, partition), rows in partitions.items():
+        rows.sort(key=lambda b: (b["base_offset"], b["file_position"]))
+        valid = [b for b in rows if b["crc_valid"]]
+        first_offset = min((b["base_offset"] for b in valid), default=None)
+        producers: dict[int, _State] = {}
+        prev_last = None
+        cum_holes = 0
+        for b in rows:
+            key = (b["file"], b["file_position"])
+            if not b["crc_valid"]:
+                out[key] = _row("CORRUPT", None)
+                continue
+            if prev_last is not None:
+                cum_holes += max(b["base_offset"] - prev_last - 1, 0)
+            prev_last = b["last_offset"]
+            tracked = (b["magic"] == 2 and b["producer_id"] >= 0 and not (b["is_control"] and b["record_count"] == 0)
+                       and topic not in INTERNAL_TOPICS)
+            if not tracked:
+                verdict = ("CONTROL_MARKER" if b["is_control"] and b["magic"] == 2
+                           else "NON_IDEMPOTENT" if b["producer_id"] < 0 or b["magic"] < 2 else "OK")
+                out[key] = _row(verdict, None)
+                continue
+            s = producers.get(b["producer_id"])
+            facts = {
+                "prev_base_offset": s.last_base_offset if s else None,
+                "idle_ms": b["max_timestamp"] - s.last_ts if s else None,
+                "offset_holes": cum_holes - s.cum_holes if s else None,
+            }
+            if b["is_control"]:
+                if s is not None and b["producer_epoch"] < s.epoch:
+                    verdict = "MARKER_EPOCH_REGRESSION"
+                elif (s is not None and s.coordinator_epoch is not None and b["coordinator_epoch"] is not None
+                      and b["coordinator_epoch"] < s.coordinator_epoch):
+                    verdict = "COORDINATOR_EPOCH_REGRESSION"
+                else:
+                    verdict = "CONTROL_MARKER"
+                expected = None
+            else:
+                seq, epoch = b["base_sequence"], b["producer_epoch"]
+                if s is not None and (epoch, seq, b["last_sequence"]) in s.seen:
+                    verdict = "DUPLICATE"
+                elif s is None:
+                    verdict = "OK" if seq == 0 else "FIRST_SEEN_NONZERO"
+                elif epoch > s.epoch:
+                    verdict = "EPOCH_BUMP" if seq == 0 else "EPOCH_BUMP_NONZERO"
+                elif epoch < s.epoch:
+                    verdict = "FENCED_ZOMBIE_WRITE"
+                elif _in_sequence(s.last_seq, seq):
+                    verdict = "OK"
+                elif _ahead(s.last_seq, seq):
+                    verdict = "SEQUENCE_GAP"
+                else:
+                    verdict = "SEQUENCE_REGRESSION"
+                if verdict in ("OK", "EPOCH_BUMP") and s is not None and s.txn_open and not b["is_transactional"]:
+                    verdict = "INVALID_TXN_STATE"
+                expected = 0 if s is None or epoch != s.epoch else (s.last_seq + 1) % SEQ_SPACE
+            explained = _explain(verdict, b, s, facts, config, compacted,
+                                 log_starts.get((topic, partition)), first_offset)
+            out[key] = _row(verdict, explained) | facts | {"expected_sequence": expected}
+            # the state after, as a follower appending whatever is on disk
+            if s is None:
+                s = producers[b["producer_id"]] = _State(b["producer_epoch"], -1, b["max_timestamp"], b["base_offset"], cum_holes)
+            elif b["is_control"] and b["producer_epoch"] != s.epoch:
+                s.last_seq = -1
+            if b["is_control"]:
+                s.txn_open = False
+                if b["coordinator_epoch"] is not None:
+                    s.coordinator_epoch = max(s.coordinator_epoch or b["coordinator_epoch"], b["coordinator_epoch"])
+            else:
+                s.last_seq = b["last_sequence"]
+                s.seen.add((b["producer_epoch"], b["base_sequence"], b["last_sequence"]))
+                s.txn_open = s.txn_open or b["is_transactional"]
+            s.epoch = b["producer_epoch"]
+            s.last_ts = b["max_timestamp"]
+            s.last_base_offset = b["base_offset"]
+            s.cum_holes = cum_holes
+    return out
+
+
+def _row(verdict: str, explained: str | None) -> dict:
+    if verdict in ("OK", "EPOCH_BUMP"):
+        severity = "ok"
+    elif verdict in ("NON_IDEMPOTENT", "CONTROL_MARKER"):
+        severity = "info"
+    else:
+        severity = "explained" if explained else "violation"
+    return {"verdict": verdict, "severity": severity, "explained_by": explained}
+
+
+def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_start, first_offset) -> str | None:
+    if verdict in ("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"):
+        return None
+    for r in config.broker_restarts:
+        if r.topic is not None and r.topic != b["topic"] or r.partition is not None and r.partition != b["partition"]:
+            continue
+        if s is None:
+            continue
+        if r.offset is not None and s.last_base_offset < r.offset <= b["base_offset"]:
+            return "state_loss"
+        if r.offset is None and s.last_ts < r.time_ms <= b["max_timestamp"]:
+            return "state_loss"
+    if s is not None and facts["idle_ms"] >= config.producer_id_expiration_ms and not s.txn_open:
+        return "producer_expiration"
+    is_compacted = b["topic"] in compacted
+    if verdict == "SEQUENCE_GAP" and is_compacted:
+        missing = (b["base_sequence"] - s.last_seq - 1) % SEQ_SPACE
+        if missing <= facts["offset_holes"]:
+            return "compaction"
+    if verdict == "FIRST_SEEN_NONZERO" and ((log_start or 0) > 0 or (first_offset or 0) > 0 or is_compacted):
+        return "partial_history"
+    return None
