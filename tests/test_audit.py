@@ -119,3 +119,19 @@ def test_the_corpus_has_no_violation_and_ksqldb_command_topics_bump_and_commit(s
     verdicts = {r["verdict"] for r in ksql}
     assert "EPOCH_BUMP" in verdicts and "CONTROL_MARKER" in verdicts and verdicts <= {"OK", "EPOCH_BUMP", "CONTROL_MARKER"}
     assert {r["control_type"] for r in ksql if r["verdict"] == "CONTROL_MARKER"} == {"COMMIT"}
+
+
+def test_cli_audit_prints_verdicts_and_refuses_an_incomplete_export(audited, tmp_path, capsys):
+    from analytics.cli import main
+
+    g, target = audited["lost-batch"]
+    assert main(["audit", target, "--config", str(g.truth_dir / "audit.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "SEQUENCE_GAP" in out and "violation" in out
+    (tmp_path / "half").mkdir()
+    assert main(["audit", str(tmp_path / "half")]) == 2
+    assert "no complete export" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("no_such_key = 1\n")
+    assert main(["audit", target, "--config", str(bad)]) == 2
+    assert "unknown configuration keys: no_such_key" in capsys.readouterr().err
