@@ -122,6 +122,7 @@ PRODUCER_SNAPSHOTS = pa.schema(
         ("timestamp", pa.int64()),
         ("coordinator_epoch", pa.int32()),
         ("current_txn_first_offset", pa.int64()),
+        ("file", pa.string()),  # extension: the .snapshot file
     ]
 )
 

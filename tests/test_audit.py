@@ -135,3 +135,29 @@ def test_cli_audit_prints_verdicts_and_refuses_an_incomplete_export(audited, tmp
     bad.write_text("no_such_key = 1\n")
     assert main(["audit", target, "--config", str(bad)]) == 2
     assert "unknown configuration keys: no_such_key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["clean", "transactions", "sequence-wrap", "kip360-bump", "state-loss-retry"])
+def test_snapshot_checks_match_the_simulated_brokers_snapshots(audited, name):
+    _, target = audited[name]
+    checks = pq.read_table(os.path.join(target, "snapshot_checks")).to_pylist()
+    assert checks and {c["status"] for c in checks} == {"match"}
+    assert read_audit(target)["snapshot_checks"]["match"] == len(checks)
+
+
+def test_snapshot_checks_report_an_expired_producer(audited):
+    _, target = audited["idle-expiration"]
+    checks = pq.read_table(os.path.join(target, "snapshot_checks")).to_pylist()
+    missing = {(c["producer_id"], c["status"]) for c in checks if c["status"] != "match"}
+    assert missing == {(8001, "not_in_snapshot")}  # the broker expired it; the log still shows its batches
+
+
+@pytest.mark.corpus
+def test_corpus_snapshots_match_the_replay_except_the_ticks_partitions(spark, corpus_dir, tmp_path):
+    out = str(tmp_path / "out")
+    export(spark, [str(corpus_dir)], out)
+    audit(spark, out, load_config(None))
+    checks = pq.read_table(os.path.join(out, "snapshot_checks")).to_pylist()
+    disagree = {c["topic"] for c in checks if c["status"] != "match"}
+    assert disagree and all(t.startswith("ticks.") for t in disagree)
+    assert sum(c["status"] == "match" for c in checks) > 12_000

@@ -220,3 +220,12 @@ def test_audit_config_beside_the_log_parses_and_names_the_evidence(generated):
     assert (restart["topic"], restart["partition"]) == ("state-loss-retry", 0) and restart["time_ms"] > 0
     assert restart["offset"] > 0
     assert config["export_time_ms"] >= restart["time_ms"]
+
+
+@pytest.mark.parametrize("name", ["clean", "transactions", "kip360-bump", "every-codec"])
+def test_every_snapshot_holds_only_what_lies_below_its_offset(generated, name):
+    """A snapshot at offset S is the state up to but excluding S: the roll happens before the append."""
+    result, tables, _ = generated[name]
+    assert tables.producer_snapshots
+    for e in tables.producer_snapshots:
+        assert e.last_offset < e.snapshot_offset, e

@@ -90,6 +90,7 @@ def test_golden_vector_decodes_to_exactly_its_fields():
             offset_delta=2,
             timestamp=3,
             coordinator_epoch=15,
+            file=FILE,
             current_txn_first_offset=-1,
         )
     ]
@@ -114,7 +115,7 @@ def test_snapshot_round_trip(entries, offset):
     assert len(data) == 10 + 46 * len(entries)
     result = _read_snapshot(data, offset)
     assert result.errors == []
-    assert result.rows == [SnapshotEntry(TOPIC, PARTITION, offset, *values) for values in entries]
+    assert result.rows == [SnapshotEntry(TOPIC, PARTITION, offset, *values, file=FILE) for values in entries]
     assert sc.write_snapshot(result.rows) == data
 
 
@@ -649,7 +650,8 @@ def test_read_sidecar_dispatches_on_the_file_name(tmp_path):
         return result.rows
 
     file = str(tmp_path / "00000000000000001000.txnindex")
-    assert read("00000000000001234570.snapshot") == [SnapshotEntry(TOPIC, PARTITION, 1234570, *GOLDEN_FIELDS)]
+    snapshot = str(tmp_path / "00000000000001234570.snapshot")
+    assert read("00000000000001234570.snapshot") == [SnapshotEntry(TOPIC, PARTITION, 1234570, *GOLDEN_FIELDS, file=snapshot)]
     assert read("00000000000000001000.txnindex") == [
         AbortedTxn(TOPIC, PARTITION, file, 0, 7, 1000, 1005, 1000)
     ]

@@ -20,7 +20,7 @@ from analytics.audit.config import AuditConfig
 from analytics.export import ExportError, read_manifest
 
 AUDIT_MANIFEST = "_audit.json"
-AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions")
+AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks")
 VERDICTS = (
     "OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "DUPLICATE", "SEQUENCE_GAP", "SEQUENCE_REGRESSION",
     "EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE", "FIRST_SEEN_NONZERO", "INVALID_TXN_STATE",
@@ -64,6 +64,10 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
         counts = {r["verdict"]: r["count"] for r in written.groupBy("verdict").count().collect()}
         severities = {r["severity"]: r["count"] for r in written.groupBy("severity").count().collect()}
         txns = {r["status"]: r["count"] for r in spark.read.parquet(os.path.join(staging, "transactions")).groupBy("status").count().collect()}
+        snapshots_path = os.path.join(out, "producer_snapshots")
+        _snapshot_checks(written, spark.read.parquet(snapshots_path)).write.parquet(os.path.join(staging, "snapshot_checks"))
+        checks = {r["status"]: r["count"] for r in
+                  spark.read.parquet(os.path.join(staging, "snapshot_checks")).groupBy("status").count().collect()}
         duplicates = None
         if os.path.isdir(os.path.join(out, "records")):
             records = spark.read.parquet(os.path.join(out, "records"))
@@ -81,6 +85,7 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
         "severities": {s: severities.get(s, 0) for s in ("ok", "info", "explained", "violation")},
         "transactions": {s: txns.get(s, 0) for s in ("COMMITTED", "ABORTED", "OPEN", "HANGING")},
         "record_duplicates": duplicates,
+        "snapshot_checks": {s: checks.get(s, 0) for s in ("match", "mismatch", "not_in_log", "not_in_snapshot")},
         "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time},
         "seconds": round(seconds, 3),
     }
@@ -105,6 +110,66 @@ def _sessions(v):
         F.min_by(F.when(~F.col("is_control"), F.col("base_sequence")), F.when(~F.col("is_control"), F.col("base_offset"))).alias("first_sequence"),
         F.max_by(F.when(~F.col("is_control"), F.col("last_sequence")), F.when(~F.col("is_control"), F.col("base_offset"))).alias("last_sequence"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
+    )
+
+
+def _snapshot_checks(v, snapshots):
+    """Each broker snapshot entry against the replayed state of its producer just below the snapshot offset.
+
+    The replayed state after a batch: its epoch; the last sequence and last offset of the
+    producer's latest data batch, or -1 after a marker that changed the epoch. Snapshot entries are
+    put into each producer's offset-ordered stream just before the batch at their offset, and take
+    the state of the batches before them. Producers the log shows before a snapshot but the
+    snapshot lacks are ``not_in_snapshot`` (expired, or state lost); entries of producers with no
+    batch below the snapshot are ``not_in_log`` (their batches are gone, or never were).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from analytics.audit.rules import with_log_dir
+
+    keys = ["log_dir", "topic", "partition", "producer_id"]
+    batches = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
+                                    & ~(F.col("is_control") & (F.col("record_count") == 0)))
+    w = Window.partitionBy(*keys).orderBy("base_offset", "file_position")
+    epoch_change = F.lag("producer_epoch").over(w).isNull() | (F.lag("producer_epoch").over(w) != F.col("producer_epoch"))
+    state = batches.select(
+        *keys, F.col("base_offset").alias("at"), F.lit(1).alias("kind"),
+        F.col("producer_epoch").alias("s_epoch"),
+        F.when(~F.col("is_control"), F.col("last_sequence")).when(epoch_change, F.lit(-1)).alias("s_seq"),
+        F.when(~F.col("is_control"), F.col("last_offset")).when(epoch_change, F.lit(-1).cast("long")).alias("s_offset"),
+    )
+    entries = with_log_dir(snapshots).select(
+        *keys, "snapshot_offset", F.lit(True).alias("in_snapshot"), "producer_epoch", "last_sequence", "last_offset")
+    points = entries.select("log_dir", "topic", "partition", "snapshot_offset").distinct()
+    producers = batches.select(*keys).distinct()
+    absent = points.join(producers, ["log_dir", "topic", "partition"]).join(
+        entries, [*keys, "snapshot_offset"], "left_anti").select(
+        *keys, "snapshot_offset", F.lit(False).alias("in_snapshot"), F.lit(None).cast("short").alias("producer_epoch"),
+        F.lit(None).cast("int").alias("last_sequence"), F.lit(None).cast("long").alias("last_offset"))
+    probes = entries.unionByName(absent).select(
+        *keys, F.col("snapshot_offset").alias("at"), F.lit(0).alias("kind"), "snapshot_offset", "in_snapshot",
+        "producer_epoch", "last_sequence", "last_offset")
+    stream = state.unionByName(probes, allowMissingColumns=True)
+    before = Window.partitionBy(*keys).orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, -1)
+    replayed = stream.select(
+        "*",
+        F.last("s_epoch", True).over(before).alias("replayed_epoch"),
+        F.last("s_seq", True).over(before).alias("replayed_last_sequence"),
+        F.last("s_offset", True).over(before).alias("replayed_last_offset"),
+    ).where(F.col("kind") == 0)
+    seen = F.col("replayed_epoch").isNotNull()
+    same = ((F.col("producer_epoch") == F.col("replayed_epoch")) & (F.col("last_sequence") == F.col("replayed_last_sequence"))
+            & (F.col("last_offset") == F.col("replayed_last_offset")))
+    status = (F.when(F.col("in_snapshot") & ~seen, "not_in_log")
+              .when(~F.col("in_snapshot") & seen, "not_in_snapshot")
+              .when(F.col("in_snapshot") & same, "match")
+              .when(F.col("in_snapshot"), "mismatch"))
+    return replayed.withColumn("status", status).where(F.col("status").isNotNull()).select(
+        "topic", "partition", "snapshot_offset", "producer_id", "status",
+        F.col("producer_epoch").alias("expected_epoch"), "replayed_epoch",
+        F.col("last_sequence").alias("expected_last_sequence"), "replayed_last_sequence",
+        F.col("last_offset").alias("expected_last_offset"), "replayed_last_offset", "log_dir",
     )
 
 

@@ -141,6 +141,19 @@ class SimPartition:
         max_ts = max(r.timestamp for r in records)
         # A "corrupt" batch was written correctly and damaged on disk later; other faults are broker bugs.
         origin = Origin.REPLICATION if fault and fault != CORRUPT else Origin.CLIENT
+        data = build_batch(
+            self.next_offset,
+            records,
+            compression=compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=transactional,
+            partition_leader_epoch=self.leader_epoch,
+        )
+        # UnifiedLog.append validates, rolls (snapshotting the state so far), appends, then updates
+        # the producer state; the state manager here updates on acceptance, so snapshot first.
+        before = self._snapshot_if_rolling(len(data))
         decision = self.state.append_data(
             producer_id,
             producer_epoch,
@@ -155,16 +168,6 @@ class SimPartition:
         )
         if decision.result != Result.APPENDED:
             return decision.result
-        data = build_batch(
-            self.next_offset,
-            records,
-            compression=compression,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            is_transactional=transactional,
-            partition_leader_epoch=self.leader_epoch,
-        )
         batch = WrittenBatch(
             self.next_offset, self.next_offset + n - 1, producer_id, producer_epoch, base_sequence, transactional,
             False, max_ts, tuple(records), data, compression, self.leader_epoch, explain=explain, fault=fault,
@@ -172,7 +175,7 @@ class SimPartition:
         if transactional:
             self.txn_first.setdefault(producer_id, batch.base_offset)
             self.txn_batches.setdefault(producer_id, []).append(batch)
-        self._append(batch)
+        self._append(batch, before)
         return Result.APPENDED
 
     def produce_plain(self, records: Sequence[RecordSpec], *, compression: str = "none", fault: str | None = None) -> None:
@@ -210,15 +213,16 @@ class SimPartition:
         explain: str | None = None,
     ) -> Result:
         """The coordinator's WriteTxnMarkers for this partition: a COMMIT or ABORT marker."""
+        data = build_end_txn_marker(
+            self.next_offset, control_type, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=timestamp, partition_leader_epoch=self.leader_epoch,
+        )
+        before = self._snapshot_if_rolling(len(data))
         decision = self.state.append_marker(
             producer_id, producer_epoch, control_type, coordinator_epoch, self.next_offset, timestamp, tv2=tv2
         )
         if decision.result != Result.APPENDED:
             return decision.result
-        data = build_end_txn_marker(
-            self.next_offset, control_type, producer_id=producer_id, producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch, timestamp=timestamp, partition_leader_epoch=self.leader_epoch,
-        )
         marker = WrittenBatch(self.next_offset, self.next_offset, producer_id, producer_epoch, -1, True, True, timestamp,
                               None, data, "none", self.leader_epoch, control_type, coordinator_epoch, explain=explain)
         first = self.txn_first.pop(producer_id, None)
@@ -226,7 +230,7 @@ class SimPartition:
             for b in self.txn_batches.get(producer_id, []):
                 b.aborted = True
         self.txn_batches.pop(producer_id, None)
-        self._append(marker)
+        self._append(marker, before)
         if control_type == "ABORT" and first is not None:
             # LogSegment.updateTxnIndex: the last stable offset is the oldest other open transaction's start.
             others = list(self.txn_first.values())
@@ -235,10 +239,15 @@ class SimPartition:
             self.aborted.append((self.segments[-1].base_offset, entry))
         return Result.APPENDED
 
-    def _append(self, batch: WrittenBatch) -> None:
+    def _snapshot_if_rolling(self, size: int) -> list | None:
+        """The producer state before this append, when the append will roll the segment."""
+        active = self.segments[-1]
+        return self.state.snapshot() if active.size and active.size + size > self.segment_bytes else None
+
+    def _append(self, batch: WrittenBatch, before: list | None = None) -> None:
         active = self.segments[-1]
         if active.size and active.size + len(batch.data) > self.segment_bytes:
-            self.roll()
+            self.roll(before)
             active = self.segments[-1]
         if self.keep_segments:
             active.batches.append(batch)
@@ -268,9 +277,10 @@ class SimPartition:
         if corrupt:
             self.log.truth.parse_error(self, rel, position, "crc_mismatch", len(data))
 
-    def roll(self) -> None:
-        """Start a new segment at the log end offset, taking a producer snapshot there (as Kafka does)."""
-        self.snapshots[self.next_offset] = self.state.snapshot()
+    def roll(self, snapshot: list | None = None) -> None:
+        """Start a new segment at the log end offset, taking a producer snapshot there (as Kafka does):
+        the state up to but excluding that offset (``snapshot``, when the state has moved past it)."""
+        self.snapshots[self.next_offset] = snapshot if snapshot is not None else self.state.snapshot()
         if self._out is not None:
             self._out.close()
             self._out = None

@@ -105,6 +105,7 @@ class SnapshotEntry:
     timestamp: int
     coordinator_epoch: int
     current_txn_first_offset: int  # -1 when no transaction is open
+    file: str = ""  # the .snapshot file (extension: places the snapshot in its log dir)
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,7 +155,7 @@ def read_snapshot(
     except KafkaFormatError as exc:
         return SidecarResult(errors=[_error_row(topic, partition, file, exc)])
     return SidecarResult(
-        rows=[SnapshotEntry(topic, partition, snapshot_offset, *values) for values in entries]
+        rows=[SnapshotEntry(topic, partition, snapshot_offset, *values, file=file) for values in entries]
     )
 
 
