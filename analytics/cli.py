@@ -55,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--producer-id-expiration-ms", type=int, default=None)
     p.add_argument("--transaction-max-timeout-ms", type=int, default=None)
     p.add_argument("--export-time-ms", type=int, default=None, help="'now' for hanging transactions")
+    p.add_argument("--dedup-key", default=None, help="key_value (default) or header:<name>")
+    p.add_argument("--cleanup-policy", action="append", default=[], metavar="TOPIC=POLICY",
+                   help="a topic's cleanup.policy (compact, delete, or compact,delete); repeatable")
+    p.add_argument("--log-start", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
+                   help="a partition's log start offset when the export has none; repeatable")
+    p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
+                   help="a broker restart or truncation that lost producer state; repeatable")
     _spark_options(p)
     p.set_defaults(run=_audit)
 
@@ -165,12 +172,21 @@ def _audit(args) -> int:
     from analytics.export import ExportError
 
     try:
-        config = load_config(args.config).with_overrides(
+        config = load_config(args.config)
+        config = config.with_overrides(
             profile=args.profile,
             producer_id_expiration_ms=args.producer_id_expiration_ms,
             transaction_max_timeout_ms=args.transaction_max_timeout_ms,
             export_time_ms=args.export_time_ms,
+            dedup_key=args.dedup_key,
+            cleanup_policy=(config.cleanup_policy | dict(_pair(v, "=") for v in args.cleanup_policy)) if args.cleanup_policy else None,
+            log_start_offsets=(config.log_start_offsets | dict(_log_start(v) for v in args.log_start)) if args.log_start else None,
+            broker_restarts=(config.broker_restarts + tuple(_restart(v) for v in args.restart)) if args.restart else None,
         )
+        if args.dedup_key:
+            from analytics.audit.config import check_dedup_key
+
+            check_dedup_key(args.dedup_key)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read the configuration: {exc}") from exc
     try:
@@ -185,6 +201,38 @@ def _audit(args) -> int:
     print()
     print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
     return EXIT_OK
+
+
+def _pair(text: str, sep: str) -> tuple[str, str]:
+    key, found, value = text.rpartition(sep)
+    if not found or not key or not value:
+        raise ValueError(f"expected KEY{sep}VALUE, not {text!r}")
+    return key, value
+
+
+def _log_start(text: str) -> tuple[tuple[str, int], int]:
+    where, offset = _pair(text, "=")
+    topic, partition = _pair(where, ":")
+    return (topic, int(partition)), int(offset)
+
+
+def _restart(text: str):
+    """``[TOPIC[:PARTITION]@](offset=N|time=MS)``.
+
+    >>> _restart("orders:3@offset=120"), _restart("time=5")
+    (Restart(time_ms=None, offset=120, topic='orders', partition=3), Restart(time_ms=5, offset=None, topic=None, partition=None))
+    """
+    from analytics.audit.config import Restart
+
+    where, _, what = text.rpartition("@")
+    kind, value = _pair(what, "=")
+    if kind not in ("offset", "time"):
+        raise ValueError(f"--restart takes offset=N or time=MS, not {what!r}")
+    topic, partition = None, None
+    if where:
+        topic, _, part = where.partition(":")
+        partition = int(part) if part else None
+    return Restart(int(value) if kind == "time" else None, int(value) if kind == "offset" else None, topic, partition)
 
 
 def _scenario_names() -> list[str]:

@@ -161,3 +161,19 @@ def test_corpus_snapshots_match_the_replay_except_the_ticks_partitions(spark, co
     disagree = {c["topic"] for c in checks if c["status"] != "match"}
     assert disagree and all(t.startswith("ticks.") for t in disagree)
     assert sum(c["status"] == "match" for c in checks) > 12_000
+
+
+def test_every_configuration_key_is_also_a_flag(audited, capsys):
+    """The flags alone reproduce the generated configuration: the same verdicts as with the file."""
+    from analytics.cli import main
+
+    g, target = audited["state-loss-retry"]
+    restart = load_config(g.truth_dir / "audit.toml").broker_restarts[0]
+    assert main(["audit", target, "--restart", f"{restart.topic}:{restart.partition}@offset={restart.offset}",
+                 "--cleanup-policy", "other=compact", "--log-start", "other:0=5", "--dedup-key", "key_value"]) == 0
+    assert read_audit(target)["verdicts"]["DUPLICATE"] == 1
+    explained = [r for r in pq.read_table(os.path.join(target, "anomalies")).to_pylist() if r["verdict"] == "DUPLICATE"]
+    assert [r["explained_by"] for r in explained] == ["state_loss"]
+    capsys.readouterr()
+    assert main(["audit", target, "--restart", "when=5"]) == 2
+    assert "offset=N or time=MS" in capsys.readouterr().err
