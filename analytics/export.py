@@ -35,17 +35,10 @@ import pyarrow.parquet as pq
 
 from analytics import schema
 from analytics.kafka.fs import is_remote, local_path
+from analytics.kafka.logdir import TABLE_SCHEMAS
 
 MANIFEST = "_export.json"
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
-TABLE_SCHEMAS = {
-    "parse_errors": schema.PARSE_ERRORS,
-    "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
-    "aborted_transactions": schema.ABORTED_TRANSACTIONS,
-    "leader_epochs": schema.LEADER_EPOCHS,
-    "checkpoints": schema.CHECKPOINTS,
-    "partition_metadata": schema.PARTITION_METADATA,
-}
 
 
 class ExportError(Exception):

@@ -13,7 +13,7 @@ from analytics.kafka import errors as E
 from analytics.kafka import layout as L
 from analytics.kafka.logdir import read_segment
 from analytics.kafka.reader import batches_from_arrow
-from analytics.kafka.writer import RecordSpec, build_batch, build_end_txn_marker, build_legacy_message, write_file
+from analytics.kafka.writer import RecordSpec, build_batch, build_end_txn_marker, build_legacy_message
 from tests.kafka_builders import entries
 
 GOLDEN_BATCH = bytes.fromhex(

@@ -13,7 +13,7 @@ from analytics.generate.truth import TruthWriter
 from analytics.kafka.logdir import read_log_dirs
 from analytics.kafka.writer import RecordSpec
 from analytics.replay.broker import Origin, Result
-from tests.test_broker_rules import SCENARIOS, Data, Dup, Expire, LoseState, Marker, _span
+from tests.test_broker_rules import SCENARIOS, Dup, Expire, LoseState, Marker, _span
 
 
 def _run(profile: str, steps, root):

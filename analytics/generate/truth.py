@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analytics.kafka import layout as L
+from analytics.kafka.util import in_sequence, sequence_ahead
 
 SEVERITY = {
     "OK": "ok",
@@ -94,11 +95,11 @@ class _EpochHistory:
             run[2].append(length)
         else:
             self.runs.append([base, last, array("I", [length])])
-        if self.frontier is None or _ahead(self.frontier - 1, last):
+        if self.frontier is None or sequence_ahead(self.frontier - 1, last):
             self.frontier = last
 
     def contains(self, base: int, last: int) -> bool:
-        if self.frontier is None or _ahead(self.frontier, base) or base == (self.frontier + 1) % _SEQ_SPACE:
+        if self.frontier is None or sequence_ahead(self.frontier, base) or base == (self.frontier + 1) % _SEQ_SPACE:
             return False
         for start, _, lengths in self.runs:
             seq = start
@@ -218,9 +219,9 @@ class TruthWriter:
             verdict = "EPOCH_BUMP" if b.base_sequence == 0 else "EPOCH_BUMP_NONZERO"
         elif b.producer_epoch < s.epoch:
             verdict = "FENCED_ZOMBIE_WRITE"
-        elif _in_sequence(s.last_seq, b.base_sequence):
+        elif in_sequence(s.last_seq, b.base_sequence):
             verdict = "OK"
-        elif _ahead(s.last_seq, b.base_sequence):
+        elif sequence_ahead(s.last_seq, b.base_sequence):
             verdict = "SEQUENCE_GAP"
         else:
             verdict = "SEQUENCE_REGRESSION"
@@ -314,15 +315,6 @@ class TruthWriter:
                        record_duplicates_computed=self.record_duplicates)
             (self.directory / "scenario.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
             (self.directory / "audit.toml").write_text(_toml(config | {"export_time_ms": export_time}))
-
-
-def _in_sequence(last: int, nxt: int) -> bool:
-    return nxt == last + 1 or (nxt == 0 and last == L.INT_MAX)
-
-
-def _ahead(last: int, nxt: int) -> bool:
-    """``nxt`` lies after ``last + 1`` going forward mod 2^31 (a gap), rather than at or before it."""
-    return 0 < (nxt - last - 1) % (L.INT_MAX + 1) < (L.INT_MAX + 1) // 2
 
 
 def _toml(config: dict) -> str:

@@ -55,7 +55,7 @@ class LogDirTables:
             if rows is None:
                 raise ValueError("records were not read (records=False)")
             return pa.Table.from_batches(rows, schema=target)
-        return pa.Table.from_pylist([_row(r, target) for r in rows], schema=target)
+        return pa.Table.from_pylist([row_dict(r, target) for r in rows], schema=target)
 
 
 TABLE_SCHEMAS = {
@@ -71,9 +71,10 @@ TABLE_SCHEMAS = {
 }
 
 
-def _row(obj, target: pa.Schema) -> dict:
+def row_dict(obj, target: pa.Schema) -> dict:
+    """A row dataclass as a dict of ``target``'s columns (None for columns it lacks)."""
     d = dataclasses.asdict(obj)
-    return {name: d[name] for name in target.names}
+    return {name: d.get(name) for name in target.names}
 
 
 def stream_segment(
@@ -92,7 +93,7 @@ def stream_segment(
     try:
         source = ArrowFile(file) if is_remote(file) else LocalFile(local_path(file))
     except OSError as exc:
-        size = _size_or_zero(file)
+        size = size_or_zero(file)
         error = ParseError(topic, partition, file, 0, E.UNREADABLE, f"cannot open: {exc.strerror or exc}", size)
         return SegmentInfo(topic, partition, file, base_offset, size, 0, 0, None, None, E.UNREADABLE), [error]
     with source:
@@ -131,7 +132,7 @@ def read_segment(path: str | os.PathLike, *, records: bool = False, **options) -
     return SegmentRead(batches, recs, errors, info)
 
 
-def _size_or_zero(path) -> int:
+def size_or_zero(path) -> int:
     if isinstance(path, RemotePath):
         return max(path.size, 0)
     try:
@@ -196,7 +197,8 @@ def _read_partition(part: PartitionDir, out: LogDirTables, *, records: bool, **o
         _sidecar(path, part.topic, part.partition, out)
 
 
-_SIDECAR_TABLES = {
+# The table each sidecar row type belongs to.
+SIDECAR_TABLE_OF = {
     "SnapshotEntry": "producer_snapshots",
     "AbortedTxn": "aborted_transactions",
     "LeaderEpochEntry": "leader_epochs",
@@ -208,9 +210,9 @@ _SIDECAR_TABLES = {
 def _sidecar(path: Path, topic: str, partition: int, out: LogDirTables) -> None:
     result = read_sidecar(path, topic=topic, partition=partition)
     for row in result.rows:
-        getattr(out, _SIDECAR_TABLES[type(row).__name__]).append(row)
+        getattr(out, SIDECAR_TABLE_OF[type(row).__name__]).append(row)
     out.parse_errors.extend(result.errors)
 
 
 def _file_error(topic: str, partition: int, path: Path, kind: str, message: str) -> ParseError:
-    return ParseError(topic, partition, str(path), 0, kind, message, _size_or_zero(path))
+    return ParseError(topic, partition, str(path), 0, kind, message, size_or_zero(path))

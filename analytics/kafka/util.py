@@ -109,6 +109,24 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return sequence - decrement
 
 
+def in_sequence(last: int, nxt: int) -> bool:
+    """``ProducerAppendInfo.inSequence``: last + 1 (as a long, so INT_MAX + 1 is not 0), or 0 after INT_MAX.
+
+    >>> in_sequence(4, 5), in_sequence(INT_MAX, 0), in_sequence(INT_MAX, 1), in_sequence(-1, 0)
+    (True, True, False, True)
+    """
+    return nxt == last + 1 or (nxt == 0 and last == INT_MAX)
+
+
+def sequence_ahead(last: int, nxt: int) -> bool:
+    """``nxt`` lies beyond ``last + 1`` going forward mod 2^31 (a gap), rather than at or before it.
+
+    >>> sequence_ahead(4, 9), sequence_ahead(4, 2), sequence_ahead(INT_MAX - 1, 3)
+    (True, False, True)
+    """
+    return 0 < (nxt - last - 1) % (INT_MAX + 1) < (INT_MAX + 1) // 2
+
+
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
     """The last sequence of a batch: -1 without a sequence, else base + delta with the int32 wrap.
 

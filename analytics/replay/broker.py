@@ -54,13 +54,12 @@ from typing import NamedTuple
 
 from analytics.kafka.layout import (
     END_TXN_MARKER_TYPES,
-    INT_MAX,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
 )
-from analytics.kafka.util import decrement_sequence, last_sequence
+from analytics.kafka.util import decrement_sequence, in_sequence, last_sequence
 
 # producer.id.expiration.ms default since 3.4 (KIP-854); before it transactional.id.expiration.ms (7 days).
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
@@ -576,7 +575,7 @@ def _check_sequence(
             profile.marker_only_nonzero_seq_error,
             f"seq {first_seq} in epoch {epoch}, which has no batch (only a marker); expected 0",
         )
-    if not _in_sequence(entry.last_seq, first_seq):
+    if not in_sequence(entry.last_seq, first_seq):
         return Decision(
             Result.OUT_OF_ORDER_SEQUENCE, f"seq {first_seq} does not follow last seq {entry.last_seq}"
         )
@@ -601,11 +600,6 @@ def _check_new_epoch_sequence(
             f"unknown producer id with seq {first_seq}; its state may have been removed",
         )
     return None  # KIP-360 (2.5+): the state may have expired or been deleted, so any sequence is taken
-
-
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    # ProducerAppendInfo.inSequence: last + 1 (as a long, so INT_MAX + 1 is not 0), or the int32 wrap.
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT_MAX)
 
 
 def _check_txn_state(entry: ProducerStateEntry, is_transactional: bool) -> Decision | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
 from analytics.kafka.layout import INT_MAX
+from analytics.kafka.util import in_sequence, sequence_ahead
 
 SEQ_SPACE = INT_MAX + 1
 
@@ -27,15 +28,6 @@ class _State:
     txn_open: bool = False
     coordinator_epoch: int | None = None
     seen: set = field(default_factory=set)
-
-
-def _in_sequence(last: int, nxt: int) -> bool:
-    return nxt == last + 1 or (nxt == 0 and last == INT_MAX)
-
-
-def _ahead(last: int, nxt: int) -> bool:
-    d = (nxt - last - 1) % SEQ_SPACE
-    return 0 < d < SEQ_SPACE // 2
 
 
 def log_dir_of(file: str) -> str:
@@ -101,9 +93,9 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
                     verdict = "EPOCH_BUMP" if seq == 0 else "EPOCH_BUMP_NONZERO"
                 elif epoch < s.epoch:
                     verdict = "FENCED_ZOMBIE_WRITE"
-                elif _in_sequence(s.last_seq, seq):
+                elif in_sequence(s.last_seq, seq):
                     verdict = "OK"
-                elif _ahead(s.last_seq, seq):
+                elif sequence_ahead(s.last_seq, seq):
                     verdict = "SEQUENCE_GAP"
                 else:
                     verdict = "SEQUENCE_REGRESSION"

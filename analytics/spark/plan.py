@@ -5,12 +5,11 @@ Only names and sizes are looked at here; file contents are read by the tasks, on
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from analytics.kafka.discovery import LogDir, discover
-from analytics.kafka.fs import RemotePath
 from analytics.kafka.logdir import file_errors as logdir_file_errors
+from analytics.kafka.logdir import size_or_zero
 from analytics.kafka.model import ParseError
 
 # (index, path, topic, partition, base_offset, size): the fields of a FileTask
@@ -26,13 +25,13 @@ def plan_files(paths: list[str], table: str, input_format: str = "segments") -> 
             if not root.exists():
                 raise FileNotFoundError(f"no such file or directory: {p}")
             files += sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
-        return [(i, str(f), "", -1, -1, _size(f)) for i, f in enumerate(files)]
+        return [(i, str(f), "", -1, -1, size_or_zero(f)) for i, f in enumerate(files)]
     if table == "sidecars":
         return _renumber([t for kind in SIDECARS for t in plan_files(paths, kind, input_format)])
     out: list[Task] = []
     for log_dir in _log_dirs(paths):
         if table == "checkpoints":
-            out += [(0, str(f), "", -1, -1, _size(f)) for f in log_dir.checkpoints.values()]
+            out += [(0, str(f), "", -1, -1, size_or_zero(f)) for f in log_dir.checkpoints.values()]
             continue
         for part in log_dir.partitions:
             if table in ("batches", "records"):
@@ -45,7 +44,7 @@ def plan_files(paths: list[str], table: str, input_format: str = "segments") -> 
                 files = [(part.leader_epoch_checkpoint, -1)] if part.leader_epoch_checkpoint else []
             else:  # partition_metadata
                 files = [(part.partition_metadata, -1)] if part.partition_metadata else []
-            out += [(0, str(f), part.topic, part.partition, base, _size(f)) for f, base in files]
+            out += [(0, str(f), part.topic, part.partition, base, size_or_zero(f)) for f, base in files]
     return _renumber(out)
 
 
@@ -63,12 +62,3 @@ def file_errors(paths: list[str]) -> list[ParseError]:
 
 def _log_dirs(paths: list[str]) -> list[LogDir]:
     return [log_dir for p in paths for log_dir in discover(p)]
-
-
-def _size(path) -> int:
-    if isinstance(path, RemotePath):
-        return max(path.size, 0)
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

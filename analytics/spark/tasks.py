@@ -16,7 +16,6 @@ named after the file, so a retried task overwrites its own output.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -27,24 +26,11 @@ import pyarrow.parquet as pq
 
 from analytics import schema
 from analytics.kafka.errors import CRC_MISMATCH
-from analytics.kafka.logdir import stream_segment
+from analytics.kafka.logdir import SIDECAR_TABLE_OF, TABLE_SCHEMAS, row_dict, stream_segment
 from analytics.kafka.model import ParseError, SegmentInfo
 from analytics.kafka.sidecars import read_sidecar
 
-SIDECAR_SCHEMAS = {
-    "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
-    "aborted_transactions": schema.ABORTED_TRANSACTIONS,
-    "leader_epochs": schema.LEADER_EPOCHS,
-    "checkpoints": schema.CHECKPOINTS,
-    "partition_metadata": schema.PARTITION_METADATA,
-}
-SIDECAR_TABLE_OF = {
-    "SnapshotEntry": "producer_snapshots",
-    "AbortedTxn": "aborted_transactions",
-    "LeaderEpochEntry": "leader_epochs",
-    "CheckpointEntry": "checkpoints",
-    "PartitionMetadata": "partition_metadata",
-}
+SIDECAR_SCHEMAS = {table: TABLE_SCHEMAS[table] for table in SIDECAR_TABLE_OF.values()}
 # What the export's sidecar pass yields per file (the rows themselves go to Parquet).
 SIDECAR_SUMMARY = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("errors", pa.int64())])
 TASK_LOG_ENV = "SEGAUDIT_TASK_LOG"
@@ -74,7 +60,7 @@ def read_task(task, *, table: str, input_format: str, side_output: str | None, w
         result = read_sidecar(_path(task.path), topic=task.topic, partition=task.partition)
         target = SIDECAR_SCHEMAS[table]
         if result.rows:
-            yield pa.RecordBatch.from_pylist([_row(r, target) for r in result.rows], schema=target)
+            yield pa.RecordBatch.from_pylist([row_dict(r, target) for r in result.rows], schema=target)
         _side(side_output, f"{table}-{name}.parquet", result.errors)
         return
     if table == "segments":  # the export: write batches and records, yield the file's segments row(s)
@@ -94,7 +80,7 @@ def read_task(task, *, table: str, input_format: str, side_output: str | None, w
                 if sink:
                     sink.close()
         _side(side_output, f"segment-{name}.parquet", errors)
-        yield pa.RecordBatch.from_pylist([_row(s, schema.SEGMENTS) for s in segments], schema=schema.SEGMENTS)
+        yield pa.RecordBatch.from_pylist([row_dict(s, schema.SEGMENTS) for s in segments], schema=schema.SEGMENTS)
         return
     # a plain read of batches or records
     if input_format == "dump-log":
@@ -205,7 +191,7 @@ def _read_dump(task, *, with_records: bool):
                     per_file[item.file]["invalid"] += item.bytes_affected
             elif isinstance(item, Batch):
                 _tally(per_file, item)
-                batches.append(_row(item, schema.BATCHES))
+                batches.append(row_dict(item, schema.BATCHES))
                 if not item.crc_valid:  # as the binary reader reports it
                     errors.append(ParseError(item.topic, item.partition, item.file, item.file_position, CRC_MISMATCH,
                                              f"batch at offset {item.base_offset}: the dump says isvalid: false",
@@ -243,11 +229,6 @@ def _tally(per_file: dict, b) -> None:
         t["bad"] += b.batch_size
 
 
-def _row(obj, target: pa.Schema) -> dict:
-    d = dataclasses.asdict(obj)
-    return {name: d.get(name) for name in target.names}
-
-
 def _path(path: str):
     from pathlib import Path
 
@@ -267,7 +248,7 @@ def write_rows(directory: str, name: str, rows: list, target: pa.Schema) -> None
     os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, name)
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    pq.write_table(pa.Table.from_pylist([_row(r, target) for r in rows], schema=target), tmp)
+    pq.write_table(pa.Table.from_pylist([row_dict(r, target) for r in rows], schema=target), tmp)
     os.replace(tmp, final)
 
 
