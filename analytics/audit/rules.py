@@ -29,16 +29,22 @@ INFO_VERDICTS = ("NON_IDEMPOTENT", "CONTROL_MARKER")
 # -- windows (functions: a window spec needs an active session) -------------------------------
 # A partition's history is one broker's log: the same topic-partition in two log directories
 # (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
+PARTITION_KEY = ("log_dir", "topic", "partition")
+ORDER = ("base_offset", "file_position")
+
+
 def with_log_dir(df: DataFrame) -> DataFrame:
     return df.withColumn("log_dir", F.regexp_extract("file", r"^(.*)/[^/]+/[^/]+$", 1))
 
 
 def by_partition():
-    return Window.partitionBy("log_dir", "topic", "partition").orderBy("base_offset", "file_position")
+    """The partition's valid batches in offset order (corrupt ones form their own group)."""
+    return Window.partitionBy(*PARTITION_KEY, "crc_valid").orderBy(*ORDER)
 
 
 def by_producer():
-    return Window.partitionBy("log_dir", "topic", "partition", "producer_id").orderBy("base_offset", "file_position")
+    """A replayed producer's batches in offset order (``tracked_pid`` is null for the rest)."""
+    return Window.partitionBy(*PARTITION_KEY, "tracked_pid").orderBy(*ORDER)
 
 
 def before():
@@ -48,8 +54,8 @@ def before():
 
 def by_range():
     return Window.partitionBy(
-        "log_dir", "topic", "partition", "producer_id", "producer_epoch", "base_sequence", "last_sequence"
-    ).orderBy("base_offset", "file_position")
+        *PARTITION_KEY, "tracked_pid", "producer_epoch", "base_sequence", "last_sequence"
+    ).orderBy(*ORDER)
 
 
 # -- named rules -----------------------------------------------------------------------------
@@ -134,88 +140,98 @@ def _explanation(config: AuditConfig) -> Column:
 
 def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None) -> DataFrame:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
-    prev_base_offset, idle_ms, offset_holes and explanation."""
-    BY_PARTITION, BY_PRODUCER, BEFORE, BY_RANGE = by_partition(), by_producer(), before(), by_range()
-    batches = with_log_dir(batches)
-    valid = batches.where("crc_valid")
-    # 1. per partition: offset holes (compaction evidence) and where the export starts
-    valid = (
-        valid.withColumn("hole", F.greatest(F.col("base_offset") - F.lag("last_offset").over(BY_PARTITION) - 1, F.lit(0)))
-        .withColumn("cum_holes", F.sum(F.coalesce("hole", F.lit(0))).over(BY_PARTITION.rowsBetween(Window.unboundedPreceding, 0)))
-        .withColumn("partition_first_offset", F.min("base_offset").over(Window.partitionBy("log_dir", "topic", "partition")))
+    prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
+    transaction open before this batch) and offset_overlap (offsets shared with earlier batches of
+    the partition), so that every explanation and integrity check reads from the row itself.
+
+    One exchange (hash of log_dir, topic, partition) and three sorts: the partition order, the
+    producer order and the duplicate ranges. Every window partitions by a superset of the exchange
+    key, so none shuffles again; the untracked and corrupt rows ride along in their own groups
+    instead of being split off and unioned back (which would scan and shuffle twice).
+    """
+    BY_PARTITION, BY_PRODUCER, BEFORE = by_partition(), by_producer(), before()
+    rows = with_log_dir(batches).withColumn("tracked", is_replayed())
+    rows = rows.withColumn("tracked_pid", F.when(F.col("tracked"), F.col("producer_id"))).repartition(*PARTITION_KEY)
+    # 0. duplicates: an earlier data batch of the producer with the same epoch and sequence range
+    rows = rows.withColumn("dup_rank", F.when(~F.col("is_control"), F.row_number().over(by_range())))
+    # 1. per partition: where the export starts, and the offsets before each batch that no batch
+    #    carries (compaction evidence): base - first - sum of the earlier batches' spans. Both are
+    #    running frames, so the window streams.
+    span = F.col("last_offset") - F.col("base_offset") + 1
+    from_start = BY_PARTITION.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    earlier = BY_PARTITION.rowsBetween(Window.unboundedPreceding, -1)
+    rows = rows.withColumn("partition_first_offset", F.first("base_offset").over(from_start)).withColumn(
+        "cum_holes",
+        F.col("base_offset") - F.col("partition_first_offset") - F.coalesce(F.sum(span).over(earlier), F.lit(0)),
+    ).withColumn(  # offsets this batch shares with earlier batches of the partition: 0 in a sound log
+        "offset_overlap",
+        F.when(F.col("crc_valid"), F.greatest(F.coalesce(F.max("last_offset").over(earlier) - F.col("base_offset") + 1,
+                                                          F.lit(0)), F.lit(0))),
     )
-    replayed = valid.where(is_replayed())
-    others = valid.where(~is_replayed())
     # 2. per producer: the state before each batch
     data = ~F.col("is_control")
-    state = (
-        replayed.withColumn("prev_epoch", F.lag("producer_epoch").over(BY_PRODUCER))
-        .withColumn("prev_max_timestamp", F.lag("max_timestamp").over(BY_PRODUCER))
-        .withColumn("prev_base_offset", F.lag("base_offset").over(BY_PRODUCER))
-        .withColumn("offset_holes", F.col("cum_holes") - F.lag("cum_holes").over(BY_PRODUCER))
-        .withColumn("prev_coordinator_epoch", F.max("coordinator_epoch").over(BEFORE))
-        .withColumn("last_txn_data", F.last(F.when(data & F.col("is_transactional"), F.col("base_offset")), True).over(BEFORE))
-        .withColumn("last_marker", F.last(F.when(F.col("is_control"), F.col("base_offset")), True).over(BEFORE))
-        # the last sequence a row leaves: its own (data), -1 (a marker changing the epoch), or unchanged
-        .withColumn(
-            "seq_after",
-            F.when(data, F.col("last_sequence")).when(
-                F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(-1)
-            ),
-        )
-        .withColumn("state_last_seq", F.last("seq_after", True).over(BEFORE))
-        .withColumn("dup_rank", F.when(data, F.row_number().over(BY_RANGE)))
-        .withColumn("txn_open", F.col("last_txn_data").isNotNull()
-                    & (F.col("last_marker").isNull() | (F.col("last_txn_data") > F.col("last_marker"))))
-        .withColumn("idle_ms", F.col("max_timestamp") - F.col("prev_max_timestamp"))
+    rows = rows.select(
+        "*",
+        F.lag("producer_epoch").over(BY_PRODUCER).alias("prev_epoch"),
+        F.lag("max_timestamp").over(BY_PRODUCER).alias("prev_max_timestamp"),
+        F.lag("base_offset").over(BY_PRODUCER).alias("prev_base_offset"),
+        (F.col("cum_holes") - F.lag("cum_holes").over(BY_PRODUCER)).alias("offset_holes"),
+        F.max("coordinator_epoch").over(BEFORE).alias("prev_coordinator_epoch"),
+        F.last(F.when(data & F.col("is_transactional"), F.col("base_offset")), True).over(BEFORE).alias("last_txn_data"),
+        F.last(F.when(F.col("is_control"), F.col("base_offset")), True).over(BEFORE).alias("last_marker"),
     )
-    state = state.withColumn("verdict", F.when(data, _verdict_of_data()).otherwise(_verdict_of_marker()))
-    state = state.withColumn(
-        "verdict",
-        F.when(F.col("verdict").isin(*OK_VERDICTS) & data & F.col("txn_open") & ~F.col("is_transactional"),
-               "INVALID_TXN_STATE").otherwise(F.col("verdict")),
+    # the last sequence a row leaves: its own (data), -1 (a marker changing the epoch), or unchanged
+    seq_after = F.when(data, F.col("last_sequence")).when(
+        F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(-1)
     )
-    state = state.withColumn(
+    rows = rows.withColumn("state_last_seq", F.last(seq_after, True).over(BEFORE)).withColumn(
+        "txn_open",
+        F.col("tracked") & F.col("last_txn_data").isNotNull()
+        & (F.col("last_marker").isNull() | (F.col("last_txn_data") > F.col("last_marker"))),
+    ).withColumn("idle_ms", F.col("max_timestamp") - F.col("prev_max_timestamp"))
+    replayed = F.when(data, _verdict_of_data()).otherwise(_verdict_of_marker())
+    replayed = F.when(replayed.isin(*OK_VERDICTS) & data & F.col("txn_open") & ~F.col("is_transactional"),
+                      "INVALID_TXN_STATE").otherwise(replayed)
+    untracked = (
+        F.when(F.col("is_control") & (F.col("magic") == 2), "CONTROL_MARKER")
+        .when((F.col("producer_id") < 0) | (F.col("magic") < 2), "NON_IDEMPOTENT")
+        .otherwise("OK")
+    )
+    rows = rows.withColumn(
+        "verdict", F.when(~F.col("crc_valid"), "CORRUPT").when(F.col("tracked"), replayed).otherwise(untracked)
+    )
+    # facts of the replay exist for replayed rows only
+    for name in ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timestamp", "state_last_seq"):
+        rows = rows.withColumn(name, F.when(F.col("tracked"), F.col(name)))
+    rows = rows.withColumn("partition_first_offset", F.when(F.col("crc_valid"), F.col("partition_first_offset")))
+    rows = rows.withColumn(
         "expected_sequence",
-        F.when(~data, None)
+        F.when(~F.col("tracked") | ~data, None)
         .when(F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(0))
         .otherwise(F.pmod(F.col("state_last_seq").cast("long") + 1, F.lit(SEQ_SPACE)).cast("int")),
     )
-    others = others.select(
-        *batches.columns, "cum_holes", "partition_first_offset",
-        F.when(F.col("is_control") & (F.col("magic") == 2), "CONTROL_MARKER")
-        .when((F.col("producer_id") < 0) | (F.col("magic") < 2), "NON_IDEMPOTENT")
-        .otherwise("OK").alias("verdict"),
-    )
-    corrupt = batches.where(~F.col("crc_valid")).select(*batches.columns, F.lit("CORRUPT").alias("verdict"))
-    state_cols = ["expected_sequence", "prev_base_offset", "idle_ms", "offset_holes", "prev_max_timestamp",
-                  "state_last_seq", "txn_open", "partition_first_offset"]
-    merged = state.select(*batches.columns, "verdict", *state_cols).unionByName(
-        others.select(*batches.columns, "verdict", "partition_first_offset"), allowMissingColumns=True
-    ).unionByName(corrupt, allowMissingColumns=True)
     if log_starts is not None:  # the checkpoint does not name its log dir: one (the highest) per partition
         starts = log_starts.groupBy("topic", "partition").agg(F.max("log_start_offset").alias("log_start_offset"))
-        merged = merged.join(F.broadcast(starts), ["topic", "partition"], "left")
+        rows = rows.join(F.broadcast(starts), ["topic", "partition"], "left")
     else:
-        merged = merged.withColumn("log_start_offset", F.lit(None).cast("long"))
+        rows = rows.withColumn("log_start_offset", F.lit(None).cast("long"))
     for (topic, partition), offset in config.log_start_offsets.items():
-        merged = merged.withColumn(
+        rows = rows.withColumn(
             "log_start_offset",
             F.when((F.col("topic") == topic) & (F.col("partition") == partition), F.lit(offset)).otherwise(F.col("log_start_offset")),
         )
-    merged = merged.withColumn("txn_open", F.coalesce("txn_open", F.lit(False)))
-    merged = merged.withColumn("explained_by", _explanation(config))
-    merged = merged.withColumn(
+    rows = rows.withColumn("explained_by", _explanation(config))
+    rows = rows.withColumn(
         "severity",
         F.when(F.col("verdict").isin(*OK_VERDICTS), "ok")
         .when(F.col("verdict").isin(*INFO_VERDICTS), "info")
         .when(F.col("explained_by").isNotNull(), "explained")
         .otherwise("violation"),
     )
-    merged = merged.withColumn("explanation", _explanation_text())
-    return merged.select(
+    rows = rows.withColumn("explanation", _explanation_text())
+    return rows.select(
         *[c for c in batches.columns if c != "log_dir"], "verdict", "severity", "explained_by", "expected_sequence",
-        "prev_base_offset", "idle_ms", "offset_holes", "explanation",
+        "prev_base_offset", "idle_ms", "offset_holes", "explanation", "txn_open", "offset_overlap",
     )
 
 
@@ -223,8 +239,9 @@ def _explanation_text() -> Column:
     """A sentence per verdict, from the row's own columns."""
     seen = F.concat_ws("", F.lit("epoch "), F.col("producer_epoch").cast("string"), F.lit(", sequence "),
                        F.col("base_sequence").cast("string"), F.lit(".."), F.col("last_sequence").cast("string"))
-    expected = F.concat_ws("", F.lit("expected sequence "), F.col("expected_sequence").cast("string"))
-    idle = F.concat_ws("", F.lit("; idle "), F.col("idle_ms").cast("string"), F.lit(" ms since the producer's previous batch"))
+    # F.concat is null when a part is: a missing fact drops its clause
+    expected = F.concat(F.lit("expected sequence "), F.col("expected_sequence").cast("string"))
+    idle = F.concat(F.lit("idle "), F.col("idle_ms").cast("string"), F.lit(" ms since the producer's previous batch"))
     v = F.col("verdict")
     text = (
         F.when(v == "OK", F.concat(F.lit("in sequence: "), seen))
@@ -234,6 +251,6 @@ def _explanation_text() -> Column:
                                                  F.col("producer_epoch").cast("string")))
         .when(v == "CORRUPT", F.lit("CRC mismatch: the batch is not replayed"))
         .when(v == "DUPLICATE", F.concat(F.lit("the same epoch and sequence range as an earlier batch: "), seen))
-        .otherwise(F.concat(v, F.lit(": "), seen, F.lit("; "), F.coalesce(expected, F.lit("")), F.coalesce(idle, F.lit(""))))
+        .otherwise(F.concat_ws("; ", F.concat(v, F.lit(": "), seen), expected, idle))
     )
     return F.when(F.col("explained_by").isNotNull(), F.concat(text, F.lit(" — explained by "), F.col("explained_by"))).otherwise(text)

@@ -51,16 +51,15 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
         valid = [b for b in rows if b["crc_valid"]]
         first_offset = min((b["base_offset"] for b in valid), default=None)
         producers: dict[int, _State] = {}
-        prev_last = None
-        cum_holes = 0
+        carried = 0  # offsets carried by the valid batches before this one
         for b in rows:
             key = (b["file"], b["file_position"])
             if not b["crc_valid"]:
                 out[key] = _row("CORRUPT", None)
                 continue
-            if prev_last is not None:
-                cum_holes += max(b["base_offset"] - prev_last - 1, 0)
-            prev_last = b["last_offset"]
+            # offsets from the partition's first up to this batch that no batch carries
+            cum_holes = b["base_offset"] - first_offset - carried
+            carried += b["last_offset"] - b["base_offset"] + 1
             tracked = (b["magic"] == 2 and b["producer_id"] >= 0 and not (b["is_control"] and b["record_count"] == 0)
                        and topic not in INTERNAL_TOPICS)
             if not tracked:

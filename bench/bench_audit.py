@@ -1,0 +1,191 @@
+"""Audit time against the pure-Python reference replay and DuckDB, on the same exported Parquet.
+
+    .venv/bin/python bench/bench_audit.py [--batches N ...] [--work DIR] [--driver-memory 8g]
+                                          [--python-max N] [--skip-default-memory]
+
+For each size, a ``clean`` log dir of about N batches is written by the generator and exported
+once (both cached in ``--work``, so repeated runs time the audit only). Cases, each on the
+export's ``batches`` table:
+
+- ``segaudit audit``: the whole audit (every table and summary.json), Spark ``local[*]``, run
+  twice in one application: the first run also pays for the JIT and the Python workers;
+- ``Spark classify``: ``analytics.audit.rules.classify`` alone, writing ``batch_verdicts``, the
+  same output as the two cases below;
+- ``DuckDB``: the same classification in SQL (``bench/classify_duckdb.sql``), threads = cores;
+- ``pure Python``: the reference replay (``analytics.replay.reference``), one topic-partition at
+  a time, including reading the rows with pyarrow (skipped above ``--python-max`` batches);
+- ``default memory``: ``segaudit audit`` in a fresh process at Spark's default driver memory
+  (1 GiB) and ``spark.driver.maxResultSize=8m``: it completes only if nothing large is collected
+  to the driver. Its peak is the resident memory of the whole process tree.
+
+The verdict counts of DuckDB and of the reference are checked against Spark's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_export import tree_rss_kib  # noqa: E402
+
+from analytics.audit.config import INTERNAL_TOPICS, AuditConfig  # noqa: E402
+
+REPLAY_COLUMNS = ["topic", "partition", "file", "file_position", "magic", "crc_valid", "base_offset", "last_offset",
+                  "record_count", "is_transactional", "is_control", "max_timestamp", "producer_id", "producer_epoch",
+                  "base_sequence", "last_sequence", "coordinator_epoch"]
+
+
+def prepare(work: Path, batches: int) -> tuple[Path, int]:
+    """A cached export of a ``clean`` log dir with about ``batches`` batches (60 per scale unit)."""
+    scale = math.ceil(batches / 60)
+    logdir, out = work / f"clean-x{scale}", work / f"clean-x{scale}.out"
+    if not (logdir.parent / f"{logdir.name}.truth" / "scenario.json").exists():
+        shutil.rmtree(logdir, ignore_errors=True)
+        print(f"generating {logdir} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "analytics", "generate", str(logdir), "--scenario", "clean",
+                        "--scale", str(scale)], check=True, stdout=subprocess.DEVNULL)
+    if not (out / "_export.json").exists():
+        print(f"exporting {out} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "analytics", "export", str(logdir), "--out", str(out)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    truth = json.loads((logdir.parent / f"{logdir.name}.truth" / "scenario.json").read_text())
+    return out, sum(truth["verdicts"].values())
+
+
+def spark_cases(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float], Counter]:
+    from analytics.audit.job import audit
+    from analytics.audit.rules import classify
+
+    times = {}
+    for label in ("segaudit audit (first)", "segaudit audit (steady)"):
+        result = audit(spark, str(out), config)
+        times[label] = result.seconds
+    target = out.parent / f"{out.name}.spark-verdicts"
+    shutil.rmtree(target, ignore_errors=True)
+    t0 = time.perf_counter()
+    batches = spark.read.parquet(str(out / "batches"))
+    classify(batches, config, spark.read.parquet(str(out / "log_start_offsets"))).write.partitionBy("topic").parquet(str(target))
+    times["Spark classify"] = time.perf_counter() - t0
+    counts = Counter({r["verdict"]: r["count"] for r in spark.read.parquet(str(target)).groupBy("verdict").count().collect()})
+    shutil.rmtree(target, ignore_errors=True)
+    return times, counts
+
+
+def duckdb_case(out: Path, config: AuditConfig, threads: int) -> tuple[float, Counter]:
+    import duckdb
+
+    target = out.parent / f"{out.name}.duckdb-verdicts"
+    shutil.rmtree(target, ignore_errors=True)
+    quote = lambda names: ", ".join("'" + n.replace("'", "''") + "'" for n in names) or "NULL"  # noqa: E731
+    sql = (ROOT / "bench" / "classify_duckdb.sql").read_text().format(
+        batches=out / "batches", log_starts=out / "log_start_offsets", out=target,
+        expiration_ms=config.producer_id_expiration_ms, compacted=quote(config.compacted_topics()),
+        internal=quote(sorted(INTERNAL_TOPICS)),
+    )
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}")
+    con.execute(f"SET temp_directory = '{out.parent / 'duckdb.tmp'}'")
+    t0 = time.perf_counter()
+    con.execute(sql)
+    seconds = time.perf_counter() - t0
+    counts = Counter(dict(con.sql(f"SELECT verdict, count(*) FROM read_parquet('{target}/**/*.parquet') GROUP BY ALL").fetchall()))
+    shutil.rmtree(target, ignore_errors=True)
+    return seconds, counts
+
+
+def python_case(out: Path, config: AuditConfig) -> tuple[float, Counter]:
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from analytics.replay.reference import replay
+
+    t0 = time.perf_counter()
+    dataset = ds.dataset(out / "batches", format="parquet", partitioning="hive")
+    keys = dataset.to_table(columns=["topic", "partition"]).group_by(["topic", "partition"]).aggregate([]).to_pylist()
+    counts: Counter = Counter()
+    for key in keys:
+        rows = dataset.to_table(columns=REPLAY_COLUMNS, filter=(pc.field("topic") == key["topic"])
+                                & (pc.field("partition") == key["partition"])).to_pylist()
+        counts.update(v["verdict"] for v in replay(rows, config).values())
+        del rows
+    return time.perf_counter() - t0, counts
+
+
+def default_memory_case(out: Path) -> tuple[float, float, int]:
+    """``segaudit audit`` at Spark's default driver memory; (seconds, peak tree RSS MiB, exit code)."""
+    env = dict(os.environ)
+    env.pop("SPARK_DRIVER_MEMORY", None)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "analytics", "audit", str(out), "--conf", "spark.driver.maxResultSize=8m"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    stop = threading.Event()
+
+    def sample():
+        nonlocal peak
+        while not stop.wait(0.1):
+            peak = max(peak, tree_rss_kib(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    stop.set()
+    sampler.join()
+    if proc.returncode:
+        print(err[-3000:], file=sys.stderr)
+    return time.perf_counter() - t0, peak / 1024, proc.returncode
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1_000_000])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/segaudit-bench"))
+    ap.add_argument("--driver-memory", default="8g", help="for the in-process Spark cases")
+    ap.add_argument("--python-max", type=int, default=10_000_000, help="largest size the pure-Python replay runs on")
+    ap.add_argument("--skip-default-memory", action="store_true")
+    args = ap.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    cores = os.cpu_count() or 1
+
+    from analytics.spark.session import get_spark
+
+    spark = get_spark(conf={"spark.driver.memory": args.driver_memory})
+    config = AuditConfig()
+    print(f"{cores} cores; Spark local[*], driver memory {args.driver_memory}; DuckDB threads {cores}")
+    print(f"{'batches':>11} {'case':<26} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")
+    for n in args.batches:
+        out, total = prepare(args.work, n)
+        times, spark_counts = spark_cases(spark, out, config)
+        assert sum(spark_counts.values()) == total, (spark_counts, total)
+        duck_seconds, duck_counts = duckdb_case(out, config, cores)
+        assert duck_counts == spark_counts, ("DuckDB and Spark disagree", duck_counts, spark_counts)
+        times["DuckDB"] = duck_seconds
+        if n <= args.python_max:
+            py_seconds, py_counts = python_case(out, config)
+            assert py_counts == spark_counts, ("the reference and Spark disagree", py_counts, spark_counts)
+            times["pure Python"] = py_seconds
+        base = times["Spark classify"]
+        for label, seconds in times.items():
+            print(f"{total:>11,} {label:<26} {seconds:>8.1f} {total / seconds:>10,.0f} {seconds / base:>17.2f}x", flush=True)
+        if not args.skip_default_memory:
+            seconds, peak, code = default_memory_case(out)
+            status = "completed" if code == 0 else f"FAILED (exit {code})"
+            print(f"{total:>11,} {'default memory (1 GiB)':<26} {seconds:>8.1f} {total / seconds:>10,.0f}"
+                  f"   {status}, peak RSS {peak:,.0f} MiB", flush=True)
+
+
+if __name__ == "__main__":
+    main()

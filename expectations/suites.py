@@ -1,0 +1,164 @@
+"""The five Great Expectations suites, declared as data.
+
+Every check is an ``UnexpectedRowsExpectation``: a Spark SQL query over the audit tables that
+returns the offending rows (topic, partition, offset, producer, verdict, explanation), so a
+failure shows its evidence and the full set stays queryable. ``{batch}`` is the suite's own
+table; the other audit tables are registered as views of their names (``segments``,
+``parse_errors``, ``batch_verdicts``, ``anomalies``, ``transactions``, ``record_duplicates``).
+Queries read the small tables (``anomalies``, ``transactions``, ...) or prune to one or two
+columns of ``batch_verdicts``; the expensive work was done by the audit.
+
+Each check has an id. ``ValidationConfig`` may tolerate up to N offending rows for an id
+(``allow``) or make its failure a warning (``warn``); the defaults are strict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analytics.audit.config import AuditConfig
+
+# What a failing check samples: where the row is and what the audit said of it.
+BATCH_COLUMNS = ("topic, `partition`, base_offset AS offset, producer_id, producer_epoch, base_sequence, "
+                 "last_sequence, verdict, explained_by, explanation")
+SEQ_SPACE = 2**31
+STRUCTURAL_ERRORS = ("truncated", "invalid_length", "unknown_magic", "invalid_batch", "decompression", "record_decode")
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    table: str  # the suite's {batch}
+    query: str
+    description: str
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """``allow``: check id -> offending rows tolerated; ``warn``: check ids whose failure is a warning."""
+
+    allow: dict[str, int] = field(default_factory=dict)
+    warn: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_mapping(cls, data: dict) -> "ValidationConfig":
+        allow = {str(k): int(v) for k, v in (data.get("allow") or {}).items()}
+        return cls(allow=allow, warn=frozenset(str(w) for w in data.get("warn") or ()))
+
+
+def _verdicts(*names: str) -> str:
+    return ", ".join(f"'{n}'" for n in names)
+
+
+def _quote(values) -> str:
+    return ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) or "NULL"
+
+
+def _restart_condition(config: AuditConfig) -> str:
+    """SQL true when a configured restart lies between the producer's previous batch and this one."""
+    parts = []
+    for r in config.broker_restarts:
+        if r.offset is not None:
+            cond = f"(prev_base_offset < {r.offset} AND base_offset >= {r.offset})"
+        else:  # by time: idle_ms reaches back to the previous batch's timestamp
+            cond = f"(max_timestamp - idle_ms < {r.time_ms} AND max_timestamp >= {r.time_ms})"
+        if r.topic is not None:
+            cond += f" AND topic = {_quote([r.topic])}"
+        if r.partition is not None:
+            cond += f" AND `partition` = {r.partition}"
+        parts.append(f"({cond})")
+    return " OR ".join(parts) or "FALSE"
+
+
+def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
+    """The suites for one audit configuration (the explanation checks restate its thresholds)."""
+    missing = f"pmod(CAST(base_sequence AS BIGINT) - expected_sequence, {SEQ_SPACE})"
+    zero_duplicates = [
+        Check("no_duplicate_batch", "anomalies",
+              f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'DUPLICATE'",
+              "No batch repeats the producer, epoch and sequence range of an earlier batch of its partition."),
+    ]
+    if has_records:
+        zero_duplicates.append(Check(
+            "no_duplicate_record", "record_duplicates",
+            "SELECT topic, `partition`, offset, producer_id, first_offset, first_producer_id, dedup_key FROM {batch}",
+            f"No record repeats an earlier record's dedup key ({config.dedup_key}) in its partition."))
+    return {
+        "segment_integrity": [
+            Check("no_crc_failure", "batch_verdicts",
+                  f"SELECT {BATCH_COLUMNS}, file, file_position FROM {{batch}} WHERE NOT crc_valid",
+                  "Every batch's CRC-32C matches its bytes."),
+            Check("no_unaccounted_bytes", "segments",
+                  "SELECT s.topic, s.`partition`, s.file, s.size_bytes, s.valid_bytes, coalesce(e.affected, 0) AS bytes_in_errors "
+                  "FROM {batch} s LEFT JOIN (SELECT file, sum(bytes_affected) AS affected FROM parse_errors GROUP BY file) e "
+                  "ON s.file = e.file WHERE s.valid_bytes + coalesce(e.affected, 0) <> s.size_bytes",
+                  "Every byte of every segment is in a parsed batch or counted by a parse error."),
+            Check("offsets_strictly_increasing", "batch_verdicts",
+                  f"SELECT {BATCH_COLUMNS}, offset_overlap FROM {{batch}} WHERE offset_overlap > 0",
+                  "Offsets strictly increase through each partition: no batch shares an offset with an earlier one."),
+            Check("magic_and_framing_valid", "parse_errors",
+                  "SELECT topic, `partition`, file, file_position, error_kind, message, bytes_affected FROM {batch} "
+                  f"WHERE error_kind IN ({_quote(STRUCTURAL_ERRORS)})",
+                  "Every entry has a known magic, a sound length, a consistent header and readable records."),
+        ],
+        "zero_duplicates": zero_duplicates,
+        "contiguous_sequences": [
+            Check(f"no_unexplained_{v.lower()}", "anomalies",
+                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{v}' AND explained_by IS NULL",
+                  f"No unexplained {v}: {text}.")
+            for v, text in (
+                ("SEQUENCE_GAP", "a first sequence beyond the producer's last + 1 in the same epoch"),
+                ("SEQUENCE_REGRESSION", "a sequence overlapping or rewinding within an epoch"),
+                ("EPOCH_BUMP_NONZERO", "a new epoch that does not start at sequence 0"),
+                ("FIRST_SEEN_NONZERO", "a producer whose first visible batch does not start at sequence 0"),
+            )
+        ],
+        "eviction_gaps": [
+            Check("producer_expiration_justified", "anomalies",
+                  f"SELECT {BATCH_COLUMNS}, idle_ms, txn_open FROM {{batch}} WHERE explained_by = 'producer_expiration' "
+                  f"AND NOT (idle_ms >= {config.producer_id_expiration_ms} AND NOT txn_open)",
+                  f"Every gap explained by producer expiration follows at least producer.id.expiration.ms "
+                  f"({config.producer_id_expiration_ms} ms) of idleness with no transaction open."),
+            Check("partial_history_justified", "anomalies",
+                  f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'partial_history' "
+                  "AND NOT (verdict = 'FIRST_SEEN_NONZERO' AND prev_base_offset IS NULL)",
+                  "Every gap explained by partial history is the producer's first visible batch."),
+            Check("compaction_justified", "anomalies",
+                  f"SELECT {BATCH_COLUMNS}, offset_holes, {missing} AS missing_sequences FROM {{batch}} "
+                  f"WHERE explained_by = 'compaction' AND NOT (topic IN ({_quote(config.compacted_topics())}) "
+                  f"AND verdict = 'SEQUENCE_GAP' AND offset_holes >= {missing})",
+                  "Every gap explained by compaction is on a compacted topic, with offset holes covering the missing sequences."),
+            Check("state_loss_justified", "anomalies",
+                  f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'state_loss' "
+                  f"AND NOT ({_restart_condition(config)})",
+                  "Every break explained by state loss spans a configured broker restart."),
+            Check("no_zombie_write", "anomalies",
+                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'FENCED_ZOMBIE_WRITE' AND explained_by IS NULL",
+                  "No fenced producer (an epoch lower than one already seen) wrote to the log."),
+            Check("no_epoch_regression", "anomalies",
+                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict IN "
+                  f"({_verdicts('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION')})",
+                  "No producer or coordinator epoch goes backwards."),
+        ],
+        "transactions": [
+            Check("no_hanging_transaction", "transactions",
+                  "SELECT topic, `partition`, producer_id, producer_epoch, first_offset, status FROM {batch} "
+                  "WHERE status = 'HANGING'",
+                  "No transaction stays open past transaction.max.timeout.ms plus the broker's 5-minute buffer."),
+            Check("no_invalid_transaction_state", "anomalies",
+                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'INVALID_TXN_STATE'",
+                  "No non-transactional batch while its producer has a transaction open."),
+            Check("no_fenced_marker", "anomalies",
+                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE is_control AND verdict IN "
+                  f"({_verdicts('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION')})",
+                  "No COMMIT or ABORT marker the leader would have fenced."),
+        ],
+    }
+
+
+def with_allowance(check: Check, allowed: int) -> str:
+    """The check's query, returning rows only when there are more than ``allowed`` of them."""
+    if not allowed:
+        return check.query
+    return (f"SELECT * FROM ({check.query}) AS offending "
+            f"WHERE (SELECT count(*) FROM ({check.query}) AS counted) > {int(allowed)}")
