@@ -48,22 +48,29 @@ def _parser() -> argparse.ArgumentParser:
     _spark_options(p)
     p.set_defaults(run=_export)
 
+    p = sub.add_parser("run", help="the main job: export, audit and validate in one Spark application")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dir, partition folder or .log file")
+    p.add_argument("--out", required=True, metavar="OUT", help="folder for the tables, audit and validation")
+    p.add_argument("--no-records", dest="records", action="store_false",
+                   help="skip the records table (and so the record-duplicate check)")
+    p.add_argument("--input-format", choices=["segments", "dump-log"], default="segments")
+    _audit_options(p)
+    _validation_options(p)
+    _spark_options(p)
+    p.set_defaults(run=_run)
+
     p = sub.add_parser("audit", help="replay the broker's producer rules over an export; verdict per batch")
     p.add_argument("out", metavar="OUT", help="an export folder (segaudit export ... --out OUT)")
-    p.add_argument("--config", default=None, help="audit configuration (TOML)")
-    p.add_argument("--profile", default=None, help="broker behaviour profile (overrides the config)")
-    p.add_argument("--producer-id-expiration-ms", type=int, default=None)
-    p.add_argument("--transaction-max-timeout-ms", type=int, default=None)
-    p.add_argument("--export-time-ms", type=int, default=None, help="'now' for hanging transactions")
-    p.add_argument("--dedup-key", default=None, help="key_value (default) or header:<name>")
-    p.add_argument("--cleanup-policy", action="append", default=[], metavar="TOPIC=POLICY",
-                   help="a topic's cleanup.policy (compact, delete, or compact,delete); repeatable")
-    p.add_argument("--log-start", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
-                   help="a partition's log start offset when the export has none; repeatable")
-    p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
-                   help="a broker restart or truncation that lost producer state; repeatable")
+    _audit_options(p)
     _spark_options(p)
     p.set_defaults(run=_audit)
+
+    p = sub.add_parser("validate", help="run the Great Expectations suites on an audit; Data Docs and results.json")
+    p.add_argument("out", metavar="OUT", help="an audited folder (segaudit audit OUT)")
+    p.add_argument("--config", default=None, help="configuration (TOML) whose [validation] table sets thresholds")
+    _validation_options(p)
+    _spark_options(p)
+    p.set_defaults(run=_validate)
 
     p = sub.add_parser("generate", help="write a real Kafka log directory for a named scenario, with ground truth")
     p.add_argument("logdir", metavar="LOGDIR", help="where to write (must not exist or be empty)")
@@ -78,6 +85,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-deep-iteration", dest="deep", action="store_false", help="batch lines only")
     p.set_defaults(run=_dump_log)
     return ap
+
+
+def _audit_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=None, help="audit configuration (TOML)")
+    p.add_argument("--profile", default=None, help="broker behaviour profile (overrides the config)")
+    p.add_argument("--producer-id-expiration-ms", type=int, default=None)
+    p.add_argument("--transaction-max-timeout-ms", type=int, default=None)
+    p.add_argument("--export-time-ms", type=int, default=None, help="'now' for hanging transactions")
+    p.add_argument("--dedup-key", default=None, help="key_value (default) or header:<name>")
+    p.add_argument("--cleanup-policy", action="append", default=[], metavar="TOPIC=POLICY",
+                   help="a topic's cleanup.policy (compact, delete, or compact,delete); repeatable")
+    p.add_argument("--log-start", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
+                   help="a partition's log start offset when the export has none; repeatable")
+    p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
+                   help="a broker restart or truncation that lost producer state; repeatable")
+
+
+def _validation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warn", action="append", default=[], metavar="CHECK",
+                   help="make this check's failure a warning (exit 0); repeatable")
+    p.add_argument("--allow", action="append", default=[], metavar="CHECK=N",
+                   help="tolerate up to N offending rows for this check; repeatable")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -150,7 +179,6 @@ def _spark(args):
 
 def _export(args) -> int:
     from analytics.export import ExportError, export, stderr_progress
-
     from analytics.kafka.fs import is_remote
 
     for path in args.logdirs:
@@ -166,10 +194,9 @@ def _export(args) -> int:
     return EXIT_OK
 
 
-def _audit(args) -> int:
-    from analytics.audit.config import load_config
-    from analytics.audit.job import audit
-    from analytics.export import ExportError
+def _audit_config(args):
+    """The configuration file with every flag applied over it."""
+    from analytics.audit.config import check_dedup_key, load_config
 
     try:
         config = load_config(args.config)
@@ -184,14 +211,32 @@ def _audit(args) -> int:
             broker_restarts=(config.broker_restarts + tuple(_restart(v) for v in args.restart)) if args.restart else None,
         )
         if args.dedup_key:
-            from analytics.audit.config import check_dedup_key
-
             check_dedup_key(args.dedup_key)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read the configuration: {exc}") from exc
-    try:
-        from analytics.export import read_manifest
+    return config
 
+
+def _validation_config(args):
+    """The [validation] table of --config with --warn and --allow applied over it."""
+    from analytics.audit.config import load_validation_section
+    from expectations.suites import ValidationConfig
+
+    try:
+        section = load_validation_section(args.config)
+        validation = ValidationConfig.from_mapping(section)
+        allow = validation.allow | {k: int(v) for k, v in (_pair(a, "=") for a in args.allow)}
+        return ValidationConfig(allow=allow, warn=validation.warn | frozenset(args.warn))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the validation configuration: {exc}") from exc
+
+
+def _audit(args) -> int:
+    from analytics.audit.job import audit
+    from analytics.export import ExportError, read_manifest
+
+    config = _audit_config(args)
+    try:
         read_manifest(args.out)
     except ExportError as exc:
         raise UsageError(str(exc)) from exc
@@ -201,6 +246,82 @@ def _audit(args) -> int:
     print()
     print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
     return EXIT_OK
+
+
+def _validate(args) -> int:
+    from analytics.export import ExportError
+    from expectations.validate import validate
+
+    validation = _validation_config(args)
+    spark = _spark(args)
+    try:
+        result = validate(spark, args.out, validation)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from exc
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(_checks_table(result))
+    print(f"\n{_passed(result)}; Data Docs: {result.data_docs}")
+    return EXIT_OK if result.success else EXIT_VIOLATION
+
+
+def _run(args) -> int:
+    """export, audit, validate: one Spark application, a short result on stdout, progress on stderr."""
+    import time
+
+    from analytics.audit.job import audit
+    from analytics.export import ExportError, export, stderr_progress
+    from analytics.kafka.fs import is_remote
+    from expectations.validate import validate
+
+    for path in args.logdirs:
+        if not is_remote(path) and not os.path.exists(path):
+            raise UsageError(f"no such file or directory: {path}")
+    config, validation = _audit_config(args), _validation_config(args)
+    spark = _spark(args)
+    started = time.monotonic()
+    try:
+        exported = export(spark, args.logdirs, args.out, records=args.records, input_format=args.input_format,
+                          progress=stderr_progress)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"auditing {exported.rows.get('batches', 0):,} batches ...", file=sys.stderr)
+    audited = audit(spark, args.out, config)
+    print("validating ...", file=sys.stderr)
+    validated = validate(spark, args.out, validation)
+    from pyspark.sql import functions as F
+
+    sessions = spark.read.parquet(os.path.join(args.out, "producer_sessions"))
+    facts = sessions.agg(F.countDistinct("topic", "partition", "producer_id").alias("producers")).first()
+    partitions = spark.read.parquet(os.path.join(args.out, "segments")).select("topic", "partition").distinct().count()
+    print(render_table(["", "count"], [
+        ["partitions", partitions],
+        ["producers", facts["producers"]],
+        ["batches", sum(audited.verdicts.values())],
+        *[[f"  {v}", n] for v, n in audited.verdicts.items() if n],
+        *[[f"severity {s}", n] for s, n in audited.severities.items() if n],
+        *[[f"transactions {s}", n] for s, n in audited.transactions.items() if n],
+    ]))
+    print()
+    print(_checks_table(validated))
+    print(f"\n{_passed(validated)} in {time.monotonic() - started:.1f} s; Data Docs: {validated.data_docs}")
+    return EXIT_OK if validated.success else EXIT_VIOLATION
+
+
+def _checks_table(result) -> str:
+    rows = [[c.suite, c.id, "pass" if c.success else ("WARN" if c.severity == "warning" else "FAIL"),
+             c.unexpected_count] for c in result.checks]
+    return render_table(["suite", "check", "result", "offending rows"], rows)
+
+
+def _passed(result) -> str:
+    passed = sum(c.success for c in result.checks)
+    failed = [c for c in result.checks if not c.success]
+    warned = sum(c.severity == "warning" for c in failed)
+    text = f"{passed}/{len(result.checks)} expectations passed"
+    if failed:
+        text += f", {len(failed) - warned} failed" + (f", {warned} warnings" if warned else "")
+    return text
 
 
 def _pair(text: str, sep: str) -> tuple[str, str]:

@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_export import tree_rss_kib  # noqa: E402
+from bench_export import tree_rss_kib
 
-from analytics.audit.config import INTERNAL_TOPICS, AuditConfig  # noqa: E402
+from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
 
 REPLAY_COLUMNS = ["topic", "partition", "file", "file_position", "magic", "crc_valid", "base_offset", "last_offset",
                   "record_count", "is_transactional", "is_control", "max_timestamp", "producer_id", "producer_epoch",
@@ -89,7 +89,7 @@ def duckdb_case(out: Path, config: AuditConfig, threads: int) -> tuple[float, Co
 
     target = out.parent / f"{out.name}.duckdb-verdicts"
     shutil.rmtree(target, ignore_errors=True)
-    quote = lambda names: ", ".join("'" + n.replace("'", "''") + "'" for n in names) or "NULL"  # noqa: E731
+    quote = lambda names: ", ".join("'" + n.replace("'", "''") + "'" for n in names) or "NULL"
     sql = (ROOT / "bench" / "classify_duckdb.sql").read_text().format(
         batches=out / "batches", log_starts=out / "log_start_offsets", out=target,
         expiration_ms=config.producer_id_expiration_ms, compacted=quote(config.compacted_topics()),

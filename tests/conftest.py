@@ -29,3 +29,29 @@ def spark():
     )
     yield session
     session.stop()
+
+
+RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")
+
+
+@pytest.fixture(scope="session")
+def audited(spark, tmp_path_factory):
+    """Every scenario but ``mixed``, generated (seed 1), exported (with records where they matter)
+    and audited with its own audit.toml: name -> (GeneratedLogDir, OUT)."""
+    from analytics.audit.config import load_config
+    from analytics.audit.job import audit
+    from analytics.export import export
+    from analytics.generate import generate
+    from analytics.generate.scenarios import SCENARIO_NAMES
+
+    root = tmp_path_factory.mktemp("audit")
+    out = {}
+    for name in SCENARIO_NAMES:
+        if name == "mixed":
+            continue
+        g = generate(root / name / "logs", name, seed=1)
+        target = str(root / name / "out")
+        export(spark, [str(g.log_dir)], target, records=name in RECORD_SCENARIOS)
+        audit(spark, target, load_config(g.truth_dir / "audit.toml"))
+        out[name] = (g, target)
+    return out

@@ -15,23 +15,7 @@ from analytics.generate import generate
 from analytics.generate.scenarios import SCENARIO_NAMES
 
 pytestmark = pytest.mark.spark
-RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")
-
-
-@pytest.fixture(scope="module")
-def audited(spark, tmp_path_factory):
-    """All scenarios, generated, exported and audited in one log dir each."""
-    root = tmp_path_factory.mktemp("audit")
-    out = {}
-    for name in SCENARIO_NAMES:
-        if name == "mixed":
-            continue
-        g = generate(root / name / "logs", name, seed=1)
-        target = str(root / name / "out")
-        export(spark, [str(g.log_dir)], target, records=name in RECORD_SCENARIOS)
-        audit(spark, target, load_config(g.truth_dir / "audit.toml"))
-        out[name] = (g, target)
-    return out
+RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")  # as in conftest.audited
 
 
 @pytest.mark.parametrize("name", [n for n in SCENARIO_NAMES if n != "mixed"])
@@ -54,7 +38,7 @@ def test_transactions_equal_the_ground_truth(audited, name):
 
 
 def test_summary_and_anomalies(audited):
-    g, target = audited["missed-dedup"]
+    _, target = audited["missed-dedup"]
     summary = read_audit(target)
     assert summary["verdicts"]["DUPLICATE"] == 1 and summary["severities"]["violation"] == 1
     anomalies = pq.read_table(os.path.join(target, "anomalies")).to_pylist()

@@ -16,6 +16,10 @@
     topic = "orders"
     partition = 0
     offset = 5120                         # log end offset at the restart, or time_ms = ...
+
+    [validation]                          # thresholds of the GX suites (defaults strict)
+    warn = ["no_zombie_write"]            # these checks fail as warnings, not errors
+    allow = { no_unexplained_sequence_gap = 3 }   # offending rows tolerated per check
 """
 
 from __future__ import annotations
@@ -61,8 +65,19 @@ def load_config(path: str | Path | None) -> AuditConfig:
     """Read a TOML audit configuration; no path gives the defaults. Unknown keys are an error."""
     if path is None:
         return AuditConfig()
-    doc = tomllib.loads(Path(path).read_text())
-    known = set(AuditConfig.__dataclass_fields__)
+    return config_from_mapping(tomllib.loads(Path(path).read_text()), str(path))
+
+
+def load_validation_section(path: str | Path | None) -> dict:
+    """The ``[validation]`` table of a configuration file (thresholds of the GX suites)."""
+    if path is None:
+        return {}
+    return dict(tomllib.loads(Path(path).read_text()).get("validation", {}))
+
+
+def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
+    """An AuditConfig from a TOML document, or from the ``configuration`` an audit's summary.json records."""
+    known = set(AuditConfig.__dataclass_fields__) | {"validation"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise ValueError(f"{path}: unknown configuration keys: {', '.join(unknown)}")

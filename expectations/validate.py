@@ -1,0 +1,187 @@
+"""``segaudit validate OUT``: run the suites on an audit's tables with Great Expectations.
+
+Writes ``OUT/validation/results.json`` (one entry per suite and check: success, severity, the
+count of offending rows and a sample of them) and the Data Docs site
+``OUT/validation/data_docs/index.html``. Both are built in a staging folder and moved into
+place, results.json last, so a crash leaves the previous validation whole.
+
+The GX context is ephemeral: the suites live in ``expectations.suites`` and are rebuilt from
+the audit's own configuration (``summary.json``) on every run, so a validation always checks
+the thresholds the audit applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from analytics.audit.config import config_from_mapping
+from analytics.audit.job import read_audit
+from expectations.suites import SUITE_TABLES, ValidationConfig, suites, with_allowance
+
+VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates",
+         "producer_sessions")
+SAMPLE_ROWS = 20  # offending rows kept per check in results.json (GX keeps up to 200 in Data Docs)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    suite: str
+    id: str
+    description: str
+    success: bool
+    severity: str  # critical | warning
+    unexpected_count: int
+    allowed: int
+    sample: list
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    out: str
+    checks: list[CheckResult]
+    seconds: float
+    data_docs: str
+
+    @property
+    def success(self) -> bool:
+        """No critical check failed (warnings do not fail a validation)."""
+        return all(c.success or c.severity == "warning" for c in self.checks)
+
+    def suite_success(self, suite: str) -> bool:
+        return all(c.success for c in self.checks if c.suite == suite)
+
+
+def validate(spark, out: str, validation: ValidationConfig | None = None) -> ValidationResult:
+    import great_expectations as gx
+
+    started = time.monotonic()
+    out = os.path.abspath(out)
+    summary = read_audit(out)
+    config = config_from_mapping({k: v for k, v in summary["configuration"].items()})
+    validation = validation or ValidationConfig()
+    frames = {}
+    for name in VIEWS:
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+            frames[name] = spark.read.parquet(path)
+            frames[name].createOrReplaceTempView(name)
+    declared = suites(config, has_records="record_duplicates" in frames)
+    unknown = sorted((set(validation.allow) | validation.warn) - {c.id for checks in declared.values() for c in checks})
+    if unknown:
+        raise ValueError(f"unknown check ids in the validation configuration: {', '.join(unknown)}")
+
+    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    final = os.path.join(out, "validation")
+    staging = os.path.join(out, f".validation-staging-{run_id}")
+    docs = os.path.join(staging, "data_docs")
+    os.makedirs(docs)
+    try:
+        # GX prints to stdout (a notice for every query that reads a second table); stdout is
+        # the command's data, so the GX section runs with stdout set aside.
+        with contextlib.redirect_stdout(io.StringIO()):
+            results = _run_suites(gx, declared, frames, validation, docs)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    seconds = time.monotonic() - started
+    result = ValidationResult(out, results, seconds, os.path.join(final, "data_docs", "index.html"))
+    document = {
+        "run_id": run_id,
+        "audit_run_id": summary["run_id"],
+        "success": result.success,
+        "suites": {
+            name: {
+                "success": result.suite_success(name),
+                "table": SUITE_TABLES[name],
+                "checks": [dataclasses.asdict(c) for c in results if c.suite == name],
+            }
+            for name in declared
+        },
+        "seconds": round(seconds, 3),
+    }
+    Path(staging, "results.json.tmp").write_text(json.dumps(document, indent=2, default=str) + "\n")
+    _swap(final, staging)
+    return result
+
+
+def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str) -> list[CheckResult]:
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.expectations.metadata_types import FailureSeverity
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    for site in list(context.get_config().data_docs_sites or {}):
+        context.delete_data_docs_site(site)
+    context.add_data_docs_site(site_name="segaudit", site_config={
+        "class_name": "SiteBuilder",
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs},
+    })
+    source = context.data_sources.add_spark(name="segaudit")
+    results: list[CheckResult] = []
+    for suite_name, checks in declared.items():
+        table = SUITE_TABLES[suite_name]
+        asset = source.add_dataframe_asset(name=f"{suite_name}:{table}")
+        batch = asset.add_batch_definition_whole_dataframe(table)
+        suite = gx.ExpectationSuite(name=suite_name, meta={"table": table})
+        for check in checks:
+            allowed = validation.allow.get(check.id, 0)
+            suite.add_expectation(gx.expectations.UnexpectedRowsExpectation(
+                unexpected_rows_query=with_allowance(check, allowed, table),
+                description=check.description + (f" (up to {allowed} tolerated)" if allowed else ""),
+                severity=FailureSeverity.WARNING if check.id in validation.warn else FailureSeverity.CRITICAL,
+                meta={"check": check.id, "table": check.table},
+            ))
+        suite = context.suites.add(suite)
+        definition = context.validation_definitions.add(
+            gx.ValidationDefinition(name=suite_name, data=batch, suite=suite))
+        checkpoint = context.checkpoints.add(gx.Checkpoint(
+            name=f"segaudit-{suite_name}", validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["segaudit"])],
+            result_format={"result_format": "COMPLETE"},
+        ))
+        outcome = checkpoint.run(batch_parameters={"dataframe": frames[table]}, run_id=None)
+        for validation_result in outcome.run_results.values():
+            for r in validation_result.results:
+                meta = r.expectation_config.meta or {}
+                check_id = meta.get("check")
+                check = next(c for c in checks if c.id == check_id)
+                if r.exception_info and r.exception_info.get("raised_exception"):
+                    raise RuntimeError(f"{suite_name}.{check_id}: {r.exception_info.get('exception_message')}")
+                rows = (r.result or {}).get("details", {}).get("unexpected_rows") or []
+                results.append(CheckResult(
+                    suite=suite_name, id=check_id, description=check.description, success=bool(r.success),
+                    severity="warning" if check_id in validation.warn else "critical",
+                    unexpected_count=int((r.result or {}).get("observed_value") or 0),
+                    allowed=validation.allow.get(check_id, 0),
+                    sample=[_jsonable_row(row) for row in rows[:SAMPLE_ROWS]],
+                ))
+    return results
+
+
+def read_results(out: str) -> dict:
+    return json.loads(Path(out, "validation", "results.json").read_text())
+
+
+def _jsonable_row(row) -> dict:
+    row = row if isinstance(row, dict) else dict(row)
+    return {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in row.items()}
+
+
+def _swap(final: str, staging: str) -> None:
+    """Replace OUT/validation by the staged one; results.json appears last."""
+    if os.path.isdir(final):
+        shutil.rmtree(final)
+    tmp = os.path.join(staging, "results.json.tmp")
+    os.rename(tmp, tmp + ".pending")
+    os.replace(staging, final)
+    os.replace(os.path.join(final, "results.json.tmp.pending"), os.path.join(final, "results.json"))

@@ -1,0 +1,175 @@
+"""The Great Expectations suites: each fails on a scenario built to break it and passes on
+``clean``; thresholds and warnings; results.json and the Data Docs site; exit codes through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analytics import cli
+from expectations.suites import SUITE_TABLES, ValidationConfig
+from expectations.validate import read_results, validate
+
+pytestmark = pytest.mark.spark
+
+# scenario -> the checks it must fail (every other check passes)
+BREAKS = {
+    "corrupt-crc": {"no_crc_failure"},
+    "torn-tails": {"magic_and_framing_valid"},
+    "missed-dedup": {"no_duplicate_batch"},
+    "plain-retries": {"no_duplicate_record"},
+    "lost-batch": {"no_unexplained_sequence_gap"},
+    "fenced-zombie": {"no_zombie_write"},
+    "transactions": {"no_hanging_transaction"},
+}
+SUITE_OF = {
+    "no_crc_failure": "segment_integrity", "magic_and_framing_valid": "segment_integrity",
+    "no_duplicate_batch": "zero_duplicates", "no_duplicate_record": "zero_duplicates",
+    "no_unexplained_sequence_gap": "contiguous_sequences", "no_zombie_write": "eviction_gaps",
+    "no_hanging_transaction": "transactions",
+}
+
+
+@pytest.fixture(scope="module")
+def validated(spark, audited):
+    return {name: validate(spark, audited[name][1]) for name in ("clean", "idle-expiration", "compacted", *BREAKS)}
+
+
+@pytest.mark.parametrize("name", ["clean", "idle-expiration", "compacted"])
+def test_every_suite_passes_on_sound_logs(validated, name):
+    result = validated[name]
+    assert result.success, [(c.id, c.sample) for c in result.checks if not c.success]
+    assert {c.suite for c in result.checks} == set(SUITE_TABLES)
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_each_suite_fails_on_the_scenario_built_to_break_it(validated, name):
+    result = validated[name]
+    failed = {c.id for c in result.checks if not c.success}
+    assert failed == BREAKS[name]
+    assert not result.success
+    for check in BREAKS[name]:
+        assert not result.suite_success(SUITE_OF[check])
+    assert {s for s in SUITE_TABLES if not result.suite_success(s)} == {SUITE_OF[c] for c in BREAKS[name]}
+
+
+def test_a_failure_shows_the_offending_rows(validated, audited):
+    [dup] = [c for c in validated["missed-dedup"].checks if c.id == "no_duplicate_batch"]
+    assert dup.unexpected_count == 1
+    [row] = dup.sample
+    assert row["verdict"] == "DUPLICATE" and {"topic", "partition", "offset", "producer_id", "explanation"} <= set(row)
+    # the same row is in the anomalies table, where the full set stays queryable
+    import pyarrow.parquet as pq
+
+    anomalies = pq.read_table(os.path.join(audited["missed-dedup"][1], "anomalies")).to_pylist()
+    assert (row["topic"], row["partition"], row["offset"]) in {(a["topic"], a["partition"], a["base_offset"])
+                                                             for a in anomalies if a["verdict"] == "DUPLICATE"}
+
+
+def test_explained_gaps_are_checked_against_their_own_columns(spark, audited, tmp_path):
+    """An explanation the row's columns do not support fails eviction_gaps."""
+    from pyspark.sql import functions as F
+
+    source = audited["idle-expiration"][1]
+    out = tmp_path / "out"
+    shutil.copytree(source, out, ignore=shutil.ignore_patterns("validation"))
+    anomalies = spark.read.parquet(str(out / "anomalies"))
+    forged = anomalies.withColumn(
+        "idle_ms", F.when(F.col("explained_by") == "producer_expiration", F.lit(5)).otherwise(F.col("idle_ms")))
+    forged.write.parquet(str(tmp_path / "forged"))
+    shutil.rmtree(out / "anomalies")
+    shutil.move(tmp_path / "forged", out / "anomalies")
+    result = validate(spark, str(out))
+    assert {c.id for c in result.checks if not c.success} == {"producer_expiration_justified"}
+
+
+def test_thresholds_and_warnings(spark, audited):
+    _, out = audited["lost-batch"]
+    allowed = validate(spark, out, ValidationConfig(allow={"no_unexplained_sequence_gap": 1}))
+    assert allowed.success and all(c.success for c in allowed.checks)
+    warned = validate(spark, out, ValidationConfig(warn=frozenset({"no_unexplained_sequence_gap"})))
+    [gap] = [c for c in warned.checks if not c.success]
+    assert warned.success and gap.severity == "warning" and gap.unexpected_count == 1
+    with pytest.raises(ValueError, match="unknown check ids"):
+        validate(spark, out, ValidationConfig(warn=frozenset({"no_such_check"})))
+
+
+def test_results_json_and_data_docs(validated, audited):
+    _, out = audited["fenced-zombie"]
+    results = read_results(out)
+    assert results["success"] is False
+    assert set(results["suites"]) == set(SUITE_TABLES)
+    assert results["suites"]["eviction_gaps"]["success"] is False
+    assert results["suites"]["segment_integrity"]["success"] is True
+    index = Path(out, "validation", "data_docs", "index.html")
+    assert index.is_file()
+    html = index.read_text()
+    for suite in SUITE_TABLES:
+        assert suite in html
+    assert not list(Path(out).glob(".validation-staging-*"))
+
+
+def test_cli_exit_codes(spark, audited, capsys):
+    assert cli.main(["validate", audited["clean"][1]]) == cli.EXIT_OK
+    assert "expectations passed" in capsys.readouterr().out
+    assert cli.main(["validate", audited["lost-batch"][1]]) == cli.EXIT_VIOLATION
+    out = capsys.readouterr().out
+    assert "no_unexplained_sequence_gap" in out and "FAIL" in out
+    assert cli.main(["validate", audited["lost-batch"][1], "--warn", "no_unexplained_sequence_gap"]) == cli.EXIT_OK
+    assert "WARN" in capsys.readouterr().out
+
+
+def test_validate_refuses_a_folder_without_an_audit(tmp_path, capsys):
+    assert cli.main(["validate", str(tmp_path)]) == cli.EXIT_USAGE
+    assert "no complete audit" in capsys.readouterr().err
+
+
+def test_run_is_export_audit_and_validate(spark, tmp_path, capsys):
+    from analytics.generate import generate
+
+    g = generate(tmp_path / "logs", "missed-dedup", seed=3)
+    config = g.truth_dir / "audit.toml"
+    code = cli.main(["run", str(g.log_dir), "--out", str(tmp_path / "out"), "--config", str(config)])
+    captured = capsys.readouterr()
+    assert code == cli.EXIT_VIOLATION
+    assert "DUPLICATE" in captured.out and "expectations passed" in captured.out
+    assert "validating" in captured.err
+    results = json.loads((tmp_path / "out" / "validation" / "results.json").read_text())
+    assert results["suites"]["zero_duplicates"]["success"] is False
+    assert (tmp_path / "out" / "records").is_dir()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DOCS_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "data_docs.png"
+
+
+def _chromium(*args: str, tmp_path: Path) -> "subprocess.CompletedProcess":
+    import subprocess
+
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", *args],
+        capture_output=True, text=True, timeout=120, check=True)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_data_docs_render_in_a_browser(validated, audited, tmp_path):
+    """The Data Docs index, rendered by headless Chromium (scripts run): every suite is listed
+    with its result, and the failed one is marked as failed."""
+    _, out = audited["fenced-zombie"]
+    index = Path(out, "validation", "data_docs", "index.html")
+    dom = _chromium("--dump-dom", "--virtual-time-budget=5000", index.as_uri(), tmp_path=tmp_path).stdout
+    for suite in SUITE_TABLES:
+        assert suite in dom
+    assert "Failed" in dom or "failed" in dom
+    shot = tmp_path / "data_docs.png"
+    _chromium(f"--screenshot={shot}", "--window-size=1400,900", "--hide-scrollbars", index.as_uri(),
+              tmp_path=tmp_path)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    if os.environ.get("SEGAUDIT_UPDATE_SCREENSHOT"):
+        shutil.copyfile(shot, DOCS_SCREENSHOT)
