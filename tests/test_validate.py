@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 BREAKS = {
     "corrupt-crc": {"no_crc_failure"},
     "torn-tails": {"magic_and_framing_valid"},
-    "missed-dedup": {"no_duplicate_batch"},
+    "missed-dedup": {"no_duplicate_batch", "no_duplicate_record"},  # its records repeat too
     "plain-retries": {"no_duplicate_record"},
     "lost-batch": {"no_unexplained_sequence_gap"},
     "fenced-zombie": {"no_zombie_write"},
