@@ -17,6 +17,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -108,6 +109,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
         },
         "seconds": round(seconds, 3),
     }
+    make_offline(docs)
     Path(staging, "results.json.tmp").write_text(json.dumps(document, indent=2, default=str) + "\n")
     _swap(final, staging)
     return result
@@ -166,6 +168,46 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str) -
                     sample=[_jsonable_row(row) for row in rows[:SAMPLE_ROWS]],
                 ))
     return results
+
+
+VENDOR = Path(__file__).resolve().parent / "assets" / "vendor"
+# The libraries GX's Data Docs load from CDNs, served from the site itself so the dashboard
+# renders on a machine with no internet (vega is left out: only column-distribution charts use it).
+OFFLINE_ASSETS = {
+    "https://code.jquery.com/jquery-3.7.1.min.js": "vendor/jquery.min.js",
+    "https://cdnjs.cloudflare.com/ajax/libs/popper.js/1.12.9/umd/popper.min.js": "vendor/popper.min.js",
+    "https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js": "vendor/bootstrap.min.js",
+    "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css": "vendor/bootstrap.min.css",
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.js": "vendor/bootstrap-table.min.js",
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.css": "vendor/bootstrap-table.min.css",
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js":
+        "vendor/bootstrap-table-filter-control.min.js",
+    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css":
+        "vendor/bootstrap-table-filter-control.min.css",
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js":
+        "vendor/bootstrap-datepicker.min.js",
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css":
+        "vendor/bootstrap-datepicker.min.css",
+    "https://cdnjs.cloudflare.com/ajax/libs/font-awesome/6.6.0/css/all.min.css": "vendor/fontawesome.min.css",
+}
+ONLINE_ONLY = re.compile(
+    r'<(?:script|link)[^>]+(?:src|href)="https://(?:cdn\.jsdelivr\.net/npm/(?:vega|@forevolve)[^"]*)"[^>]*>(?:</script>)?')
+REMOTE_LOGO = re.compile(r'https://great-expectations-web-assets\.s3[^"]*/logo-long\.png[^"]*')
+
+
+def make_offline(site: str) -> None:
+    """Point every page of a Data Docs site at the vendored libraries in ``static/``."""
+    static = Path(site, "static")
+    shutil.copytree(VENDOR, static / "vendor", dirs_exist_ok=True, ignore=shutil.ignore_patterns("webfonts"))
+    shutil.copytree(VENDOR / "webfonts", static / "webfonts", dirs_exist_ok=True)  # fontawesome's ../webfonts
+    for page in Path(site).rglob("*.html"):
+        prefix = os.path.relpath(static, page.parent).replace(os.sep, "/")
+        html = page.read_text()
+        for url, local in OFFLINE_ASSETS.items():
+            html = html.replace(url, f"{prefix}/{local}")
+        html = ONLINE_ONLY.sub("", html)
+        html = REMOTE_LOGO.sub(f"{prefix}/images/logo-long.png", html)
+        page.write_text(html)
 
 
 def read_results(out: str) -> dict:
