@@ -61,10 +61,6 @@ class ValidationConfig:
         return cls(allow=allow, warn=frozenset(str(w) for w in data.get("warn") or ()))
 
 
-def _verdicts(*names: str) -> str:
-    return ", ".join(f"'{n}'" for n in names)
-
-
 def _quote(values) -> str:
     return ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) or "NULL"
 
@@ -153,7 +149,7 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
                   "not even after the broker forgot it."),
             Check("no_epoch_regression", "anomalies",
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict IN "
-                  f"({_verdicts('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION')})",
+                  f"({_quote(('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION'))})",
                   "No producer or coordinator epoch goes backwards."),
         ],
         "transactions": [
@@ -166,7 +162,7 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
                   "No non-transactional batch while its producer has a transaction open."),
             Check("no_fenced_marker", "anomalies",
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE is_control AND verdict IN "
-                  f"({_verdicts('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION')})",
+                  f"({_quote(('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION'))})",
                   "No COMMIT or ABORT marker the leader would have fenced."),
         ],
     }

@@ -28,8 +28,7 @@ from analytics.audit.config import config_from_mapping
 from analytics.audit.job import read_audit
 from expectations.suites import SUITE_TABLES, ValidationConfig, suites, with_allowance
 
-VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates",
-         "producer_sessions")
+VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates")
 SAMPLE_ROWS = 20  # offending rows kept per check in results.json (GX keeps up to 200 in Data Docs)
 
 
@@ -67,7 +66,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     started = time.monotonic()
     out = os.path.abspath(out)
     summary = read_audit(out)
-    config = config_from_mapping({k: v for k, v in summary["configuration"].items()})
+    config = config_from_mapping(summary["configuration"])
     validation = validation or ValidationConfig()
     frames = {}
     for name in VIEWS:
@@ -223,7 +222,5 @@ def _swap(final: str, staging: str) -> None:
     """Replace OUT/validation by the staged one; results.json appears last."""
     if os.path.isdir(final):
         shutil.rmtree(final)
-    tmp = os.path.join(staging, "results.json.tmp")
-    os.rename(tmp, tmp + ".pending")
     os.replace(staging, final)
-    os.replace(os.path.join(final, "results.json.tmp.pending"), os.path.join(final, "results.json"))
+    os.replace(os.path.join(final, "results.json.tmp"), os.path.join(final, "results.json"))
