@@ -34,7 +34,18 @@ ORDER = ("base_offset", "file_position")
 
 
 def with_log_dir(df: DataFrame) -> DataFrame:
-    return df.withColumn("log_dir", F.regexp_extract("file", r"^(.*)/[^/]+/[^/]+$", 1))
+    """``log_dir``: ``file`` without its last two components (the partition folder and the file name)."""
+    return df.withColumn("log_dir", F.expr("substring(file, 1, greatest(length(file) - length(substring_index(file, '/', -2)) - 1, 0))"))
+
+
+# The columns the replay reads (plus the row's identity, topic, partition, file and file_position):
+# the window sorts carry these only, and the other columns of ``batches`` are joined back by identity.
+REPLAY_COLUMNS = (
+    "topic", "partition", "file", "file_position", "magic", "crc_valid", "base_offset", "last_offset",
+    "record_count", "is_transactional", "is_control", "max_timestamp", "producer_id", "producer_epoch",
+    "base_sequence", "last_sequence", "coordinator_epoch", "control_type",
+)
+IDENTITY = ("topic", "partition", "file", "file_position")
 
 
 def by_partition():
@@ -150,7 +161,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     instead of being split off and unioned back (which would scan and shuffle twice).
     """
     BY_PARTITION, BY_PRODUCER, BEFORE = by_partition(), by_producer(), before()
-    rows = with_log_dir(batches).withColumn("tracked", is_replayed())
+    rows = with_log_dir(batches.select(*REPLAY_COLUMNS)).withColumn("tracked", is_replayed())
     rows = rows.withColumn("tracked_pid", F.when(F.col("tracked"), F.col("producer_id"))).repartition(*PARTITION_KEY)
     # 0. duplicates: an earlier data batch of the producer with the same epoch and sequence range
     rows = rows.withColumn("dup_rank", F.when(~F.col("is_control"), F.row_number().over(by_range())))
@@ -229,10 +240,12 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         .otherwise("violation"),
     )
     rows = rows.withColumn("explanation", _explanation_text())
-    return rows.select(
-        *[c for c in batches.columns if c != "log_dir"], "verdict", "severity", "explained_by", "expected_sequence",
-        "prev_base_offset", "idle_ms", "offset_holes", "explanation", "txn_open", "offset_overlap",
-    )
+    facts = rows.select(*IDENTITY, *VERDICT_COLUMNS)
+    return batches.join(facts, list(IDENTITY)).select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
+
+
+VERDICT_COLUMNS = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms",
+                   "offset_holes", "explanation", "txn_open", "offset_overlap")
 
 
 def _explanation_text() -> Column:
