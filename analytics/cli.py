@@ -72,6 +72,40 @@ def _parser() -> argparse.ArgumentParser:
     _spark_options(p)
     p.set_defaults(run=_validate)
 
+    p = sub.add_parser("report", help="write OUT/report/index.html: summary, timelines, sequences, idle times, trends")
+    p.add_argument("out", metavar="OUT", help="an audited export")
+    p.add_argument("--history", default=None, metavar="PATH", help="the metrics history to chart (default OUT.history)")
+    _spark_options(p)
+    p.set_defaults(run=_report)
+
+    p = sub.add_parser("explain", help="the batch holding an offset, its producer's neighbours, the verdict and why")
+    p.add_argument("out", metavar="OUT", help="an audited export")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partition", required=True, type=int)
+    p.add_argument("--offset", required=True, type=int)
+    p.add_argument("--context", type=int, default=3, help="neighbouring batches of the producer on each side")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    _spark_options(p)
+    p.set_defaults(run=_explain)
+
+    p = sub.add_parser("producer", help="one producer's history: epochs, sequence ranges, gaps, transactions, pauses")
+    p.add_argument("out", metavar="OUT", help="an audited export")
+    p.add_argument("--producer-id", required=True, type=int)
+    p.add_argument("--topic", default=None, help="only this topic")
+    p.add_argument("--limit", type=int, default=50, help="findings and transactions to list (all are counted)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    _spark_options(p)
+    p.set_defaults(run=_producer)
+
+    p = sub.add_parser("sql", help="Spark SQL over every table of OUT, each a view of its name")
+    p.add_argument("out", metavar="OUT", help="an export or an audited export")
+    p.add_argument("query", help='for example "SELECT verdict, count(*) FROM batch_verdicts GROUP BY verdict"')
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="table (at most --limit rows), or every row as CSV or JSON lines")
+    p.add_argument("--limit", type=int, default=1000, help="rows shown by --format table")
+    _spark_options(p)
+    p.set_defaults(run=_sql)
+
     p = sub.add_parser("generate", help="write a real Kafka log directory for a named scenario, with ground truth")
     p.add_argument("logdir", metavar="LOGDIR", help="where to write (must not exist or be empty)")
     p.add_argument("--scenario", required=True, metavar="NAME", help="one of: " + ", ".join(_scenario_names()))
@@ -100,6 +134,11 @@ def _audit_options(p: argparse.ArgumentParser) -> None:
                    help="a partition's log start offset when the export has none; repeatable")
     p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
                    help="a broker restart or truncation that lost producer state; repeatable")
+    p.add_argument("--history", default=None, metavar="PATH",
+                   help="append this run's counts per partition to this Parquet history (default OUT.history)")
+    p.add_argument("--no-history", action="store_true", help="do not append to the metrics history")
+    p.add_argument("--prometheus-file", default=None, metavar="FILE",
+                   help="also write the counts in the Prometheus text format (node exporter's textfile collector)")
 
 
 def _validation_options(p: argparse.ArgumentParser) -> None:
@@ -240,7 +279,7 @@ def _audit(args) -> int:
         read_manifest(args.out)
     except ExportError as exc:
         raise UsageError(str(exc)) from exc
-    result = audit(_spark(args), args.out, config)
+    result = audit(_spark(args), args.out, config, **_history_options(args))
     rows = [[v, n] for v, n in result.verdicts.items() if n]
     print(render_table(["verdict", "batches"], rows))
     print()
@@ -284,9 +323,13 @@ def _run(args) -> int:
     except ExportError as exc:
         raise UsageError(str(exc)) from exc
     print(f"auditing {exported.rows.get('batches', 0):,} batches ...", file=sys.stderr)
-    audited = audit(spark, args.out, config)
+    audited = audit(spark, args.out, config, **_history_options(args))
     print("validating ...", file=sys.stderr)
     validated = validate(spark, args.out, validation)
+    print("reporting ...", file=sys.stderr)
+    from analytics.report.build import write as write_report
+
+    report = write_report(spark, args.out, _history_options(args)["history"])
     from pyspark.sql import functions as F
 
     sessions = spark.read.parquet(os.path.join(args.out, "producer_sessions"))
@@ -302,8 +345,167 @@ def _run(args) -> int:
     ]))
     print()
     print(_checks_table(validated))
-    print(f"\n{_passed(validated)} in {time.monotonic() - started:.1f} s; Data Docs: {validated.data_docs}")
+    print(f"\n{_passed(validated)} in {time.monotonic() - started:.1f} s; Data Docs: {validated.data_docs}; "
+          f"report: {report}")
     return EXIT_OK if validated.success else EXIT_VIOLATION
+
+
+def _history_options(args) -> dict:
+    from analytics.report.history import default_history_path
+
+    history = None if args.no_history else (args.history or default_history_path(args.out))
+    return {"history": history, "prometheus_file": args.prometheus_file}
+
+
+def _audited(args) -> None:
+    from analytics.audit.job import read_audit
+    from analytics.export import ExportError
+
+    try:
+        read_audit(args.out)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _report(args) -> int:
+    from analytics.report.build import write
+
+    _audited(args)
+    print(write(_spark(args), args.out, args.history))
+    return EXIT_OK
+
+
+def _explain(args) -> int:
+    from analytics.forensics import NotFound, explain
+
+    _audited(args)
+    try:
+        e = explain(_spark(args), args.out, args.topic, args.partition, args.offset, context=args.context)
+    except NotFound as exc:
+        raise UsageError(str(exc)) from exc
+    if args.format == "json":
+        print(json.dumps(dataclasses.asdict(e), indent=2, default=str))
+        return EXIT_OK
+    print(f"{e.topic}-{e.partition} offset {e.offset}")
+    for b in e.batches:
+        print(f"  batch {b['base_offset']}..{b['last_offset']} in {b['file']} at byte {b['file_position']}: "
+              f"{b['verdict']} ({b['severity']}{', explained by ' + b['explained_by'] if b['explained_by'] else ''})")
+    print()
+    for line in e.reasoning:
+        print(f"  {line}")
+    neighbours = [*e.before, *e.batches[:1], *e.after] if e.batches else [r for r in e.nearest.values() if r]
+    if neighbours:
+        title = f"producer {e.batches[0]['producer_id']}, batches around it" if e.batches else "the batches around it"
+        print(f"\n{title}:")
+        here = e.batches[0]["base_offset"] if e.batches else None
+        print(render_table(["", "base_offset", "last_offset", "epoch", "sequences", "idle_ms", "verdict", "explained_by"], [
+            [">" if r["base_offset"] == here else "", r["base_offset"], r["last_offset"], r["producer_epoch"],
+             "-" if r["is_control"] else f"{r['base_sequence']}..{r['last_sequence']}", r["idle_ms"],
+             r["verdict"] if not r["is_control"] else f"{r['verdict']} {r['control_type'] or ''}".rstrip(),
+             r["explained_by"]]
+            for r in neighbours]))
+    return EXIT_OK
+
+
+def _producer(args) -> int:
+    from analytics.forensics import NotFound, producer_history
+
+    _audited(args)
+    try:
+        h = producer_history(_spark(args), args.out, args.producer_id, topic=args.topic, limit=args.limit)
+    except NotFound as exc:
+        raise UsageError(str(exc)) from exc
+    if args.format == "json":
+        print(json.dumps(dataclasses.asdict(h), indent=2, default=str))
+        return EXIT_OK
+    print(f"producer {h.producer_id}: {len({(s['topic'], s['partition']) for s in h.sessions})} partitions, "
+          f"epochs {sorted({s['producer_epoch'] for s in h.sessions})}, {sum(s['batches'] for s in h.sessions):,} batches, "
+          f"{h.findings_total:,} findings, {h.transactions_total:,} transactions\n")
+    print("sessions (one per topic, partition and epoch):")
+    print(render_table(["topic", "partition", "epoch", "offsets", "sequences", "first_time", "last_time", "batches",
+                        "records", "findings"], [
+        [s["topic"], s["partition"], s["producer_epoch"], f"{s['first_offset']}..{s['last_offset']}",
+         f"{s['first_sequence']}..{s['last_sequence']}", _time(s["first_timestamp"]), _time(s["last_timestamp"]),
+         s["batches"], s["records"], _session_findings(s)] for s in h.sessions]))
+    if h.epoch_changes:
+        print("\nepoch changes:")
+        print(render_table(["topic", "partition", "from", "to", "at_offset", "at_time"], [
+            [c["topic"], c["partition"], c["from_epoch"], c["to_epoch"], c["at_offset"], _time(c["at_timestamp"])]
+            for c in h.epoch_changes]))
+    print(f"\nfindings ({len(h.findings)} of {h.findings_total}):" if h.findings else "\nfindings: none")
+    if h.findings:
+        print(render_table(["topic", "partition", "offset", "epoch", "sequences", "expected", "verdict", "explained_by"], [
+            [f["topic"], f["partition"], f["base_offset"], f["producer_epoch"],
+             f"{f['base_sequence']}..{f['last_sequence']}", f["expected_sequence"], f["verdict"], f["explained_by"]]
+            for f in h.findings]))
+    if h.transactions:
+        print(f"\ntransactions ({len(h.transactions)} of {h.transactions_total}, unfinished first):")
+        print(render_table(["topic", "partition", "epoch", "first_offset", "end_offset", "status"], [
+            [t["topic"], t["partition"], t["producer_epoch"], t["first_offset"], t["end_offset"], t["status"]]
+            for t in h.transactions]))
+    print(f"\nlongest pauses (producer.id.expiration.ms = {h.expiration_ms}):")
+    print(render_table(["topic", "partition", "offset", "after_offset", "idle_ms", "verdict", "explained_by"], [
+        [i["topic"], i["partition"], i["base_offset"], i["prev_base_offset"], i["idle_ms"], i["verdict"], i["explained_by"]]
+        for i in h.idle]))
+    return EXIT_OK
+
+
+def _session_findings(s: dict) -> str:
+    from analytics.audit.job import VERDICTS
+
+    return ", ".join(f"{v} {s[v.lower()]}" for v in VERDICTS
+                     if v not in ("OK", "EPOCH_BUMP", "CONTROL_MARKER", "NON_IDEMPOTENT") and s.get(v.lower()))
+
+
+def _time(ms) -> str | None:
+    import datetime
+
+    if ms is None:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _sql(args) -> int:
+    import csv
+
+    from pyspark.errors import AnalysisException, ParseException
+
+    from analytics.forensics import NotFound, run_sql
+
+    if not os.path.isdir(args.out) and "://" not in args.out:
+        raise UsageError(f"no such directory: {args.out}")
+    try:
+        df = run_sql(_spark(args), args.out, args.query)
+        columns = df.columns
+        if args.format == "table":
+            rows = df.limit(args.limit + 1).collect()
+            print(render_table(columns, [list(r) for r in rows[:args.limit]]))
+            if len(rows) > args.limit:
+                print(f"(first {args.limit} rows; --limit N for more, or --format csv|json for all)", file=sys.stderr)
+            return EXIT_OK
+        rows = df.toLocalIterator()  # streamed a partition at a time, never the whole result on the driver
+        if args.format == "csv":
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(columns)
+            for r in rows:
+                writer.writerow(["" if v is None else _plain(v) for v in r])
+        else:
+            for r in rows:
+                sys.stdout.write(json.dumps({k: _plain(v) for k, v in r.asDict(recursive=True).items()}, default=str) + "\n")
+    except (NotFound, AnalysisException, ParseException) as exc:
+        raise UsageError(str(exc).strip().splitlines()[0]) from exc
+    return EXIT_OK
+
+
+def _plain(v):
+    """JSON- and CSV-friendly: bytes as hex (keys are arbitrary bytes), the rest as they are."""
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
 
 
 def _checks_table(result) -> str:

@@ -14,9 +14,12 @@ export's ``batches`` table:
 - ``DuckDB``: the same classification in SQL (``bench/classify_duckdb.sql``), threads = cores;
 - ``pure Python``: the reference replay (``analytics.replay.reference``), one topic-partition at
   a time, including reading the rows with pyarrow (skipped above ``--python-max`` batches);
-- ``default memory``: ``segaudit audit`` in a fresh process at Spark's default driver memory
-  (1 GiB) and ``spark.driver.maxResultSize=8m``: it completes only if nothing large is collected
-  to the driver. Its peak is the resident memory of the whole process tree.
+- ``default memory``: ``segaudit audit`` in a fresh driver at Spark's default driver memory
+  (1 GiB) and ``spark.driver.maxResultSize=8m``, twice: in local mode (the driver is the executor,
+  so 1 GiB also holds every sort buffer) and against a standalone cluster started by the script
+  (executors with ``--executor-memory``; the driver only plans and receives counts). The cluster
+  run completes only if nothing large is collected to the driver. Its peak is the resident memory
+  of the driver's process tree.
 
 The verdict counts of DuckDB and of the reference are checked against Spark's.
 """
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_export import tree_rss_kib
 
 from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+from analytics.spark.standalone import standalone_cluster
 
 REPLAY_COLUMNS = ["topic", "partition", "file", "file_position", "magic", "crc_valid", "base_offset", "last_offset",
                   "record_count", "is_transactional", "is_control", "max_timestamp", "producer_id", "producer_epoch",
@@ -124,13 +128,22 @@ def python_case(out: Path, config: AuditConfig) -> tuple[float, Counter]:
     return time.perf_counter() - t0, counts
 
 
-def default_memory_case(out: Path) -> tuple[float, float, int]:
-    """``segaudit audit`` at Spark's default driver memory; (seconds, peak tree RSS MiB, exit code)."""
+def default_memory_case(out: Path, master: str | None = None, conf: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """``segaudit audit`` in a fresh driver at Spark's default memory (1 GiB) with
+    ``spark.driver.maxResultSize=8m``; (seconds, peak RSS MiB of the driver's process tree, exit code).
+
+    In local mode the driver is also the executor, so 1 GiB holds the windows' sort buffers too;
+    on a standalone cluster (``master``) the executors hold the data and the driver only plans.
+    """
     env = dict(os.environ)
     env.pop("SPARK_DRIVER_MEMORY", None)
+    args = [sys.executable, "-m", "analytics", "audit", str(out), "--conf", "spark.driver.maxResultSize=8m"]
+    if master:
+        args += ["--master", master]
+    for key, value in (conf or {}).items():
+        args += ["--conf", f"{key}={value}"]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "analytics", "audit", str(out), "--conf", "spark.driver.maxResultSize=8m"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak = 0
     stop = threading.Event()
 
@@ -149,6 +162,13 @@ def default_memory_case(out: Path) -> tuple[float, float, int]:
     return time.perf_counter() - t0, peak / 1024, proc.returncode
 
 
+def print_default_memory(total: int, label: str, result: tuple[float, float, int]) -> None:
+    seconds, peak, code = result
+    status = "completed" if code == 0 else f"FAILED (exit {code})"
+    print(f"{total:>11,} {label:<26} {seconds:>8.1f} {total / seconds:>10,.0f}   {status}, driver peak RSS {peak:,.0f} MiB",
+          flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, nargs="+", default=[1_000_000])
@@ -156,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--driver-memory", default="8g", help="for the in-process Spark cases")
     ap.add_argument("--python-max", type=int, default=10_000_000, help="largest size the pure-Python replay runs on")
     ap.add_argument("--skip-default-memory", action="store_true")
+    ap.add_argument("--executor-memory", default="8g", help="the standalone worker's executors, in the default-memory case")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
@@ -181,10 +202,10 @@ def main(argv: list[str] | None = None) -> None:
         for label, seconds in times.items():
             print(f"{total:>11,} {label:<26} {seconds:>8.1f} {total / seconds:>10,.0f} {seconds / base:>17.2f}x", flush=True)
         if not args.skip_default_memory:
-            seconds, peak, code = default_memory_case(out)
-            status = "completed" if code == 0 else f"FAILED (exit {code})"
-            print(f"{total:>11,} {'default memory (1 GiB)':<26} {seconds:>8.1f} {total / seconds:>10,.0f}"
-                  f"   {status}, peak RSS {peak:,.0f} MiB", flush=True)
+            print_default_memory(total, "local, 1 GiB in all", default_memory_case(out))
+            with standalone_cluster(args.work / "cluster", cores=cores, memory=args.executor_memory) as master:
+                print_default_memory(total, "cluster, 1 GiB driver", default_memory_case(
+                    out, master, {"spark.executor.memory": args.executor_memory, "spark.cores.max": str(cores)}))
 
 
 if __name__ == "__main__":

@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -23,58 +21,18 @@ import pytest
 
 from analytics.export import read_manifest
 from analytics.kafka.logdir import TABLE_SCHEMAS, read_log_dirs
+from analytics.spark.standalone import spark_class, standalone_cluster
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SAMPLE = (REPO / "data" / "mixed").resolve()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _spark_class() -> tuple[str, dict]:
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    return str(home / "bin" / "spark-class"), env
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("cluster")
-    spark_class, env = _spark_class()
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    procs = [
-        subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                          "--webui-port", str(ui)], env=env, stdout=open(work / "master.log", "w"),
-                         stderr=subprocess.STDOUT, start_new_session=True),
-        subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
-                          "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui), "--work-dir", str(work / "w")],
-                         env=env, stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True),
-    ]
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json", timeout=2))
-                if any(w["state"] == "ALIVE" for w in state.get("workers", [])):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the standalone worker did not register:\n" + (work / "worker.log").read_text()[-2000:])
-            time.sleep(1)
+    with standalone_cluster(work, cores=2, memory="2g") as master_url:
         yield master_url, work
-    finally:
-        for p in procs:
-            os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=60)
 
 
 def test_export_on_a_standalone_cluster_reads_in_executors_and_matches_local(cluster, tmp_path):
@@ -136,7 +94,7 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
 def test_spark_submit_runs_the_export_job_on_the_cluster(cluster, tmp_path):
     """The README's worked example: jobs/export_segments.py through spark-submit to the standalone master."""
     master_url, _ = cluster
-    _, env = _spark_class()
+    _, env = spark_class()
     submit = str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit")
     out = tmp_path / "out"
     proc = subprocess.run(

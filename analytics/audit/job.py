@@ -38,7 +38,13 @@ class AuditResult:
     seconds: float
 
 
-def audit(spark, out: str, config: AuditConfig) -> AuditResult:
+def audit(spark, out: str, config: AuditConfig, history: str | None = None,
+          prometheus_file: str | None = None) -> AuditResult:
+    """Replay and classify the export under OUT and write the audit tables.
+
+    ``history``: a folder the run's counts per topic-partition are appended to
+    (``analytics.report.history``); ``prometheus_file``: the same counts in the Prometheus text format.
+    """
     from pyspark.sql import functions as F
 
     from analytics.audit.rules import classify
@@ -88,8 +94,18 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
         "snapshot_checks": {s: checks.get(s, 0) for s in ("match", "mismatch", "not_in_log", "not_in_snapshot")},
         "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time},
         "seconds": round(seconds, 3),
+        "finished_at_ms": int(time.time() * 1000),
     }
     _swap_audit(out, staging, summary)
+    if history or prometheus_file:
+        from analytics.report.history import append_history, partition_metrics, prometheus_text, write_prometheus
+
+        metrics = partition_metrics(spark, out, run_id, summary["finished_at_ms"])
+        if history:
+            append_history(spark, metrics, history)
+        if prometheus_file:
+            rows = [r.asDict() for r in metrics.collect()]  # one row per topic-partition
+            write_prometheus(prometheus_file, prometheus_text(rows, summary["finished_at_ms"]))
     return AuditResult(out, summary["verdicts"], summary["severities"], summary["transactions"], seconds)
 
 

@@ -1,0 +1,313 @@
+"""Post-incident questions over an audit: ``explain`` one offset, a ``producer``'s history, ``sql``.
+
+Each answer reads only what it needs. ``batch_verdicts`` is written partitioned by topic and
+clustered by partition and offset (``analytics.audit.job``), so a filter on topic prunes folders
+and a filter on partition and offset skips Parquet row groups by their statistics: ``explain``
+touches one topic-partition, ``producer`` first finds the partitions a producer wrote from the
+small ``producer_sessions`` table and then reads only those. Results are small Python values;
+nothing large is collected to the driver.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from analytics.audit.job import read_audit
+
+# Every table an export or an audit writes, registered by ``sql`` as a view of its name.
+TABLES = (
+    "batches", "records", "segments", "parse_errors", "producer_snapshots", "log_start_offsets",
+    "aborted_transactions", "checkpoints", "leader_epochs",
+    "batch_verdicts", "anomalies", "producer_sessions", "transactions", "record_duplicates", "snapshot_checks",
+)
+# The columns an explanation shows for a batch and its neighbours.
+BATCH_FIELDS = (
+    "topic", "partition", "file", "file_position", "base_offset", "last_offset", "record_count", "max_timestamp",
+    "producer_id", "producer_epoch", "base_sequence", "last_sequence", "is_transactional", "is_control",
+    "control_type", "coordinator_epoch", "crc_valid", "verdict", "severity", "explained_by", "expected_sequence",
+    "prev_base_offset", "idle_ms", "offset_holes", "explanation", "txn_open", "offset_overlap",
+)
+VERDICT_MEANING = {
+    "OK": "in sequence for its producer and epoch",
+    "EPOCH_BUMP": "a higher epoch starting at sequence 0",
+    "NON_IDEMPOTENT": "no producer id, or a legacy message: the broker tracks no sequence for it",
+    "CONTROL_MARKER": "a transaction marker that breaks no rule",
+    "DUPLICATE": "the same producer, epoch and sequence range as an earlier batch of the partition",
+    "SEQUENCE_GAP": "the same epoch, but the first sequence is beyond the last one seen + 1",
+    "SEQUENCE_REGRESSION": "the same epoch, overlapping or rewinding sequences that are not an exact duplicate",
+    "EPOCH_BUMP_NONZERO": "a higher epoch that does not start at sequence 0",
+    "FENCED_ZOMBIE_WRITE": "an epoch lower than one the producer already used: a fenced (zombie) producer wrote",
+    "FIRST_SEEN_NONZERO": "the producer's first visible batch does not start at sequence 0",
+    "INVALID_TXN_STATE": "a non-transactional batch while the producer's transaction was open",
+    "MARKER_EPOCH_REGRESSION": "a marker with an epoch lower than the producer's: the leader would have fenced it",
+    "COORDINATOR_EPOCH_REGRESSION": "a marker from an older transaction coordinator than an earlier marker's",
+    "CORRUPT": "the CRC does not match: the batch is not replayed",
+}
+
+
+class NotFound(Exception):
+    """The audit holds nothing for the question asked."""
+
+
+def register_views(spark, out: str) -> list[str]:
+    """Every table present under OUT as a temporary view of its name; returns the names registered."""
+    names = []
+    for name in TABLES:
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+            spark.read.parquet(path).createOrReplaceTempView(name)
+            names.append(name)
+    return names
+
+
+def _verdicts(spark, out: str, topic: str):
+    from pyspark.sql import functions as F
+
+    # a filter on the partition column: Spark lists and reads the one topic's folder
+    return spark.read.parquet(os.path.join(out, "batch_verdicts")).where(F.col("topic") == topic)
+
+
+def _row(r) -> dict:
+    return {k: r[k] for k in r.asDict()}
+
+
+# -- explain --------------------------------------------------------------------------------------
+@dataclass
+class Explanation:
+    topic: str
+    partition: int
+    offset: int
+    batches: list[dict]  # the batch(es) holding the offset (more than one only in a broken log)
+    before: list[dict]  # the producer's batches before it, nearest last
+    after: list[dict]  # the producer's batches after it, nearest first
+    reasoning: list[str]  # sentences, in order
+    earlier_copy: dict | None = None  # for a DUPLICATE: the first batch with the same range
+    transaction: dict | None = None  # the transaction the batch belongs to, if any
+    nearest: dict = field(default_factory=dict)  # when no batch holds the offset: the batches around it
+
+
+def explain(spark, out: str, topic: str, partition: int, offset: int, context: int = 3) -> Explanation:
+    from pyspark.sql import functions as F
+
+    summary = read_audit(out)
+    config = summary["configuration"]
+    rows = _verdicts(spark, out, topic).where(F.col("partition") == partition)
+    holding = [_row(r) for r in rows.where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
+               .select(*BATCH_FIELDS).orderBy("base_offset", "file", "file_position").collect()]
+    result = Explanation(topic, partition, offset, holding, [], [], [])
+    if not holding:
+        below = rows.where(F.col("last_offset") < offset).orderBy(F.col("last_offset").desc()).select(*BATCH_FIELDS).first()
+        above = rows.where(F.col("base_offset") > offset).orderBy("base_offset").select(*BATCH_FIELDS).first()
+        if below is None and above is None:
+            raise NotFound(f"{topic}-{partition} has no batches in this audit")
+        result.nearest = {"below": below and _row(below), "above": above and _row(above)}
+        result.reasoning = _no_batch_reasoning(spark, out, topic, partition, offset, result.nearest)
+        return result
+    batch = holding[0]
+    if batch["producer_id"] is not None and batch["producer_id"] >= 0:
+        same = rows.where(F.col("producer_id") == batch["producer_id"]).select(*BATCH_FIELDS)
+        result.before = [_row(r) for r in reversed(
+            same.where(F.col("base_offset") < batch["base_offset"]).orderBy(F.col("base_offset").desc()).limit(context).collect())]
+        result.after = [_row(r) for r in
+                        same.where(F.col("base_offset") > batch["base_offset"]).orderBy("base_offset").limit(context).collect()]
+        if batch["verdict"] == "DUPLICATE":
+            first = same.where((F.col("producer_epoch") == batch["producer_epoch"])
+                               & (F.col("base_sequence") == batch["base_sequence"])
+                               & (F.col("last_sequence") == batch["last_sequence"])
+                               & (F.col("base_offset") < batch["base_offset"]) & ~F.col("is_control")
+                               ).orderBy("base_offset").first()
+            result.earlier_copy = first and _row(first)
+        if batch["is_transactional"]:
+            result.transaction = _transaction_of(spark, out, batch)
+    result.reasoning = _reasoning(batch, result, config)
+    if len(holding) > 1:
+        result.reasoning.append(f"{len(holding)} batches hold offset {offset}: the log repeats offsets "
+                                "(see offset_overlap and the segment_integrity suite).")
+    return result
+
+
+def _transaction_of(spark, out: str, batch: dict) -> dict | None:
+    from pyspark.sql import functions as F
+
+    path = os.path.join(out, "transactions")
+    if not os.path.isdir(path):
+        return None
+    t = spark.read.parquet(path).where(
+        (F.col("topic") == batch["topic"]) & (F.col("partition") == batch["partition"])
+        & (F.col("producer_id") == batch["producer_id"]) & (F.col("first_offset") <= batch["base_offset"])
+        & (F.col("end_offset").isNull() | (F.col("end_offset") >= batch["base_offset"]))
+    ).orderBy(F.col("first_offset").desc()).first()
+    return t and _row(t)
+
+
+def _ms(ms) -> str:
+    """Milliseconds with a human unit: ``90000000 ms (25 h)``."""
+    if ms is None:
+        return "unknown"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
+        if abs(ms) >= size:
+            return f"{ms:,} ms ({ms / size:.3g} {unit})"
+    return f"{ms:,} ms"
+
+
+def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
+    """The verdict in words: what the broker expected, what the log shows, and the evidence."""
+    verdict = b["verdict"]
+    says = [f"{verdict}: {VERDICT_MEANING.get(verdict, verdict)}."]
+    if b["producer_id"] is None or b["producer_id"] < 0 or verdict in ("NON_IDEMPOTENT", "CORRUPT"):
+        return says + ([b["explanation"]] if b["explanation"] else [])
+    seen = f"producer {b['producer_id']} epoch {b['producer_epoch']}"
+    if b["is_control"]:
+        says.append(f"A {b['control_type'] or 'control'} marker of {seen}, coordinator epoch {b['coordinator_epoch']}.")
+    else:
+        says.append(f"Seen: {seen}, sequences {b['base_sequence']}..{b['last_sequence']} "
+                    f"({b['record_count']} records at offsets {b['base_offset']}..{b['last_offset']}).")
+    prev = result.before[-1] if result.before else None
+    if prev is None:
+        says.append("This is the producer's first batch in the exported log of this partition.")
+    else:
+        left = (f"sequence {prev['last_sequence']}" if not prev["is_control"]
+                else f"a {prev['control_type'] or 'control'} marker")
+        says.append(f"Before it: offset {prev['base_offset']}, epoch {prev['producer_epoch']}, {left}.")
+    if b["expected_sequence"] is not None and not b["is_control"]:
+        match = "as expected" if b["expected_sequence"] == b["base_sequence"] else f"but saw {b['base_sequence']}"
+        says.append(f"The broker expected sequence {b['expected_sequence']}, {match}.")
+    expiration = config.get("producer_id_expiration_ms")
+    if b["idle_ms"] is not None:
+        relation = "at least" if expiration is not None and b["idle_ms"] >= expiration else "below"
+        says.append(f"Idle {_ms(b['idle_ms'])} since the producer's previous batch: {relation} "
+                    f"producer.id.expiration.ms = {_ms(expiration)}.")
+    if b["offset_holes"]:
+        says.append(f"{b['offset_holes']:,} offsets between the two batches are carried by no batch "
+                    "(removed by compaction, or missing from the export).")
+    if b["txn_open"]:
+        says.append("A transaction of this producer was open before this batch.")
+    if result.earlier_copy:
+        e = result.earlier_copy
+        says.append(f"The first copy is at offset {e['base_offset']} ({e['file']} position {e['file_position']}).")
+    if result.transaction:
+        t = result.transaction
+        end = f"ends at {t['end_offset']}" if t["end_offset"] is not None else "has no marker in the log"
+        says.append(f"It belongs to a transaction from offset {t['first_offset']} that {end}: {t['status']}.")
+    says.extend(_evidence(b, config))
+    if b["severity"] == "violation":
+        says.append("No evidence in the log or the configuration explains it: a violation.")
+    return says
+
+
+def _evidence(b: dict, config: dict) -> list[str]:
+    """Why an ``explained_by`` holds, restated from the row and the configuration."""
+    why = b["explained_by"]
+    if why == "producer_expiration":
+        return [f"Explained by producer expiration: idle {_ms(b['idle_ms'])} >= producer.id.expiration.ms "
+                f"{_ms(config.get('producer_id_expiration_ms'))} with no open transaction, so the broker had "
+                "forgotten the producer and accepted its next batch as new."]
+    if why == "partial_history":
+        return ["Explained by partial history: the producer's earlier batches lie below the log start "
+                "(deleted by retention or compaction) or outside the export."]
+    if why == "compaction":
+        return ["Explained by compaction: the topic is compacted and the offset holes between the two batches "
+                f"({b['offset_holes']}) cover the missing sequences."]
+    if why == "state_loss":
+        restarts = config.get("broker_restarts") or []
+        return [f"Explained by state loss: a broker restart given in the configuration ({restarts}) lies between "
+                "the producer's previous batch and this one."]
+    return []
+
+
+def _no_batch_reasoning(spark, out, topic, partition, offset, nearest) -> list[str]:
+    from pyspark.sql import functions as F
+
+    below, above = nearest["below"], nearest["above"]
+    says = [f"No batch of the export holds offset {offset}."]
+    starts_path = os.path.join(out, "log_start_offsets")
+    start = None
+    if os.path.isdir(starts_path):
+        r = spark.read.parquet(starts_path).where((F.col("topic") == topic) & (F.col("partition") == partition)) \
+            .agg(F.max("log_start_offset")).first()
+        start = r[0]
+    if below is None:
+        says.append(f"It lies before the first exported batch (offset {above['base_offset']})"
+                    + (f"; the log start offset is {start}." if start is not None else "."))
+    elif above is None:
+        says.append(f"It lies after the last exported batch (offsets {below['base_offset']}..{below['last_offset']}).")
+    else:
+        says.append(f"It falls between the batches at {below['base_offset']}..{below['last_offset']} and "
+                    f"{above['base_offset']}..{above['last_offset']}: records removed by compaction, or a segment "
+                    "missing from the export.")
+    return says
+
+
+# -- producer -------------------------------------------------------------------------------------
+@dataclass
+class ProducerHistory:
+    producer_id: int
+    sessions: list[dict]  # one per (topic, partition, epoch), in time order
+    epoch_changes: list[dict]  # where and when the producer's epoch changed
+    findings: list[dict]  # its batches whose severity is explained or violation
+    findings_total: int
+    transactions: list[dict]
+    transactions_total: int
+    idle: list[dict]  # its longest pauses, and every pause at or above the expiration
+    expiration_ms: int
+
+
+def producer_history(spark, out: str, producer_id: int, topic: str | None = None, limit: int = 50) -> ProducerHistory:
+    from pyspark.sql import functions as F
+
+    summary = read_audit(out)
+    expiration = summary["configuration"].get("producer_id_expiration_ms")
+    sessions = spark.read.parquet(os.path.join(out, "producer_sessions")).where(F.col("producer_id") == producer_id)
+    if topic is not None:
+        sessions = sessions.where(F.col("topic") == topic)
+    session_rows = [_row(r) for r in sessions.orderBy("first_timestamp", "topic", "partition", "producer_epoch").collect()]
+    if not session_rows:
+        scope = f" on topic {topic}" if topic is not None else ""
+        raise NotFound(f"producer {producer_id} wrote no batch{scope} in this audit")
+    changes = []
+    by_partition: dict[tuple, list[dict]] = {}
+    for s in session_rows:
+        by_partition.setdefault((s["log_dir"], s["topic"], s["partition"]), []).append(s)
+    for (_, t, p), rows in sorted(by_partition.items(), key=lambda kv: kv[0]):
+        rows.sort(key=lambda s: (s["first_offset"], s["producer_epoch"]))
+        for a, b in zip(rows, rows[1:]):
+            changes.append({"topic": t, "partition": p, "from_epoch": a["producer_epoch"], "to_epoch": b["producer_epoch"],
+                            "at_offset": b["first_offset"], "at_timestamp": b["first_timestamp"]})
+    wanted = sorted({(s["topic"], s["partition"]) for s in session_rows})
+    anomalies = spark.read.parquet(os.path.join(out, "anomalies")).where(
+        (F.col("producer_id") == producer_id) & F.col("severity").isin("explained", "violation"))
+    if topic is not None:
+        anomalies = anomalies.where(F.col("topic") == topic)
+    findings_total = anomalies.count()
+    findings = [_row(r) for r in anomalies.select(*BATCH_FIELDS).orderBy("topic", "partition", "base_offset").limit(limit).collect()]
+    txns, txns_total = [], 0
+    tpath = os.path.join(out, "transactions")
+    if os.path.isdir(tpath):
+        t = spark.read.parquet(tpath).where(F.col("producer_id") == producer_id)
+        if topic is not None:
+            t = t.where(F.col("topic") == topic)
+        txns_total = t.count()
+        order = F.when(F.col("status") == "COMMITTED", 1).otherwise(0)
+        txns = [_row(r) for r in t.orderBy(order, "topic", "partition", "first_offset").limit(limit).collect()]
+    # pauses: only the partitions the producer wrote, read by topic folder and partition
+    idle_rows = []
+    for t_name in sorted({t for t, _ in wanted}):
+        parts = [p for t, p in wanted if t == t_name]
+        v = _verdicts(spark, out, t_name).where(F.col("partition").isin(parts) & (F.col("producer_id") == producer_id)
+                                                & F.col("idle_ms").isNotNull())
+        v = v.select("topic", "partition", "base_offset", "prev_base_offset", "max_timestamp", "idle_ms", "verdict",
+                     "severity", "explained_by")
+        longest = v.orderBy(F.col("idle_ms").desc()).limit(5)
+        expired = v.where(F.col("idle_ms") >= F.lit(expiration if expiration is not None else 2**62)).limit(limit)
+        idle_rows += [_row(r) for r in longest.union(expired).distinct().orderBy("partition", "base_offset").collect()]
+    return ProducerHistory(producer_id, session_rows, changes, findings, findings_total, txns, txns_total,
+                           idle_rows, expiration)
+
+
+# -- sql --------------------------------------------------------------------------------------------
+def run_sql(spark, out: str, query: str):
+    """The query's DataFrame, with every table of OUT registered as a view."""
+    if not register_views(spark, out):
+        raise NotFound(f"{out} holds no segaudit tables")
+    return spark.sql(query)

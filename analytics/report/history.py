@@ -1,0 +1,128 @@
+"""Metrics over time: each audit appends its counts per topic-partition to a Parquet history, and can
+write the same counts in the Prometheus text format for node exporter's textfile collector.
+
+The history lives beside OUT by default (``OUT.history``, a sibling folder, so replacing OUT keeps
+it) or wherever ``--history`` says. One row per (run, log dir, topic, partition); an audit run is
+appended once: appending a run id the history already holds does nothing, so a retried step
+does not count twice.
+"""
+
+from __future__ import annotations
+
+import os
+
+from analytics.audit.job import VERDICTS
+
+# Per-partition counts, in order; one column per verdict follows (its name in lower case).
+COUNT_COLUMNS = ("batches", "records", "violations", "explained", "explained_gaps", "hanging_transactions")
+METRIC_HELP = {
+    "batches": "Batches in the audited log.",
+    "records": "Records in the audited log's data batches.",
+    "violations": "Batches whose verdict breaks a rule with no explanation.",
+    "explained": "Batches that break a rule the broker legitimately allowed (explained_by is set).",
+    "explained_gaps": "Sequence gaps explained by producer expiration, partial history, compaction or state loss.",
+    "hanging_transactions": "Transactions open longer than transaction.max.timeout.ms plus the broker's 5-minute buffer.",
+}
+
+
+def default_history_path(out: str) -> str:
+    """``OUT.history``: beside OUT, not inside it (the audit replaces OUT's tables on every run)."""
+    return out.rstrip("/") + ".history"
+
+
+def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
+    """One row per (log_dir, topic, partition) of the audit under OUT: ``COUNT_COLUMNS`` and a count per verdict."""
+    from pyspark.sql import functions as F
+
+    from analytics.audit.rules import with_log_dir
+
+    keys = ["log_dir", "topic", "partition"]
+    v = with_log_dir(spark.read.parquet(os.path.join(out, "batch_verdicts")))
+    counts = v.groupBy(*keys).agg(
+        F.count("*").alias("batches"),
+        F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
+        F.sum((F.col("severity") == "violation").cast("long")).alias("violations"),
+        F.sum((F.col("severity") == "explained").cast("long")).alias("explained"),
+        F.sum(((F.col("verdict") == "SEQUENCE_GAP") & (F.col("severity") == "explained")).cast("long")).alias("explained_gaps"),
+        *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
+    )
+    hanging = spark.read.parquet(os.path.join(out, "transactions")).where(F.col("status") == "HANGING") \
+        .groupBy(*keys).agg(F.count("*").alias("hanging_transactions"))
+    return counts.join(hanging, keys, "left").select(
+        F.lit(run_time_ms).cast("long").alias("run_time_ms"), F.lit(run_id).alias("run_id"), *keys,
+        *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in COUNT_COLUMNS],
+        *[F.col(name.lower()) for name in VERDICTS],
+    )
+
+
+def append_history(spark, metrics, path: str) -> bool:
+    """Append ``metrics`` (one run) to the history at ``path``; False when that run is already there."""
+    from pyspark.sql import functions as F
+
+    run_id = metrics.select("run_id").first()
+    if run_id is None:
+        return False
+    history = read_history(spark, path)
+    if history is not None and history.where(F.col("run_id") == run_id[0]).limit(1).count():
+        return False
+    # one small file per run; a crashed append leaves only Spark's _temporary folder, which readers skip
+    metrics.coalesce(1).write.mode("append").parquet(path)
+    return True
+
+
+def read_history(spark, path: str):
+    """The history's rows, or None when there is none yet."""
+    from pyspark.errors import AnalysisException
+
+    try:  # any filesystem Spark reads; a missing or empty folder is no history yet
+        return spark.read.parquet(path)
+    except AnalysisException as exc:
+        if exc.getCondition() in ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA"):
+            return None
+        raise
+
+
+# -- Prometheus text format ------------------------------------------------------------------------
+def _label(value) -> str:
+    """A label value in the exposition format: backslash, double quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prometheus_text(rows: list[dict], run_time_ms: int, prefix: str = "segaudit") -> str:
+    """The counts of ``rows`` (``partition_metrics`` rows) as Prometheus gauges, one family per count.
+
+    >>> print(prometheus_text([{"log_dir": "/d", "topic": 't"x', "partition": 0, "batches": 3}], 1000)
+    ...       .splitlines()[2])
+    segaudit_batches{log_dir="/d",topic="t\\"x",partition="0"} 3
+    """
+    lines = []
+    names = [c for c in (*COUNT_COLUMNS, *[v.lower() for v in VERDICTS]) if any(c in r for r in rows)]
+    for name in names:
+        metric = f"{prefix}_{name}" if name in COUNT_COLUMNS else f"{prefix}_verdict_batches"
+        if name in COUNT_COLUMNS or name == VERDICTS[0].lower():
+            help_text = METRIC_HELP.get(name, "Batches per verdict of the audit.")
+            lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
+        for r in sorted(rows, key=lambda r: (r["log_dir"], r["topic"], r["partition"])):
+            if name not in r:
+                continue
+            labels = f'log_dir="{_label(r["log_dir"])}",topic="{_label(r["topic"])}",partition="{r["partition"]}"'
+            if metric.endswith("_verdict_batches"):
+                labels += f',verdict="{name.upper()}"'
+            lines.append(f"{metric}{{{labels}}} {int(r[name] or 0)}")
+    lines += [f"# HELP {prefix}_last_run_timestamp_seconds When the audit these counts come from finished.",
+              f"# TYPE {prefix}_last_run_timestamp_seconds gauge",
+              f"{prefix}_last_run_timestamp_seconds {run_time_ms / 1000:.3f}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_prometheus(path: str, text: str) -> str:
+    """Write atomically (the textfile collector must never read half a file): a temporary file in the
+    same folder, then a rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+

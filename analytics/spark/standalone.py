@@ -1,0 +1,73 @@
+"""A Spark standalone cluster on this machine: a master and one worker in their own JVMs, started
+with the ``spark-class`` launcher that ships with PySpark. Tests use it to prove that work runs in
+executors, and the audit benchmark to run the driver at Spark's default memory while executors
+hold the data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_class() -> tuple[str, dict]:
+    """The ``spark-class`` launcher of the installed PySpark and the environment it needs."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    return str(home / "bin" / "spark-class"), env
+
+
+@contextlib.contextmanager
+def standalone_cluster(work: Path, cores: int = 2, memory: str = "2g", timeout_s: float = 120) -> Iterator[str]:
+    """Start a master and a worker (``cores``, ``memory``), yield the master URL, stop both on exit.
+
+    Logs go to ``work/master.log`` and ``work/worker.log``; executors run under ``work/w``.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    launcher, env = spark_class()
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    procs = [
+        subprocess.Popen([launcher, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                          "--webui-port", str(ui)], env=env, stdout=open(work / "master.log", "w"),
+                         stderr=subprocess.STDOUT, start_new_session=True),
+        subprocess.Popen([launcher, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                          "--cores", str(cores), "--memory", memory, "--webui-port", str(worker_ui),
+                          "--work-dir", str(work / "w")],
+                         env=env, stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True),
+    ]
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json", timeout=2))
+                if any(w["state"] == "ALIVE" for w in state.get("workers", [])):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the standalone worker did not register:\n" + (work / "worker.log").read_text()[-2000:])
+            time.sleep(1)
+        yield master_url
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=60)

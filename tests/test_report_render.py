@@ -1,0 +1,361 @@
+"""The HTML report renderer: pure Python, no Spark. A realistic aggregated dict in, one page out."""
+
+from __future__ import annotations
+
+import copy
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from analytics.report.render import Scale, esc, human_ms, nice_ticks, render, write_report
+
+EVIL_TOPIC = "<script>alert(1)</script>"
+EVIL_EXPLANATION = '"><img src=x onerror=alert(1)>'
+T0 = 1_763_700_000_000  # epoch ms
+DAY_MS = 86_400_000
+LOG_DIR = "/data/kafka-logs"
+VERDICTS = ("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "DUPLICATE", "SEQUENCE_GAP",
+            "SEQUENCE_REGRESSION", "EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE", "FIRST_SEEN_NONZERO",
+            "INVALID_TXN_STATE", "MARKER_EPOCH_REGRESSION", "COORDINATOR_EPOCH_REGRESSION", "CORRUPT")
+SECTION_IDS = ("summary", "validation", "partitions", "timelines", "producers", "idle", "transactions",
+               "trend")
+
+
+def _point(offset: int, epoch: int, base: int, verdict: str = "OK", severity: str = "ok") -> dict:
+    """One batch of 5 records of producer 1000 (sequence chart input)."""
+    return {"base_offset": offset, "timestamp": T0 + 100 * offset, "epoch": epoch, "base_sequence": base,
+            "last_sequence": base + 4, "verdict": verdict, "severity": severity}
+
+
+def _mark(offset: int, verdict: str, severity: str, explained_by, explanation: str) -> dict:
+    return {"offset": offset, "timestamp": T0 + 100 * offset, "verdict": verdict, "severity": severity,
+            "producer_id": 1000, "explained_by": explained_by, "explanation": explanation}
+
+
+def _bins(first: int, last: int, width: int, **extra) -> list[dict]:
+    return [{"start": s, "end": min(s + width - 1, last), "ok": min(width, last - s + 1), "info": 0,
+             "explained": 0, "violation": 0, **extra} for s in range(first, last + 1, width)]
+
+
+def _partition(topic: str, partition: int, batches: int, severities: dict, verdicts: dict) -> dict:
+    return {"log_dir": LOG_DIR, "topic": topic, "partition": partition, "batches": batches,
+            "records": 40 * batches, "first_offset": 0, "last_offset": batches - 1, "first_timestamp": T0,
+            "last_timestamp": T0 + 9000, "severities": severities, "verdicts": verdicts}
+
+
+def sample() -> dict:
+    """What the report job would hand over for a small audit: two topics (one with a hostile name),
+    findings on one partition, a producer across two epochs (a duplicate, then a gap after expiration),
+    a hanging transaction, three audit runs."""
+    points = [_point(10 * i, 0, 5 * i) for i in range(6)]
+    points += [_point(10 * i, 1, 5 * (i - 6)) for i in range(6, 10)]
+    points[3] = _point(30, 0, 10, "DUPLICATE", "violation")
+    points[4] = _point(40, 0, 40, "SEQUENCE_GAP", "explained")
+    points[6]["verdict"] = "EPOCH_BUMP"
+    marks = [_mark(30, "DUPLICATE", "violation", None, "same epoch and sequences 10-14 as offset 20"),
+             _mark(40, "SEQUENCE_GAP", "explained", "producer_expiration", EVIL_EXPLANATION)]
+    verdicts = dict.fromkeys(VERDICTS, 0) | {"OK": 230, "EPOCH_BUMP": 1, "CONTROL_MARKER": 2, "DUPLICATE": 1,
+                                             "SEQUENCE_GAP": 3}
+    return {
+        "title": "segaudit report",
+        "out": "/data/out",
+        "generated_at_ms": T0 + 60_000,
+        "summary": {
+            "run_id": "run-42", "export_run_id": "exp-41", "inputs": [LOG_DIR], "verdicts": verdicts,
+            "severities": {"ok": 231, "info": 2, "explained": 1, "violation": 3},
+            "transactions": {"COMMITTED": 1, "ABORTED": 0, "OPEN": 0, "HANGING": 1},
+            "record_duplicates": 4,
+            "snapshot_checks": {"match": 3, "mismatch": 1, "not_in_log": 0, "not_in_snapshot": 0},
+            "configuration": {"producer_id_expiration_ms": 7 * DAY_MS, "transaction_max_timeout_ms": 900_000,
+                              "profile": "2.7", "cleanup_policy": {"orders": "compact"}},
+            "seconds": 12.3,
+            "unknown_future_key": [1, 2],
+        },
+        "validation": {"success": False, "checks": [
+            {"suite": "zero_duplicates", "check": "no_duplicate_batch", "description": "no DUPLICATE",
+             "success": False, "unexpected": 1, "status": "fail"},
+            {"suite": "sequences", "check": "no_unexplained_sequence_gap", "description": "gaps explained",
+             "success": True, "unexpected": 0, "status": "pass"},
+            {"suite": "zombies", "check": "no_zombie_write", "description": "no fenced writes",
+             "success": False, "unexpected": 2, "status": "warn"},
+        ]},
+        "partitions": [
+            _partition("orders", 0, 100, {"ok": 94, "info": 2, "explained": 1, "violation": 3},
+                       {"OK": 94, "DUPLICATE": 1, "SEQUENCE_GAP": 3, "CONTROL_MARKER": 2}),
+            _partition(EVIL_TOPIC, 1, 137, {"ok": 137, "info": 0, "explained": 0, "violation": 0},
+                       {"OK": 137}),
+        ],
+        "partitions_total": 412,
+        "timelines": [
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "first_offset": 0, "last_offset": 99,
+             "bins": _bins(0, 99, 10), "marks": marks, "marks_total": 5},
+            {"log_dir": LOG_DIR, "topic": EVIL_TOPIC, "partition": 1, "first_offset": 0, "last_offset": 136,
+             "bins": _bins(0, 136, 137, explained=1), "marks": marks[1:], "marks_total": 1},
+        ],
+        "producers": [
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "producer_id": 1000, "points": points,
+             "points_total": 1234, "epochs": [0, 1]},
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "producer_id": 1001,
+             "points": [_point(5, 3, 7, "FIRST_SEEN_NONZERO", "explained")], "points_total": 1,
+             "epochs": [3]},
+        ],
+        "idle": {"threshold_ms": 7 * DAY_MS, "points": [
+            {"topic": "orders", "partition": 0, "producer_id": 1000, "offset": 40, "idle_ms": 8 * DAY_MS,
+             "verdict": "SEQUENCE_GAP", "severity": "explained", "explained_by": "producer_expiration"},
+            {"topic": EVIL_TOPIC, "partition": 1, "producer_id": 7, "offset": 12, "idle_ms": 90_000,
+             "verdict": "OK", "severity": "ok", "explained_by": None},
+        ]},
+        "transactions": {"counts": {"COMMITTED": 1, "ABORTED": 0, "OPEN": 0, "HANGING": 1},
+                         "rows_total": 5, "rows": [
+            {"topic": "orders", "partition": 0, "producer_id": 7, "producer_epoch": 0, "first_offset": 10,
+             "end_offset": None, "status": "HANGING", "last_timestamp": T0},
+            {"topic": "orders", "partition": 0, "producer_id": 8, "producer_epoch": 0, "first_offset": 50,
+             "end_offset": 60, "status": "COMMITTED", "last_timestamp": T0 + 5000},
+        ]},
+        "history": [
+            {"run_time_ms": T0 + (k - 2) * DAY_MS, "run_id": f"run-{40 + k}", "batches": 200 + k,
+             "records": 2000, "violation": 3 - k, "explained": 1, "duplicates": 1, "gaps": 3,
+             "hanging": k % 2,
+             "verdicts": {"SEQUENCE_GAP": 3}} for k in range(3)
+        ],
+    }
+
+
+def empty() -> dict:
+    """A run over nothing: a summary of zeros, every other part missing or empty."""
+    return {"summary": {"verdicts": {}, "severities": {"ok": 0, "info": 0, "explained": 0, "violation": 0}},
+            "partitions": [], "timelines": [], "producers": [], "idle": None, "history": []}
+
+
+
+
+class TagStack(HTMLParser):
+    """Checks that svg, section and table open and close in proper nesting."""
+
+    TRACKED = ("svg", "section", "table", "details", "title")
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.TRACKED:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag in self.TRACKED:
+            if not self.stack or self.stack[-1] != tag:
+                self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+            else:
+                self.stack.pop()
+
+
+def balanced(page: str) -> TagStack:
+    parser = TagStack()
+    parser.feed(page)
+    parser.close()
+    return parser
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return render(sample())
+
+
+def _chart(page: str, kind: str, index: int = 0) -> str:
+    return re.findall(rf'<svg class="chart {kind}".*?</svg>', page, re.DOTALL)[index]
+
+
+def _section(page: str, sid: str) -> str:
+    match = re.search(rf'<section id="{sid}">(.*?)</section>', page, re.DOTALL)
+    assert match, sid
+    return match.group(1)
+
+
+def test_every_section_present(page):
+    for sid in SECTION_IDS:
+        assert page.count(f'<section id="{sid}">') == 1, sid
+
+
+def test_chart_counts(page):
+    assert page.count('class="chart timeline"') == 2
+    assert page.count('class="chart sequence"') == 2
+    assert page.count('class="chart idle"') == 1
+    assert page.count('class="chart trend"') == 1
+    assert page.count('class="minibar"') == 2
+    # every chart is an accessible, responsive svg with a title
+    charts = re.findall(r'<svg class="chart [a-z]+"[^>]*>(<title>)?', page)
+    assert len(charts) == 6 and all(charts)
+    assert all('role="img"' in tag and 'width="100%"' in tag and "viewBox=" in tag
+               for tag in re.findall(r'<svg class="chart[^>]*>', page))
+
+
+def test_self_contained(page):
+    lowered = page.lower()
+    for needle in ("http://", "https://", "//cdn", "<script", "@import", "url("):
+        assert needle not in lowered, needle
+
+
+def test_hostile_strings_escaped(page):
+    assert EVIL_TOPIC not in page
+    assert EVIL_EXPLANATION not in page
+    assert "<img" not in page
+    assert esc(EVIL_TOPIC) in page
+    assert esc(EVIL_EXPLANATION) in page
+    # escaped in table cells, in chart attributes and inside svg <title> tooltips
+    assert f'data-topic="{esc(EVIL_TOPIC)}"' in page
+    assert f"<td>{esc(EVIL_TOPIC)}</td>" in page
+    assert re.search(r"<title>[^<]*" + re.escape(esc(EVIL_EXPLANATION)), _chart(page, "timeline"))
+    assert re.search(r"<title>[^<]*" + re.escape(esc(EVIL_TOPIC)), _chart(page, "idle"))
+
+
+def _hostile(value, evil: str):
+    """Every string of the data replaced by ``evil``, verdict names (keys of count maps) too."""
+    if isinstance(value, dict):
+        count_map = value and all(isinstance(v, int) for v in value.values())
+        return {(f"{evil}{k}" if count_map else k): _hostile(v, evil) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hostile(v, evil) for v in value]
+    return evil if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("evil", [EVIL_TOPIC, EVIL_EXPLANATION, "'><svg onload=alert(1)>", "</title><b>x"])
+def test_no_data_string_reaches_the_page_raw(evil):
+    page = render(_hostile(sample(), evil))
+    assert evil not in page
+    assert esc(evil) in page
+    for tag in ("<script", "<img", "<svg onload", "<b>x"):  # (the page has its own <b> headings)
+        assert tag not in page
+    parser = balanced(page)
+    assert parser.errors == [] and parser.stack == []
+
+
+def test_timeline_marks_have_tooltips(page):
+    timeline = _chart(page, "timeline")  # the first: orders-0
+    assert 'data-partition="0"' in timeline
+    assert "DUPLICATE at offset 30 (violation)" in timeline
+    assert "explained by producer_expiration" in timeline
+    assert timeline.count("<circle") == 2
+    assert "showing 2 of 5 findings" in _section(page, "timelines")
+
+
+def test_summary_numbers(page):
+    summary = _section(page, "summary")
+    labels = re.findall(r'card-label">([^<]+)<', summary)
+    values = dict(zip(labels, re.findall(r'card-value">([^<]+)<', summary), strict=True))
+    assert values == {"batches": "237", "violations": "3", "explained": "1", "duplicates": "1",
+                      "sequence gaps": "3", "hanging transactions": "1", "record duplicates": "4",
+                      "snapshot mismatches": "1"}
+    assert '<tr class="zero"><td class="mono">CORRUPT</td>' in summary
+    assert "7 d" in summary and "15 min" in summary
+    assert "run-42" in summary and "exp-41" in summary and "12.3 s" in summary
+    assert "/data/kafka-logs" in summary
+
+
+def test_validation_badges(page):
+    validation = _section(page, "validation")
+    assert 'sev-violation">fail<' in validation
+    assert 'sev-ok">pass<' in validation
+    assert 'sev-explained">warn<' in validation
+    assert "expectations failed" in validation
+
+
+def test_partitions_truncation_note(page):
+    assert "showing 2 of 412 partitions" in _section(page, "partitions")
+
+
+def test_idle_threshold_line(page):
+    idle = _chart(page, "idle")
+    assert "producer.id.expiration.ms = 604,800,000 (7 d)" in idle
+    assert 'class="threshold"' in idle
+    assert idle.count("<circle") == 2
+
+
+def test_epoch_change_marked(page):
+    two_epochs, one_epoch = _chart(page, "sequence", 0), _chart(page, "sequence", 1)
+    assert two_epochs.count('class="epoch-change"') == 1
+    assert ">epoch 1</text>" in two_epochs
+    assert one_epoch.count('class="epoch-change"') == 0
+    assert "<polygon" in two_epochs  # the gap's triangle
+    assert 'fill="none" stroke="#d64545"' in two_epochs  # the duplicate's ring, in the violation colour
+    assert "<b>producer 1000</b>" in _section(page, "producers")  # ids without thousands separators
+
+
+def test_transactions_and_trend(page):
+    txn = _section(page, "transactions")
+    assert "showing 2 of 5 transactions" in txn and 'sev-violation">HANGING<' in txn
+    trend = _section(page, "trend")
+    assert trend.count("<polyline") == 5
+    assert "Trends need more runs" not in trend
+
+
+def test_single_run_trend_draws_points():
+    data = sample()
+    data["history"] = data["history"][:1]
+    trend = _section(render(data), "trend")
+    assert 'class="chart trend"' in trend and "<polyline" not in trend
+    assert _chart(trend, "trend").count("<circle") == 5  # one point per series
+    assert "Trends need more runs" in trend
+
+
+def test_tags_balance(page):
+    parser = balanced(page)
+    assert parser.errors == [] and parser.stack == []
+    broken = balanced(page.replace("</table>", "", 1))  # the check itself can fail
+    assert broken.errors or broken.stack
+
+
+def test_empty_data_renders():
+    page = render(empty())
+    for sid in SECTION_IDS:
+        assert f'<section id="{sid}">' in page
+    assert page.count("Nothing to show") >= 7
+    assert 'class="chart' not in page
+    parser = balanced(page)
+    assert parser.errors == [] and parser.stack == []
+    assert render({}).count("Nothing to show") >= 7  # not even a summary
+
+
+def test_malformed_values_do_not_crash():
+    data = sample()
+    data["partitions"][0].update(batches=None, severities=None, verdicts={"OK": "many"})
+    data["timelines"][0]["bins"].append({"start": None, "end": "x"})
+    data["producers"][0]["points"].append({"base_offset": 200, "epoch": None, "base_sequence": -1,
+                                           "last_sequence": -1, "verdict": ["?"], "severity": "bogus"})
+    data["idle"]["points"].append({"idle_ms": 0, "severity": None})
+    data["transactions"]["rows"].append({"status": {"odd": 1}})
+    data["history"].append({"run_time_ms": "yesterday"})
+    page = render(data)
+    assert balanced(page).errors == []
+
+
+def test_deterministic():
+    first = render(sample())
+    assert first == render(copy.deepcopy(sample()))
+    assert "generated 2025-11-21 04:41:00 UTC" in first  # the data's time, not the clock's
+    assert render(empty()) == render(empty())
+
+
+def test_write_report_atomic(tmp_path):
+    target = tmp_path / "out" / "report" / "index.html"
+    assert write_report(sample(), str(target)) == str(target)
+    assert target.read_text(encoding="utf-8") == render(sample())
+    assert [p.name for p in target.parent.iterdir()] == ["index.html"]
+
+
+@pytest.mark.parametrize("ms, text", [(7 * DAY_MS, "7 d"), (900_000, "15 min"), (DAY_MS, "1 d"),
+                                      (90_000_000, "25 h"), (5_400_000, "90 min"), (0, "0 ms"),
+                                      (250, "250 ms")])
+def test_human_ms(ms, text):
+    assert human_ms(ms) == text
+
+
+def test_scales_and_ticks():
+    assert nice_ticks(0, 99, 5) == [0, 20, 40, 60, 80]
+    assert nice_ticks(0, 3, 5) == [0, 1, 2, 3]
+    s = Scale(5, 5, 0, 100)  # one value: the middle
+    assert s(5) == 50
+    assert Scale(0, 10, 0, 100)(50) == 100  # clamped inside the chart
+    assert Scale(1, 1000, 0, 30, log=True)(100) == pytest.approx(20)
