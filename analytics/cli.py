@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -418,19 +419,19 @@ def _producer(args) -> int:
     if args.format == "json":
         print(json.dumps(dataclasses.asdict(h), indent=2, default=str))
         return EXIT_OK
-    print(f"producer {h.producer_id}: {len({(s['topic'], s['partition']) for s in h.sessions})} partitions, "
-          f"epochs {sorted({s['producer_epoch'] for s in h.sessions})}, {sum(s['batches'] for s in h.sessions):,} batches, "
-          f"{h.findings_total:,} findings, {h.transactions_total:,} transactions\n")
+    print(f"producer {h.producer_id}: partitions {len({(s['topic'], s['partition']) for s in h.sessions})}, "
+          f"epochs {sorted({s['producer_epoch'] for s in h.sessions})}, batches {sum(s['batches'] for s in h.sessions):,}, "
+          f"findings {h.findings_total:,}, transactions {h.transactions_total:,}\n")
     print("sessions (one per topic, partition and epoch):")
     print(render_table(["topic", "partition", "epoch", "offsets", "sequences", "first_time", "last_time", "batches",
                         "records", "findings"], [
         [s["topic"], s["partition"], s["producer_epoch"], f"{s['first_offset']}..{s['last_offset']}",
-         f"{s['first_sequence']}..{s['last_sequence']}", _time(s["first_timestamp"]), _time(s["last_timestamp"]),
+         "-" if s["first_sequence"] is None else f"{s['first_sequence']}..{s['last_sequence']}", _time(s["first_timestamp"]), _time(s["last_timestamp"]),
          s["batches"], s["records"], _session_findings(s)] for s in h.sessions]))
     if h.epoch_changes:
         print("\nepoch changes:")
-        print(render_table(["topic", "partition", "from", "to", "at_offset", "at_time"], [
-            [c["topic"], c["partition"], c["from_epoch"], c["to_epoch"], c["at_offset"], _time(c["at_timestamp"])]
+        print(render_table(["topic", "partition", "from", "to", "at_offset", "at_time", "verdict"], [
+            [c["topic"], c["partition"], c["from_epoch"], c["to_epoch"], c["at_offset"], _time(c["at_timestamp"]), c["verdict"]]
             for c in h.epoch_changes]))
     print(f"\nfindings ({len(h.findings)} of {h.findings_total}):" if h.findings else "\nfindings: none")
     if h.findings:
@@ -474,6 +475,9 @@ def _sql(args) -> int:
 
     if not os.path.isdir(args.out) and "://" not in args.out:
         raise UsageError(f"no such directory: {args.out}")
+    # a mistyped query is reported in one line below, not as PySpark's logged JSON traceback
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         df = run_sql(_spark(args), args.out, args.query)
         columns = df.columns

@@ -151,6 +151,14 @@ def _ms(ms) -> str:
     return f"{ms:,} ms"
 
 
+def _when(ms) -> str:
+    import datetime
+
+    if ms is None or ms < 0:
+        return "at an unknown time"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
 def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
     """The verdict in words: what the broker expected, what the log shows, and the evidence."""
     verdict = b["verdict"]
@@ -161,8 +169,9 @@ def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
     if b["is_control"]:
         says.append(f"A {b['control_type'] or 'control'} marker of {seen}, coordinator epoch {b['coordinator_epoch']}.")
     else:
+        records = f"{b['record_count']} record{'' if b['record_count'] == 1 else 's'}"
         says.append(f"Seen: {seen}, sequences {b['base_sequence']}..{b['last_sequence']} "
-                    f"({b['record_count']} records at offsets {b['base_offset']}..{b['last_offset']}).")
+                    f"({records} at offsets {b['base_offset']}..{b['last_offset']}, written {_when(b['max_timestamp'])}).")
     prev = result.before[-1] if result.before else None
     if prev is None:
         says.append("This is the producer's first batch in the exported log of this partition.")
@@ -171,8 +180,8 @@ def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
                 else f"a {prev['control_type'] or 'control'} marker")
         says.append(f"Before it: offset {prev['base_offset']}, epoch {prev['producer_epoch']}, {left}.")
     if b["expected_sequence"] is not None and not b["is_control"]:
-        match = "as expected" if b["expected_sequence"] == b["base_sequence"] else f"but saw {b['base_sequence']}"
-        says.append(f"The broker expected sequence {b['expected_sequence']}, {match}.")
+        match = "and saw it" if b["expected_sequence"] == b["base_sequence"] else f"but saw {b['base_sequence']}"
+        says.append(f"The broker expected sequence {b['expected_sequence']} {match}.")
     expiration = config.get("producer_id_expiration_ms")
     if b["idle_ms"] is not None:
         relation = "at least" if expiration is not None and b["idle_ms"] >= expiration else "below"
@@ -265,20 +274,12 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
     if not session_rows:
         scope = f" on topic {topic}" if topic is not None else ""
         raise NotFound(f"producer {producer_id} wrote no batch{scope} in this audit")
-    changes = []
-    by_partition: dict[tuple, list[dict]] = {}
-    for s in session_rows:
-        by_partition.setdefault((s["log_dir"], s["topic"], s["partition"]), []).append(s)
-    for (_, t, p), rows in sorted(by_partition.items(), key=lambda kv: kv[0]):
-        rows.sort(key=lambda s: (s["first_offset"], s["producer_epoch"]))
-        for a, b in zip(rows, rows[1:]):
-            changes.append({"topic": t, "partition": p, "from_epoch": a["producer_epoch"], "to_epoch": b["producer_epoch"],
-                            "at_offset": b["first_offset"], "at_timestamp": b["first_timestamp"]})
     wanted = sorted({(s["topic"], s["partition"]) for s in session_rows})
     anomalies = spark.read.parquet(os.path.join(out, "anomalies")).where(
         (F.col("producer_id") == producer_id) & F.col("severity").isin("explained", "violation"))
     if topic is not None:
         anomalies = anomalies.where(F.col("topic") == topic)
+    changes = _epoch_changes(spark, out, producer_id, wanted, limit)
     findings_total = anomalies.count()
     findings = [_row(r) for r in anomalies.select(*BATCH_FIELDS).orderBy("topic", "partition", "base_offset").limit(limit).collect()]
     txns, txns_total = [], 0
@@ -288,7 +289,8 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         if topic is not None:
             t = t.where(F.col("topic") == topic)
         txns_total = t.count()
-        order = F.when(F.col("status") == "COMMITTED", 1).otherwise(0)
+        order = F.when(F.col("status") == "HANGING", 0).when(F.col("status") == "OPEN", 1).when(
+            F.col("status") == "ABORTED", 2).otherwise(3)
         txns = [_row(r) for r in t.orderBy(order, "topic", "partition", "first_offset").limit(limit).collect()]
     # pauses: only the partitions the producer wrote, read by topic folder and partition
     idle_rows = []
@@ -303,6 +305,29 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         idle_rows += [_row(r) for r in longest.union(expired).distinct().orderBy("partition", "base_offset").collect()]
     return ProducerHistory(producer_id, session_rows, changes, findings, findings_total, txns, txns_total,
                            idle_rows, expiration)
+
+
+def _epoch_changes(spark, out: str, producer_id: int, wanted: list[tuple], limit: int) -> list[dict]:
+    """Every batch of the producer whose epoch differs from its previous batch's, in offset order per partition."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from analytics.audit.rules import with_log_dir
+
+    changes = []
+    for t_name in sorted({t for t, _ in wanted}):
+        parts = [p for t, p in wanted if t == t_name]
+        v = with_log_dir(_verdicts(spark, out, t_name)).where(
+            F.col("partition").isin(parts) & (F.col("producer_id") == producer_id) & F.col("crc_valid"))
+        w = Window.partitionBy("log_dir", "topic", "partition").orderBy("base_offset", "file_position")
+        moved = v.select("topic", "partition", "base_offset", "max_timestamp", "producer_epoch", "verdict", "is_control",
+                         F.lag("producer_epoch").over(w).alias("from_epoch")).where(
+            F.col("from_epoch") != F.col("producer_epoch"))
+        changes += [{"topic": r["topic"], "partition": r["partition"], "from_epoch": r["from_epoch"],
+                     "to_epoch": r["producer_epoch"], "at_offset": r["base_offset"], "at_timestamp": r["max_timestamp"],
+                     "verdict": r["verdict"]}
+                    for r in moved.orderBy("partition", "base_offset").limit(limit).collect()]
+    return changes
 
 
 # -- sql --------------------------------------------------------------------------------------------

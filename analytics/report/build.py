@@ -23,6 +23,7 @@ MAX_PRODUCERS = 30
 MAX_POINTS = 1500
 MAX_IDLE = 1000
 MAX_TRANSACTIONS = 200
+MAX_DUPLICATES = 200
 FINDING = ("explained", "violation")
 
 
@@ -75,6 +76,7 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
         "producers": producers,
         "idle": {"threshold_ms": expiration, "points": idle},
         "transactions": _transactions(spark, out, summary),
+        "record_duplicates": _record_duplicates(spark, out, summary),
         "history": _history(spark, history) if history else [],
     }
 
@@ -184,6 +186,31 @@ def _transactions(spark, out: str, summary: dict) -> dict:
         "topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset", "status", "last_timestamp")
     return {"counts": summary["transactions"], "rows": [r.asDict() for r in rows.collect()],
             "rows_total": sum(summary["transactions"].values())}
+
+
+def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
+    """The first copies in offset order, each with its key decoded for reading (the dedup key is hex)."""
+    path = os.path.join(out, "record_duplicates")
+    if not os.path.isdir(path):
+        return None
+    rows = spark.read.parquet(path).orderBy("topic", "partition", "offset").limit(MAX_DUPLICATES).collect()
+    return {"dedup_key": summary["configuration"].get("dedup_key"), "rows_total": summary.get("record_duplicates"),
+            "rows": [r.asDict() | {"key_text": key_text(r["dedup_key"])} for r in rows]}
+
+
+def key_text(dedup_key: str | None) -> str:
+    """The bytes before the first ``:`` of a dedup key (hex), as UTF-8 with replacement characters.
+
+    >>> key_text("3c623e:17")
+    '<b>'
+    >>> key_text("null:5")
+    'null'
+    """
+    head = (dedup_key or "").split(":", 1)[0]
+    try:
+        return bytes.fromhex(head).decode("utf-8", "replace")
+    except ValueError:
+        return head
 
 
 def _validation(out: str) -> dict | None:

@@ -334,7 +334,8 @@ def _summary(data: dict) -> str:
              ("audit time", f"{fmt(s.get('seconds'))} s" if _is_num(s.get("seconds")) else "—"),
              ("output", _span("mono", esc(data.get("out") or "—"))), ("inputs", f"<ul>{inputs}</ul>")]
     config = _dict(s.get("configuration"))
-    config_rows = [[_span("mono", esc(k)), _config_value(v), human_ms(v) if str(k).endswith("_ms") else ""]
+    config_rows = [[_span("mono", esc(k)), _config_value(v),
+                    fmt_time(v) if str(k).endswith("_time_ms") else human_ms(v) if str(k).endswith("_ms") else ""]
                    for k, v in config.items()]
     config_html = _nothing("no configuration")
     if config_rows:
@@ -578,6 +579,22 @@ def _transactions(data: dict) -> str:
                     f"<p>{chips}</p>" + _showing(len(rows), txn.get("rows_total"), "transactions") + table)
 
 
+def _record_duplicates(data: dict) -> str:
+    """Extra copies of records (``record_duplicates``), with the key decoded as text: keys are
+    arbitrary bytes from producers, so they reach the page only through ``esc``."""
+    dup = _dict(data.get("record_duplicates"))
+    rows = [_dict(r) for r in _list(dup.get("rows"))]
+    if not rows:
+        what = "no records exported (export with records)" if not dup else "no record repeats its dedup key"
+        return _section("duplicates", "Record duplicates", _nothing(what))
+    table = _table(["topic", "partition", "offset", "first copy at", "producer", "first producer", "key (as text)"], [
+        [esc(r.get("topic", "")), fmt_id(r.get("partition")), fmt(r.get("offset")), fmt(r.get("first_offset")),
+         fmt_id(r.get("producer_id")), fmt_id(r.get("first_producer_id")), _span("mono", esc(r.get("key_text", "")))]
+        for r in rows])
+    note = f"<p>dedup key: {_span('mono', esc(dup.get('dedup_key', '')))}</p>"
+    return _section("duplicates", "Record duplicates", note + _showing(len(rows), dup.get("rows_total"), "copies") + table)
+
+
 def _trend(data: dict) -> str:
     runs = [r for r in map(_dict, _list(data.get("history"))) if _is_num(r.get("run_time_ms"))]
     if not runs:
@@ -612,7 +629,8 @@ def _trend(data: dict) -> str:
 SECTIONS = (("summary", "Summary", _summary), ("validation", "Validation", _validation),
             ("partitions", "Partitions", _partitions), ("timelines", "Timelines", _timelines),
             ("producers", "Producers", _producers), ("idle", "Idle times", _idle),
-            ("transactions", "Transactions", _transactions), ("trend", "Trend", _trend))
+            ("transactions", "Transactions", _transactions), ("duplicates", "Record duplicates", _record_duplicates),
+            ("trend", "Trend", _trend))
 
 # The palette reaches CSS as custom properties, so badges and cards use the same colours as the charts.
 CSS = (f":root{{--ink:{INK};--muted:{MUTED};--grid:{GRID};"

@@ -1,0 +1,151 @@
+"""``explain``, ``producer`` and ``sql`` on generator scenarios, against golden outputs
+(``tests/golden/``; ``SEGAUDIT_UPDATE_GOLDEN=1`` rewrites them), plus the facts behind each answer."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analytics import cli
+from analytics.forensics import explain, producer_history
+
+pytestmark = pytest.mark.spark
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str, str]:
+    code = cli.main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _golden(name: str, text: str, audited_entry) -> None:
+    g, out = audited_entry
+    text = text.replace(str(g.log_dir), "<LOGS>").replace(out, "<OUT>")
+    path = GOLDEN / name
+    if os.environ.get("SEGAUDIT_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} differs from its golden output"
+
+
+def test_explain_a_sequence_gap(audited, capsys):
+    code, out, _ = _cli(["explain", audited["lost-batch"][1], "--topic", "lost-batch", "--partition", "0",
+                         "--offset", "26"], capsys)
+    assert code == cli.EXIT_OK
+    _golden("explain_lost_batch.txt", out, audited["lost-batch"])
+    # the reasoning names what the broker expected and what it saw, and the idle time against the threshold
+    assert "The broker expected sequence 26 but saw 29." in out
+    assert "below producer.id.expiration.ms = 86,400,000 ms" in out
+    assert "a violation" in out
+
+
+def test_explain_a_duplicate_finds_the_first_copy(spark, audited):
+    e = explain(spark, audited["missed-dedup"][1], "missed-dedup", 0, 41)  # inside the batch 40..42
+    (batch,) = e.batches
+    assert (batch["base_offset"], batch["verdict"]) == (40, "DUPLICATE")
+    first = e.earlier_copy
+    assert first["base_offset"] < 40
+    assert (first["producer_epoch"], first["base_sequence"], first["last_sequence"]) == (
+        batch["producer_epoch"], batch["base_sequence"], batch["last_sequence"])
+    assert [b["base_offset"] for b in e.before] == sorted(b["base_offset"] for b in e.before)
+    assert all(b["base_offset"] < 40 for b in e.before) and all(b["base_offset"] > 40 for b in e.after)
+    assert len(e.before) == len(e.after) == 3
+    assert all(b["producer_id"] == batch["producer_id"] for b in e.before + e.after)
+
+
+def test_explain_an_explained_gap_states_its_evidence(spark, audited):
+    e = explain(spark, audited["idle-expiration"][1], "idle-expiration", 0, 71)
+    (batch,) = e.batches
+    assert batch["explained_by"] == "producer_expiration"
+    assert batch["idle_ms"] >= 86_400_000
+    assert any(line.startswith("Explained by producer expiration") for line in e.reasoning)
+    assert not any("a violation" in line for line in e.reasoning)
+
+
+def test_explain_an_offset_no_batch_holds(spark, audited, capsys):
+    _, out = audited["compacted"]
+    holes = spark.read.parquet(os.path.join(out, "batch_verdicts")).selectExpr("min(base_offset)").first()[0]
+    e = explain(spark, out, "compacted", 0, holes - 1)  # below the first batch the cleaner left
+    assert e.batches == [] and e.nearest["below"] is None and e.nearest["above"]["base_offset"] == holes
+    assert e.reasoning[0] == f"No batch of the export holds offset {holes - 1}."
+    code, _, err = _cli(["explain", out, "--topic", "compacted", "--partition", "7", "--offset", "0"], capsys)
+    assert code == cli.EXIT_USAGE and "compacted-7 has no batches" in err
+
+
+def test_explain_reads_only_its_topic(spark, audited, tmp_path):
+    """The other topics' folders of batch_verdicts are never opened: removing them changes nothing."""
+    g, out = audited["fenced-zombie"]
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    before = explain(spark, str(copy), "fenced-zombie", 0, 25)
+    for folder in (copy / "batch_verdicts").iterdir():
+        if folder.name.startswith("topic=") and folder.name != "topic=fenced-zombie":
+            shutil.rmtree(folder)
+    (copy / "batch_verdicts" / "topic=other").mkdir()
+    (copy / "batch_verdicts" / "topic=other" / "part-0.parquet").write_bytes(b"not parquet")
+    after = explain(spark, str(copy), "fenced-zombie", 0, 25)
+    assert after == before
+
+
+def test_producer_history_of_a_fenced_zombie(audited, capsys):
+    code, out, _ = _cli(["producer", audited["fenced-zombie"][1], "--producer-id", "7000"], capsys)
+    assert code == cli.EXIT_OK
+    _golden("producer_fenced_zombie.txt", out, audited["fenced-zombie"])
+
+
+def test_producer_history_facts(spark, audited):
+    h = producer_history(spark, audited["fenced-zombie"][1], 7000)
+    # epochs 3 -> 4 (a marker), 4 -> 5 (a bump at 0), then 5 -> 3: the zombie writes after two days idle
+    assert [(c["from_epoch"], c["to_epoch"], c["verdict"]) for c in h.epoch_changes] == [
+        (3, 4, "CONTROL_MARKER"), (4, 5, "EPOCH_BUMP"), (5, 3, "FENCED_ZOMBIE_WRITE")]
+    assert [(f["base_offset"], f["verdict"]) for f in h.findings] == [(25, "FENCED_ZOMBIE_WRITE")]
+    assert h.transactions[0]["status"] in ("HANGING", "OPEN")  # unfinished first
+    longest = max(h.idle, key=lambda i: i["idle_ms"])
+    assert longest["base_offset"] == 25 and longest["idle_ms"] >= h.expiration_ms
+
+
+def test_producer_with_a_hanging_transaction_and_an_unknown_one(spark, audited, capsys):
+    _, out = audited["transactions"]
+    hanging = spark.read.parquet(os.path.join(out, "transactions")).where("status = 'HANGING'").collect()
+    assert hanging
+    pid = hanging[0]["producer_id"]
+    h = producer_history(spark, out, pid)
+    assert h.transactions[0]["status"] == "HANGING"
+    code, _, err = _cli(["producer", out, "--producer-id", "123456789"], capsys)
+    assert code == cli.EXIT_USAGE and "producer 123456789 wrote no batch" in err
+    code, _, err = _cli(["producer", out, "--producer-id", str(pid), "--topic", "elsewhere"], capsys)
+    assert code == cli.EXIT_USAGE and "on topic elsewhere" in err
+
+
+def test_sql_formats(audited, capsys):
+    _, out = audited["missed-dedup"]
+    query = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDER BY verdict"
+    code, table, _ = _cli(["sql", out, query], capsys)
+    assert code == cli.EXIT_OK
+    _golden("sql_missed_dedup.txt", table, audited["missed-dedup"])
+    _, text, _ = _cli(["sql", out, query, "--format", "csv"], capsys)
+    assert list(csv.reader(io.StringIO(text))) == [["verdict", "n"], ["DUPLICATE", "1"], ["OK", "30"]]
+    _, text, _ = _cli(["sql", out, "SELECT offset, key FROM records ORDER BY offset LIMIT 2", "--format", "json"], capsys)
+    rows = [json.loads(line) for line in text.splitlines()]
+    assert [r["offset"] for r in rows] == [0, 1] and all(isinstance(r["key"], str) for r in rows)  # bytes as hex
+    bytes.fromhex(rows[0]["key"])
+
+
+def test_sql_sees_every_table_and_reports_bad_queries_in_one_line(audited, capsys):
+    _, out = audited["transactions"]
+    union = " UNION ALL ".join(f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in (
+        "batches", "records", "segments", "parse_errors", "producer_snapshots", "log_start_offsets",
+        "batch_verdicts", "anomalies", "producer_sessions", "transactions", "record_duplicates", "snapshot_checks"))
+    code, text, _ = _cli(["sql", out, union, "--format", "csv"], capsys)
+    assert code == cli.EXIT_OK and len(text.splitlines()) == 13
+    code, _, err = _cli(["sql", out, "SELECT * FROM nope"], capsys)
+    assert code == cli.EXIT_USAGE and "TABLE_OR_VIEW_NOT_FOUND" in err and len(err.strip().splitlines()) == 1
+    code, text, err = _cli(["sql", out, "SELECT * FROM batch_verdicts", "--limit", "3"], capsys)
+    assert code == cli.EXIT_OK and len(text.splitlines()) == 5 and "first 3 rows" in err
