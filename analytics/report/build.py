@@ -57,7 +57,8 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
         for p in partitions:
             p["severities"] = {s: p.pop(s) for s in ("ok", "info", "explained", "violation")}
             p["verdicts"] = verdicts_of.get((p["log_dir"], p["topic"], p["partition"]), {})
-        with_findings = per_partition.where(F.col("findings") > 0).orderBy(F.col("findings").desc(), *keys).limit(MAX_TIMELINES)
+        with_findings = per_partition.where(F.col("findings") > 0).orderBy(
+            F.col("violation").desc(), F.col("findings").desc(), *keys).limit(MAX_TIMELINES)
         timelines = _timelines(v, [r.asDict() for r in with_findings.collect()], keys)
     finally:
         per_partition.unpersist()
@@ -130,8 +131,9 @@ def _producers(v, keys: list[str]) -> list[dict]:
 
     pkeys = [*keys, "producer_id"]
     worst = (v.where(F.col("severity").isin(*FINDING) & (F.col("producer_id") >= 0))
-             .groupBy(*pkeys).agg(F.count("*").alias("findings"))
-             .orderBy(F.col("findings").desc(), *pkeys).limit(MAX_PRODUCERS))
+             .groupBy(*pkeys).agg(F.count("*").alias("findings"),
+                                  F.sum((F.col("severity") == "violation").cast("long")).alias("violations"))
+             .orderBy(F.col("violations").desc(), F.col("findings").desc(), *pkeys).limit(MAX_PRODUCERS))
     chosen = [r.asDict() for r in worst.collect()]
     if not chosen:
         return []

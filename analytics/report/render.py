@@ -626,11 +626,11 @@ def _trend(data: dict) -> str:
 
 # ---------------------------------------------------------------- page
 
+# Findings first: the full partition list, mostly healthy rows, closes the page.
 SECTIONS = (("summary", "Summary", _summary), ("validation", "Validation", _validation),
-            ("partitions", "Partitions", _partitions), ("timelines", "Timelines", _timelines),
-            ("producers", "Producers", _producers), ("idle", "Idle times", _idle),
+            ("timelines", "Timelines", _timelines), ("producers", "Producers", _producers), ("idle", "Idle times", _idle),
             ("transactions", "Transactions", _transactions), ("duplicates", "Record duplicates", _record_duplicates),
-            ("trend", "Trend", _trend))
+            ("trend", "Trend", _trend), ("partitions", "Partitions", _partitions))
 
 # The palette reaches CSS as custom properties, so badges and cards use the same colours as the charts.
 CSS = (f":root{{--ink:{INK};--muted:{MUTED};--grid:{GRID};"

@@ -1,0 +1,169 @@
+"""``segaudit report``, the metrics history and the Prometheus textfile, on the bundled sample; record
+keys made of HTML reach the page as text; the page renders in headless Chromium with its charts."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from analytics import cli
+from analytics.audit.config import load_config
+from analytics.audit.job import audit
+from analytics.export import export
+from analytics.report.build import write as write_report
+from analytics.report.history import read_history
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.spark
+SAMPLE = REPO / "data" / "mixed"
+CONFIG = REPO / "data" / "mixed.truth" / "audit.toml"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOT = REPO / "docs" / "report.png"
+
+
+@pytest.fixture(scope="module")
+def reported(spark, tmp_path_factory):
+    """The sample exported, audited twice into a history, with a Prometheus file, and reported."""
+    root = tmp_path_factory.mktemp("report")
+    out, history, prom = str(root / "out"), str(root / "history"), str(root / "textfile" / "segaudit.prom")
+    export(spark, [str(SAMPLE)], out, records=True)
+    config = load_config(CONFIG)
+    first = audit(spark, out, config, history=history)
+    second = audit(spark, out, config, history=history, prometheus_file=prom)
+    page = write_report(spark, out, history)
+    return out, history, prom, (first, second), Path(page).read_text()
+
+
+def _verdicts(out: str) -> list[dict]:
+    return ds.dataset(os.path.join(out, "batch_verdicts"), format="parquet", partitioning="hive").to_table(
+        columns=["topic", "partition", "verdict", "severity", "record_count", "is_control"]).to_pylist()
+
+
+def test_the_report_is_one_offline_page_with_every_section(reported):
+    out, _, _, _, page = reported
+    assert Path(out, "report", "index.html").is_file() and not Path(out, "report", "index.html.tmp").exists()
+    for section in ("summary", "validation", "partitions", "timelines", "producers", "idle", "transactions",
+                    "duplicates", "trend"):
+        assert f'<section id="{section}">' in page
+    assert not re.search(r"https?://|<script|<link|@import|url\(", page)
+
+
+def test_timelines_are_drawn_for_the_partitions_with_findings_only(reported):
+    out, _, _, _, page = reported
+    found = {(r["topic"], r["partition"]) for r in _verdicts(out) if r["severity"] in ("explained", "violation")}
+    drawn = set(re.findall(r'class="chart timeline"[^>]*data-topic="([^"]*)" data-partition="(\d+)"', page))
+    assert {(html.unescape(t), int(p)) for t, p in drawn} == found
+    assert page.count('class="chart sequence"') >= 1 and 'class="chart idle"' in page
+
+
+def test_each_audit_appends_one_run_to_the_history(spark, reported):
+    out, history, _, (first, second), page = reported
+    rows = read_history(spark, history)
+    runs = {r["run_id"] for r in rows.select("run_id").distinct().collect()}
+    assert len(runs) == 2
+    partitions = {(r["topic"], r["partition"]) for r in _verdicts(out)}
+    assert rows.count() == 2 * len(partitions)
+    # the counts of a run are the audit's: batches and every verdict, summed over partitions
+    last = json.loads(Path(out, "summary.json").read_text())
+    mine = rows.where(rows.run_id == last["run_id"]).groupBy().sum("batches", "sequence_gap", "duplicate").first()
+    assert mine[0] == sum(last["verdicts"].values())
+    assert (mine[1], mine[2]) == (last["verdicts"]["SEQUENCE_GAP"], last["verdicts"]["DUPLICATE"])
+    # the trend chart has a point per run
+    trend = page[page.index('class="chart trend"'):]
+    assert trend[:trend.index("</svg>")].count("<circle") >= 2
+
+
+def test_appending_a_run_twice_keeps_one_copy(spark, reported):
+    from analytics.report.history import append_history, partition_metrics
+
+    out, history, _, _, _ = reported
+    run_id = json.loads(Path(out, "summary.json").read_text())["run_id"]
+    before = read_history(spark, history).count()
+    assert append_history(spark, partition_metrics(spark, out, run_id, 0), history) is False
+    assert read_history(spark, history).count() == before
+
+
+def test_the_prometheus_file_holds_the_audit_counts(reported):
+    out, _, prom, _, _ = reported
+    text = Path(prom).read_text()
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert line.startswith(("# HELP segaudit_", "# TYPE segaudit_"))
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        samples[name_labels] = float(value)
+    rows = _verdicts(out)
+    batches = Counter((r["topic"], r["partition"]) for r in rows)
+    records = Counter()
+    for r in rows:
+        if not r["is_control"]:
+            records[(r["topic"], r["partition"])] += r["record_count"]
+    gaps = Counter((r["topic"], r["partition"]) for r in rows if r["verdict"] == "SEQUENCE_GAP")
+    log_dir = str(SAMPLE.resolve())
+    for (topic, partition), n in batches.items():
+        labels = f'log_dir="{log_dir}",topic="{topic}",partition="{partition}"'
+        assert samples[f"segaudit_batches{{{labels}}}"] == n
+        assert samples[f"segaudit_records{{{labels}}}"] == records[(topic, partition)]
+        assert samples[f'segaudit_verdict_batches{{{labels},verdict="SEQUENCE_GAP"}}'] == gaps[(topic, partition)]
+    assert sum(v for k, v in samples.items() if k.startswith("segaudit_hanging_transactions")) == 2
+    assert not list(Path(prom).parent.glob(".*tmp"))
+
+
+HOSTILE = (b"<script>alert(1)</script>", b'"><img src=x onerror=alert(1)>', b"</td></tr></table><h1>x")
+
+
+def test_keys_made_of_html_reach_the_page_as_text(spark, tmp_path):
+    """Record keys are arbitrary producer bytes: duplicated ones are listed in the report, escaped."""
+    from analytics.kafka.writer import RecordSpec, build_batch, segment_file_name, write_file
+
+    part = tmp_path / "logs" / "orders-0"
+    part.mkdir(parents=True)
+    batches, offset = [], 0
+    for seq, key in enumerate(HOSTILE * 2):  # every key twice: three record duplicates
+        batches.append(build_batch(offset, [RecordSpec(key=key, value=b"v", timestamp=1_700_000_000_000 + seq)],
+                                   producer_id=5, producer_epoch=0, base_sequence=seq))
+        offset += 1
+    write_file(part / segment_file_name(0), batches)
+    out = str(tmp_path / "out")
+    export(spark, [str(tmp_path / "logs")], out, records=True)
+    audit(spark, out, load_config(None))
+    page = Path(write_report(spark, out, str(tmp_path / "history"))).read_text()
+    for key in HOSTILE:
+        text = key.decode()
+        assert text not in page
+        assert html.escape(text, quote=True) in page
+    assert "<h1>x" not in page and page.count("<table") == page.count("</table>")
+
+
+def test_cli_report_and_run_write_the_page(spark, reported, tmp_path, capsys):
+    out, history, _, _, _ = reported
+    assert cli.main(["report", out, "--history", history]) == cli.EXIT_OK
+    assert capsys.readouterr().out.strip() == os.path.join(out, "report", "index.html")
+    assert cli.main(["report", str(tmp_path)]) == cli.EXIT_USAGE
+    assert "no complete audit" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_report_renders_in_a_browser_with_its_charts(reported, tmp_path):
+    from tests.test_validate import _chromium
+
+    out, _, _, _, _ = reported
+    index = Path(out, "report", "index.html")
+    dom = _chromium("--dump-dom", index.as_uri(), tmp_path=tmp_path).stdout
+    for chart in ("timeline", "sequence", "idle", "trend"):
+        assert f'class="chart {chart}"' in dom, chart
+    assert dom.count("<rect") > 100 and dom.count("<circle") > 10  # bars and marks were drawn
+    shot = tmp_path / "report.png"
+    _chromium(f"--screenshot={shot}", "--window-size=1400,3600", "--hide-scrollbars", index.as_uri(), tmp_path=tmp_path)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    if os.environ.get("SEGAUDIT_UPDATE_SCREENSHOT"):
+        shutil.copyfile(shot, SCREENSHOT)
