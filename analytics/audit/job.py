@@ -214,8 +214,11 @@ def _transactions(v, config: AuditConfig, export_time: int):
 
     from analytics.audit.rules import with_log_dir
 
+    # only transactional data batches open transactions and only markers close them: the rest of the
+    # log (most of it, for idempotent producers) never enters the window's sort
     replayed = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
-                                     & ~(F.col("is_control") & (F.col("record_count") == 0)))
+                                     & ~(F.col("is_control") & (F.col("record_count") == 0))
+                                     & (F.col("is_transactional") | F.col("is_control")))
     w = Window.partitionBy("log_dir", "topic", "partition", "producer_id").orderBy("base_offset", "file_position")
     numbered = replayed.withColumn(
         "markers_before", F.coalesce(F.sum(F.col("is_control").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
