@@ -409,7 +409,7 @@ def _explain(args) -> int:
 
 
 def _producer(args) -> int:
-    from analytics.forensics import NotFound, producer_history
+    from analytics.forensics import NotFound, producer_history, utc
 
     _audited(args)
     try:
@@ -426,12 +426,13 @@ def _producer(args) -> int:
     print(render_table(["topic", "partition", "epoch", "offsets", "sequences", "first_time", "last_time", "batches",
                         "records", "findings"], [
         [s["topic"], s["partition"], s["producer_epoch"], f"{s['first_offset']}..{s['last_offset']}",
-         "-" if s["first_sequence"] is None else f"{s['first_sequence']}..{s['last_sequence']}", _time(s["first_timestamp"]), _time(s["last_timestamp"]),
+         "-" if s["first_sequence"] is None else f"{s['first_sequence']}..{s['last_sequence']}",
+         utc(s["first_timestamp"]), utc(s["last_timestamp"]),
          s["batches"], s["records"], _session_findings(s)] for s in h.sessions]))
     if h.epoch_changes:
         print("\nepoch changes:")
         print(render_table(["topic", "partition", "from", "to", "at_offset", "at_time", "verdict"], [
-            [c["topic"], c["partition"], c["from_epoch"], c["to_epoch"], c["at_offset"], _time(c["at_timestamp"]), c["verdict"]]
+            [c["topic"], c["partition"], c["from_epoch"], c["to_epoch"], c["at_offset"], utc(c["at_timestamp"]), c["verdict"]]
             for c in h.epoch_changes]))
     print(f"\nfindings ({len(h.findings)} of {h.findings_total}):" if h.findings else "\nfindings: none")
     if h.findings:
@@ -456,14 +457,6 @@ def _session_findings(s: dict) -> str:
 
     return ", ".join(f"{v} {s[v.lower()]}" for v in VERDICTS
                      if v not in ("OK", "EPOCH_BUMP", "CONTROL_MARKER", "NON_IDEMPOTENT") and s.get(v.lower()))
-
-
-def _time(ms) -> str | None:
-    import datetime
-
-    if ms is None:
-        return None
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def _sql(args) -> int:

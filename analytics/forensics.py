@@ -142,21 +142,25 @@ def _transaction_of(spark, out: str, batch: dict) -> dict | None:
 
 
 def _ms(ms) -> str:
-    """Milliseconds with a human unit: ``90000000 ms (25 h)``."""
+    """Milliseconds with a human unit: ``90,000,000 ms (25 h)``."""
+    from analytics.report.render import human_ms
+
     if ms is None:
         return "unknown"
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
-        if abs(ms) >= size:
-            return f"{ms:,} ms ({ms / size:.3g} {unit})"
-    return f"{ms:,} ms"
+    return f"{ms:,} ms ({human_ms(ms)})" if abs(ms) >= 1000 else f"{ms:,} ms"
+
+
+def utc(ms) -> str | None:
+    """Epoch milliseconds as UTC text to the millisecond; None stays None."""
+    import datetime
+
+    if ms is None:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def _when(ms) -> str:
-    import datetime
-
-    if ms is None or ms < 0:
-        return "at an unknown time"
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return "at an unknown time" if ms is None or ms < 0 else f"{utc(ms)} UTC"
 
 
 def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
