@@ -68,10 +68,6 @@ def _verdicts(spark, out: str, topic: str):
     return spark.read.parquet(os.path.join(out, "batch_verdicts")).where(F.col("topic") == topic)
 
 
-def _row(r) -> dict:
-    return {k: r[k] for k in r.asDict()}
-
-
 # -- explain --------------------------------------------------------------------------------------
 @dataclass
 class Explanation:
@@ -93,7 +89,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
     summary = read_audit(out)
     config = summary["configuration"]
     rows = _verdicts(spark, out, topic).where(F.col("partition") == partition)
-    holding = [_row(r) for r in rows.where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
+    holding = [r.asDict() for r in rows.where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
                .select(*BATCH_FIELDS).orderBy("base_offset", "file", "file_position").collect()]
     result = Explanation(topic, partition, offset, holding, [], [], [])
     if not holding:
@@ -101,15 +97,15 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
         above = rows.where(F.col("base_offset") > offset).orderBy("base_offset").select(*BATCH_FIELDS).first()
         if below is None and above is None:
             raise NotFound(f"{topic}-{partition} has no batches in this audit")
-        result.nearest = {"below": below and _row(below), "above": above and _row(above)}
+        result.nearest = {"below": below and below.asDict(), "above": above and above.asDict()}
         result.reasoning = _no_batch_reasoning(spark, out, topic, partition, offset, result.nearest)
         return result
     batch = holding[0]
     if batch["producer_id"] is not None and batch["producer_id"] >= 0:
         same = rows.where(F.col("producer_id") == batch["producer_id"]).select(*BATCH_FIELDS)
-        result.before = [_row(r) for r in reversed(
+        result.before = [r.asDict() for r in reversed(
             same.where(F.col("base_offset") < batch["base_offset"]).orderBy(F.col("base_offset").desc()).limit(context).collect())]
-        result.after = [_row(r) for r in
+        result.after = [r.asDict() for r in
                         same.where(F.col("base_offset") > batch["base_offset"]).orderBy("base_offset").limit(context).collect()]
         if batch["verdict"] == "DUPLICATE":
             first = same.where((F.col("producer_epoch") == batch["producer_epoch"])
@@ -117,7 +113,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
                                & (F.col("last_sequence") == batch["last_sequence"])
                                & (F.col("base_offset") < batch["base_offset"]) & ~F.col("is_control")
                                ).orderBy("base_offset").first()
-            result.earlier_copy = first and _row(first)
+            result.earlier_copy = first and first.asDict()
         if batch["is_transactional"]:
             result.transaction = _transaction_of(spark, out, batch)
     result.reasoning = _reasoning(batch, result, config)
@@ -138,7 +134,7 @@ def _transaction_of(spark, out: str, batch: dict) -> dict | None:
         & (F.col("producer_id") == batch["producer_id"]) & (F.col("first_offset") <= batch["base_offset"])
         & (F.col("end_offset").isNull() | (F.col("end_offset") >= batch["base_offset"]))
     ).orderBy(F.col("first_offset").desc()).first()
-    return t and _row(t)
+    return t and t.asDict()
 
 
 def _ms(ms) -> str:
@@ -274,7 +270,7 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
     sessions = spark.read.parquet(os.path.join(out, "producer_sessions")).where(F.col("producer_id") == producer_id)
     if topic is not None:
         sessions = sessions.where(F.col("topic") == topic)
-    session_rows = [_row(r) for r in sessions.orderBy("first_timestamp", "topic", "partition", "producer_epoch").collect()]
+    session_rows = [r.asDict() for r in sessions.orderBy("first_timestamp", "topic", "partition", "producer_epoch").collect()]
     if not session_rows:
         scope = f" on topic {topic}" if topic is not None else ""
         raise NotFound(f"producer {producer_id} wrote no batch{scope} in this audit")
@@ -285,7 +281,7 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         anomalies = anomalies.where(F.col("topic") == topic)
     changes = _epoch_changes(spark, out, producer_id, wanted, limit)
     findings_total = anomalies.count()
-    findings = [_row(r) for r in anomalies.select(*BATCH_FIELDS).orderBy("topic", "partition", "base_offset").limit(limit).collect()]
+    findings = [r.asDict() for r in anomalies.select(*BATCH_FIELDS).orderBy("topic", "partition", "base_offset").limit(limit).collect()]
     txns, txns_total = [], 0
     tpath = os.path.join(out, "transactions")
     if os.path.isdir(tpath):
@@ -295,7 +291,7 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         txns_total = t.count()
         order = F.when(F.col("status") == "HANGING", 0).when(F.col("status") == "OPEN", 1).when(
             F.col("status") == "ABORTED", 2).otherwise(3)
-        txns = [_row(r) for r in t.orderBy(order, "topic", "partition", "first_offset").limit(limit).collect()]
+        txns = [r.asDict() for r in t.orderBy(order, "topic", "partition", "first_offset").limit(limit).collect()]
     # pauses: only the partitions the producer wrote, read by topic folder and partition
     idle_rows = []
     for t_name in sorted({t for t, _ in wanted}):
@@ -306,7 +302,7 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
                      "severity", "explained_by")
         longest = v.orderBy(F.col("idle_ms").desc()).limit(5)
         expired = v.where(F.col("idle_ms") >= F.lit(expiration if expiration is not None else 2**62)).limit(limit)
-        idle_rows += [_row(r) for r in longest.union(expired).distinct().orderBy("partition", "base_offset").collect()]
+        idle_rows += [r.asDict() for r in longest.union(expired).distinct().orderBy("partition", "base_offset").collect()]
     return ProducerHistory(producer_id, session_rows, changes, findings, findings_total, txns, txns_total,
                            idle_rows, expiration)
 

@@ -1,10 +1,10 @@
 """The replay as Spark window functions: every batch gets a verdict, a severity and, where its own
 columns and the configuration prove it, an explanation.
 
-One shuffle: rows are hash-partitioned by (topic, partition) for the partition window; the
-per-producer window (topic, partition, producer_id) and the duplicate window (that plus epoch and
-sequence range) cluster on supersets of those keys, so Spark reuses the same exchange and only
-sorts. Native Column expressions only.
+One shuffle of the replay's columns: rows are hash-partitioned by (topic, partition); the
+partition, producer and duplicate windows cluster on supersets of that key, so Spark reuses the
+exchange and only sorts. The rest of ``batches`` joins back co-partitioned. Native Column
+expressions only.
 
 The state before a batch is what the previous visible batch of its producer left (as a follower
 replaying the log would have it): its epoch; the last sequence of the producer's latest data
@@ -47,6 +47,9 @@ REPLAY_COLUMNS = (
     "base_sequence", "last_sequence", "coordinator_epoch", "control_type",
 )
 IDENTITY = ("topic", "partition", "file", "file_position")
+# What classify adds to the batches columns, in the order batch_verdicts has them.
+VERDICT_COLUMNS = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms",
+                   "offset_holes", "explanation", "txn_open", "offset_overlap")
 
 
 def by_partition():
@@ -156,8 +159,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     transaction open before this batch) and offset_overlap (offsets shared with earlier batches of
     the partition), so that every explanation and integrity check reads from the row itself.
 
-    One exchange (hash of log_dir, topic, partition) and three sorts: the partition order, the
-    producer order and the duplicate ranges. Every window partitions by a superset of the exchange
+    One exchange of the ``REPLAY_COLUMNS`` (hash of topic, partition) and three sorts: the
+    partition order, the producer order and the duplicate ranges. Every window partitions by a superset of the exchange
     key, so none shuffles again; the untracked and corrupt rows ride along in their own groups
     instead of being split off and unioned back (which would scan and shuffle twice).
     """
@@ -250,9 +253,6 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     wide = batches.repartition(*EXCHANGE_KEY)
     return wide.join(facts, list(IDENTITY)).select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
 
-
-VERDICT_COLUMNS = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms",
-                   "offset_holes", "explanation", "txn_open", "offset_overlap")
 
 
 def _explanation_text() -> Column:
