@@ -8,6 +8,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
+from analytics import schema
 from analytics.audit.config import load_config
 from analytics.audit.job import audit, read_audit
 from analytics.export import export
@@ -161,3 +162,51 @@ def test_every_configuration_key_is_also_a_flag(audited, capsys):
     capsys.readouterr()
     assert main(["audit", target, "--restart", "when=5"]) == 2
     assert "offset=N or time=MS" in capsys.readouterr().err
+
+
+def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark):
+    """Dozens of snapshot offsets per partition (the binary search over them), some at a batch's own
+    offset, some before the first and past the last batch, in two log dirs of the same partition:
+    every status and replayed state equals a brute-force search of the batches below the offset."""
+    import random
+
+    from analytics.audit.job import _snapshot_checks
+    from analytics.spark.source import spark_schema
+
+    rng = random.Random(11)
+    v_schema = "file string, topic string, partition int, producer_id long, base_offset long, file_position long, " \
+               "producer_epoch short, state_last_sequence int, state_last_offset long"
+    rows, entries, want = [], [], {}
+    for broker in ("/data/b1", "/data/b2"):
+        file, offset, log = f"{broker}/t-0/00000000000000000000.log", 3, []
+        for position in range(300):
+            pid = rng.choice((1, 2, 3))
+            row = (file, "t", 0, pid, offset, position * 90, rng.choice((0, 1)), rng.randrange(50), offset)
+            rows.append(row)
+            log.append(row)
+            offset += rng.choice((1, 1, 2, 7))
+        points = sorted(set(rng.sample(range(0, offset + 20), 40)) | {log[0][4], log[150][4], log[-1][4]})
+        snap = f"{broker}/t-0/{0:020d}.snapshot"
+        for point in points:
+            for pid in (1, 2, 3, 9):
+                below = [r for r in log if r[3] == pid and r[4] < point]
+                last = max(below, key=lambda r: (r[4], r[5])) if below else None
+                state = (last[6], last[7], last[8]) if last else None
+                choice = rng.choice(("same", "other", "absent"))
+                if choice == "absent":
+                    want[(broker, point, pid)] = ("not_in_snapshot", state) if last else None
+                    continue
+                epoch, seq, off = state if state else (0, 5, 5)
+                if choice == "other":
+                    seq += 1
+                entries.append(("t", 0, point, pid, epoch, seq, off, 0, 0, 0, -1, snap))
+                status = "not_in_log" if last is None else "match" if choice == "same" else "mismatch"
+                want[(broker, point, pid)] = (status, state)
+    snapshots = spark.createDataFrame(entries, spark_schema(schema.PRODUCER_SNAPSHOTS))
+    got = {(r["log_dir"], r["snapshot_offset"], r["producer_id"]):
+           (r["status"], (r["replayed_epoch"], r["replayed_last_sequence"], r["replayed_last_offset"])
+            if r["replayed_epoch"] is not None else None)
+           for r in _snapshot_checks(spark.createDataFrame(rows, v_schema), snapshots).collect()}
+    known = {(e[-1].rsplit("/", 2)[0], e[2]) for e in entries}  # a snapshot is known by its entries
+    assert got == {k: w for k, w in want.items() if w is not None and k[:2] in known}
+    assert {s for s, _ in got.values()} == {"match", "mismatch", "not_in_log", "not_in_snapshot"}

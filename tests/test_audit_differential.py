@@ -14,7 +14,8 @@ from analytics.replay.reference import replay
 
 pytestmark = pytest.mark.spark
 INT_MAX = 2**31 - 1
-COMPARED = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms", "offset_holes")
+COMPARED = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms", "offset_holes",
+            "state_last_sequence", "state_last_offset")
 
 
 def _row(topic, offset, n, *, pid=-1, epoch=-1, seq=-1, ts=0, txn=False, control=None, ce=None, crc=True, count=None):

@@ -132,48 +132,63 @@ def _sessions(v):
 def _snapshot_checks(v, snapshots):
     """Each broker snapshot entry against the replayed state of its producer just below the snapshot offset.
 
-    The replayed state after a batch: its epoch; the last sequence and last offset of the
-    producer's latest data batch, or -1 after a marker that changed the epoch. Snapshot entries are
-    put into each producer's offset-ordered stream just before the batch at their offset, and take
-    the state of the batches before them. Producers the log shows before a snapshot but the
-    snapshot lacks are ``not_in_snapshot`` (expired, or state lost); entries of producers with no
-    batch below the snapshot are ``not_in_log`` (their batches are gone, or never were).
+    The replayed state after a batch is on its row (``producer_epoch``, ``state_last_sequence``,
+    ``state_last_offset``), so the state at a snapshot offset S is that of the producer's last batch
+    below S. Every batch goes to the first snapshot offset above it (a binary search in the
+    partition's sorted snapshot offsets, in native expressions) and only the last batch per
+    (producer, snapshot offset) is kept: one aggregation, no sort of the log. The small remainder
+    (producers x snapshots) carries each state forward to later snapshots. Producers the log shows
+    before a snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state lost);
+    entries of producers with no batch below the snapshot are ``not_in_log`` (their batches are
+    gone, or never were).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from analytics.audit.rules import with_log_dir
 
-    keys = ["log_dir", "topic", "partition", "producer_id"]
-    batches = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
-                                    & ~(F.col("is_control") & (F.col("record_count") == 0)))
-    w = Window.partitionBy(*keys).orderBy("base_offset", "file_position")
-    epoch_change = F.lag("producer_epoch").over(w).isNull() | (F.lag("producer_epoch").over(w) != F.col("producer_epoch"))
-    state = batches.select(
-        *keys, F.col("base_offset").alias("at"), F.lit(1).alias("kind"),
-        F.col("producer_epoch").alias("s_epoch"),
-        F.when(~F.col("is_control"), F.col("last_sequence")).when(epoch_change, F.lit(-1)).alias("s_seq"),
-        F.when(~F.col("is_control"), F.col("last_offset")).when(epoch_change, F.lit(-1).cast("long")).alias("s_offset"),
-    )
+    history, keys = ["log_dir", "topic", "partition"], ["log_dir", "topic", "partition", "producer_id"]
     entries = with_log_dir(snapshots).select(
         *keys, "snapshot_offset", F.lit(True).alias("in_snapshot"), "producer_epoch", "last_sequence", "last_offset")
-    points = entries.select("log_dir", "topic", "partition", "snapshot_offset").distinct()
-    producers = batches.select(*keys).distinct()
-    absent = points.join(producers, ["log_dir", "topic", "partition"]).join(
+    points = entries.groupBy(*history).agg(F.array_sort(F.collect_set("snapshot_offset")).alias("points"))
+    most = points.agg(F.max(F.size("points"))).first()[0] or 0  # one number: the most snapshots of a partition
+    stateful = v.where(F.col("state_last_sequence").isNotNull()).select(
+        "file", "topic", "partition", "producer_id", "base_offset", "file_position",
+        "producer_epoch", "state_last_sequence", "state_last_offset")
+    rows = with_log_dir(stateful).join(F.broadcast(points), history)
+    # lo = how many snapshot offsets are <= base_offset; the batch's state counts from the next one on
+    lo, hi = F.lit(0), F.size("points")
+    for step in range(max(most, 1).bit_length()):
+        rows = rows.select("*", lo.alias(f"lo{step}"), hi.alias(f"hi{step}"))
+        lo_, hi_ = F.col(f"lo{step}"), F.col(f"hi{step}")
+        mid = F.shiftright(lo_ + hi_, 1)
+        right = (lo_ < hi_) & (F.try_element_at("points", mid + 1) <= F.col("base_offset"))
+        lo = F.when(right, mid + 1).otherwise(lo_)
+        hi = F.when((lo_ < hi_) & ~right, mid).otherwise(hi_)
+    # past the last snapshot: a position after every probe (no filter here: Spark would push it down
+    # through the search steps, inlining each into the next)
+    rows = rows.withColumn("at", F.coalesce(F.try_element_at("points", lo + 1), F.lit(2**63 - 1)))
+    last = rows.groupBy(*keys, "at").agg(F.max_by(
+        F.struct(F.col("producer_epoch").alias("s_epoch"), F.col("state_last_sequence").alias("s_seq"),
+                 F.col("state_last_offset").alias("s_offset")),
+        F.struct("base_offset", "file_position")).alias("s"))
+    state = last.select(*keys, "at", F.lit(0).alias("kind"), "s.s_epoch", "s.s_seq", "s.s_offset")
+    producers = last.select(*keys).distinct()
+    absent = points.select(*history, F.explode("points").alias("snapshot_offset")).join(producers, history).join(
         entries, [*keys, "snapshot_offset"], "left_anti").select(
         *keys, "snapshot_offset", F.lit(False).alias("in_snapshot"), F.lit(None).cast("short").alias("producer_epoch"),
         F.lit(None).cast("int").alias("last_sequence"), F.lit(None).cast("long").alias("last_offset"))
     probes = entries.unionByName(absent).select(
-        *keys, F.col("snapshot_offset").alias("at"), F.lit(0).alias("kind"), "snapshot_offset", "in_snapshot",
+        *keys, F.col("snapshot_offset").alias("at"), F.lit(1).alias("kind"), "snapshot_offset", "in_snapshot",
         "producer_epoch", "last_sequence", "last_offset")
     stream = state.unionByName(probes, allowMissingColumns=True)
-    before = Window.partitionBy(*keys).orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, -1)
+    upto = Window.partitionBy(*keys).orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     replayed = stream.select(
         "*",
-        F.last("s_epoch", True).over(before).alias("replayed_epoch"),
-        F.last("s_seq", True).over(before).alias("replayed_last_sequence"),
-        F.last("s_offset", True).over(before).alias("replayed_last_offset"),
-    ).where(F.col("kind") == 0)
+        F.last("s_epoch", True).over(upto).alias("replayed_epoch"),
+        F.last("s_seq", True).over(upto).alias("replayed_last_sequence"),
+        F.last("s_offset", True).over(upto).alias("replayed_last_offset"),
+    ).where(F.col("kind") == 1)
     seen = F.col("replayed_epoch").isNotNull()
     same = ((F.col("producer_epoch") == F.col("replayed_epoch")) & (F.col("last_sequence") == F.col("replayed_last_sequence"))
             & (F.col("last_offset") == F.col("replayed_last_offset")))

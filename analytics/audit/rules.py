@@ -1,10 +1,10 @@
 """The replay as Spark window functions: every batch gets a verdict, a severity and, where its own
 columns and the configuration prove it, an explanation.
 
-One shuffle of the replay's columns: rows are hash-partitioned by (topic, partition); the
-partition, producer and duplicate windows cluster on supersets of that key, so Spark reuses the
-exchange and only sorts. The rest of ``batches`` joins back co-partitioned. Native Column
-expressions only.
+One shuffle of the replay's columns: rows are hash-partitioned by their history id (one per log
+dir, topic and partition); the partition, producer and duplicate windows cluster on supersets of
+that key, so Spark reuses the exchange and only sorts, on integers. The rest of ``batches`` joins
+back co-partitioned. Native Column expressions only.
 
 The state before a batch is what the previous visible batch of its producer left (as a follower
 replaying the log would have it): its epoch; the last sequence of the producer's latest data
@@ -30,7 +30,10 @@ INFO_VERDICTS = ("NON_IDEMPOTENT", "CONTROL_MARKER")
 # A partition's history is one broker's log: the same topic-partition in two log directories
 # (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
 PARTITION_KEY = ("log_dir", "topic", "partition")
-EXCHANGE_KEY = ("topic", "partition")  # the one hash exchange: every window and the join back cluster on supersets
+# Every (log_dir, topic, partition) history gets a small integer id, ``history``, and every file a
+# ``file_id`` (``file_dictionary``): the exchange, the window sorts and the join back key on integers
+# instead of comparing path strings row by row.
+HISTORY = "history"
 ORDER = ("base_offset", "file_position")
 
 
@@ -39,27 +42,45 @@ def with_log_dir(df: DataFrame) -> DataFrame:
     return df.withColumn("log_dir", F.expr("substring(file, 1, greatest(length(file) - length(substring_index(file, '/', -2)) - 1, 0))"))
 
 
-# The columns the replay reads (plus the row's identity, topic, partition, file and file_position):
+# The columns the replay reads (plus topic and file_position, which with the file id identify a row):
 # the window sorts carry these only, and the other columns of ``batches`` are joined back by identity.
 REPLAY_COLUMNS = (
     "topic", "partition", "file", "file_position", "magic", "crc_valid", "base_offset", "last_offset",
     "record_count", "is_transactional", "is_control", "max_timestamp", "producer_id", "producer_epoch",
-    "base_sequence", "last_sequence", "coordinator_epoch", "control_type",
+    "base_sequence", "last_sequence", "coordinator_epoch",
 )
-IDENTITY = ("topic", "partition", "file", "file_position")
+IDENTITY = ("topic", HISTORY, "file_id", "file_position")  # topic first: the joined rows come out sorted for the write
 # What classify adds to the batches columns, in the order batch_verdicts has them.
 VERDICT_COLUMNS = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms",
-                   "offset_holes", "explanation", "txn_open", "offset_overlap")
+                   "offset_holes", "explanation", "txn_open", "offset_overlap", "state_last_sequence", "state_last_offset")
+# Computed before the join back; severity and explanation are derived from these and the wide columns after it.
+FACT_COLUMNS = tuple(c for c in VERDICT_COLUMNS if c not in ("severity", "explanation"))
+
+
+def file_dictionary(batches: DataFrame) -> DataFrame:
+    """One row per file of ``batches``: ``file``, ``log_dir``, the ``history`` id of its (log_dir, topic,
+    partition), a ``file_id`` and ``partition_first_offset`` (the history's lowest valid base offset).
+
+    Small (one row per segment file), computed from one aggregation over four columns of ``batches``.
+    """
+    files = with_log_dir(batches.groupBy("topic", "partition", "file").agg(
+        F.min(F.when(F.col("crc_valid"), F.col("base_offset"))).alias("file_first_offset")))
+    return files.select(
+        "file", "log_dir", "topic", "partition",
+        F.min("file_first_offset").over(Window.partitionBy(*PARTITION_KEY)).alias("partition_first_offset"),
+        F.dense_rank().over(Window.orderBy(*PARTITION_KEY)).alias(HISTORY),
+        F.row_number().over(Window.orderBy("file")).alias("file_id"),
+    )
 
 
 def by_partition():
     """The partition's valid batches in offset order (corrupt ones form their own group)."""
-    return Window.partitionBy(*PARTITION_KEY, "crc_valid").orderBy(*ORDER)
+    return Window.partitionBy(HISTORY, "crc_valid").orderBy(*ORDER)
 
 
 def by_producer():
-    """A replayed producer's batches in offset order (``tracked_pid`` is null for the rest)."""
-    return Window.partitionBy(*PARTITION_KEY, "tracked_pid").orderBy(*ORDER)
+    """A replayed producer's batches in offset order (``state_pid`` is null for the rest)."""
+    return Window.partitionBy(HISTORY, "state_pid").orderBy(*ORDER)
 
 
 def before():
@@ -68,9 +89,7 @@ def before():
 
 
 def by_range():
-    return Window.partitionBy(
-        *PARTITION_KEY, "tracked_pid", "producer_epoch", "base_sequence", "last_sequence"
-    ).orderBy(*ORDER)
+    return Window.partitionBy(HISTORY, "state_pid", "producer_epoch", "base_sequence", "last_sequence").orderBy(*ORDER)
 
 
 # -- named rules -----------------------------------------------------------------------------
@@ -90,15 +109,20 @@ def seq_distance(last: Column, nxt: Column) -> Column:
     return F.pmod(nxt.cast("long") - last.cast("long") - 1, F.lit(SEQ_SPACE))
 
 
-def is_replayed() -> Column:
-    """Batches that take part in producer-state tracking (hasProducerId, magic 2, not emptied control)."""
+def has_state() -> Column:
+    """Batches that update producer state (hasProducerId, magic 2, not an emptied control batch)."""
     return (
         F.col("crc_valid")
         & (F.col("magic") == 2)
         & (F.col("producer_id") >= 0)
         & ~(F.col("is_control") & (F.col("record_count") == 0))
-        & ~F.col("topic").isin(*INTERNAL_TOPICS)
     )
+
+
+def is_replayed() -> Column:
+    """Batches whose sequences are validated: those with state, outside the internal topics (whose
+    appends come from coordinators, not clients)."""
+    return has_state() & ~F.col("topic").isin(*INTERNAL_TOPICS)
 
 
 def _verdict_of_data() -> Column:
@@ -156,32 +180,33 @@ def _explanation(config: AuditConfig) -> Column:
 def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None) -> DataFrame:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
-    transaction open before this batch) and offset_overlap (offsets shared with earlier batches of
-    the partition), so that every explanation and integrity check reads from the row itself.
+    transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
+    partition) and the producer state the batch leaves (state_last_sequence, state_last_offset), so
+    that every explanation, integrity check and snapshot comparison reads from the row itself.
 
-    One exchange of the ``REPLAY_COLUMNS`` (hash of topic, partition) and three sorts: the
-    partition order, the producer order and the duplicate ranges. Every window partitions by a superset of the exchange
-    key, so none shuffles again; the untracked and corrupt rows ride along in their own groups
-    instead of being split off and unioned back (which would scan and shuffle twice).
+    One exchange of the ``REPLAY_COLUMNS`` (hash of the history id) and three sorts: the duplicate
+    ranges, the partition order and the producer order. Every window partitions by a superset of the
+    exchange key, so none shuffles again; the untracked and corrupt rows ride along in their own
+    groups instead of being split off and unioned back (which would scan and shuffle twice). The
+    wide columns join back co-partitioned on (topic, history, file_id, file_position).
     """
     BY_PARTITION, BY_PRODUCER, BEFORE = by_partition(), by_producer(), before()
-    rows = with_log_dir(batches.select(*REPLAY_COLUMNS)).withColumn("tracked", is_replayed())
-    rows = rows.withColumn("tracked_pid", F.when(F.col("tracked"), F.col("producer_id"))).repartition(*EXCHANGE_KEY)
+    files = F.broadcast(file_dictionary(batches).select("file", HISTORY, "file_id", "partition_first_offset"))
+    rows = batches.select(*REPLAY_COLUMNS).join(files, "file").drop("file")
+    rows = rows.withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
+    rows = rows.withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id"))).repartition(HISTORY)
     # 0. duplicates: an earlier data batch of the producer with the same epoch and sequence range
     rows = rows.withColumn("dup_rank", F.when(~F.col("is_control"), F.row_number().over(by_range())))
-    # 1. per partition: where the export starts, and the offsets before each batch that no batch
-    #    carries (compaction evidence): base - first - sum of the earlier batches' spans. Both are
-    #    running frames, so the window streams.
+    # 1. per partition: the offsets before each batch that no batch carries (compaction evidence):
+    #    base - first - sum of the earlier batches' spans; and the offsets it shares with earlier
+    #    batches (0 in a sound log). Running frames, so the window streams.
     span = F.col("last_offset") - F.col("base_offset") + 1
-    from_start = BY_PARTITION.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     earlier = BY_PARTITION.rowsBetween(Window.unboundedPreceding, -1)
-    rows = rows.withColumn("partition_first_offset", F.first("base_offset").over(from_start)).withColumn(
-        "cum_holes",
-        F.col("base_offset") - F.col("partition_first_offset") - F.coalesce(F.sum(span).over(earlier), F.lit(0)),
-    ).withColumn(  # offsets this batch shares with earlier batches of the partition: 0 in a sound log
-        "offset_overlap",
+    rows = rows.select(
+        "*",
+        (F.col("base_offset") - F.col("partition_first_offset") - F.coalesce(F.sum(span).over(earlier), F.lit(0))).alias("cum_holes"),
         F.when(F.col("crc_valid"), F.greatest(F.coalesce(F.max("last_offset").over(earlier) - F.col("base_offset") + 1,
-                                                          F.lit(0)), F.lit(0))),
+                                                         F.lit(0)), F.lit(0))).alias("offset_overlap"),
     )
     # 2. per producer: the state before each batch
     data = ~F.col("is_control")
@@ -195,15 +220,21 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         F.last(F.when(data & F.col("is_transactional"), F.col("base_offset")), True).over(BEFORE).alias("last_txn_data"),
         F.last(F.when(F.col("is_control"), F.col("base_offset")), True).over(BEFORE).alias("last_marker"),
     )
-    # the last sequence a row leaves: its own (data), -1 (a marker changing the epoch), or unchanged
-    seq_after = F.when(data, F.col("last_sequence")).when(
-        F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(-1)
-    )
-    rows = rows.withColumn("state_last_seq", F.last(seq_after, True).over(BEFORE)).withColumn(
+    # the last sequence and offset a row leaves: its own (data), -1 (a marker changing the epoch), or unchanged
+    epoch_changed = F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch"))
+    seq_after = F.when(data, F.col("last_sequence")).when(epoch_changed, F.lit(-1))
+    offset_after = F.when(data, F.col("last_offset")).when(epoch_changed, F.lit(-1).cast("long"))
+    rows = rows.select(
+        "*",
+        F.last(seq_after, True).over(BEFORE).alias("state_last_seq"),
+        F.last(offset_after, True).over(BEFORE).alias("state_last_off"),
+    ).withColumn(
         "txn_open",
         F.col("tracked") & F.col("last_txn_data").isNotNull()
         & (F.col("last_marker").isNull() | (F.col("last_txn_data") > F.col("last_marker"))),
     ).withColumn("idle_ms", F.col("max_timestamp") - F.col("prev_max_timestamp"))
+    rows = rows.withColumn("state_last_sequence", F.when(F.col("stateful"), F.coalesce(seq_after, F.col("state_last_seq")))) \
+        .withColumn("state_last_offset", F.when(F.col("stateful"), F.coalesce(offset_after, F.col("state_last_off"))))
     replayed = F.when(data, _verdict_of_data()).otherwise(_verdict_of_marker())
     replayed = F.when(replayed.isin(*OK_VERDICTS) & data & F.col("txn_open") & ~F.col("is_transactional"),
                       "INVALID_TXN_STATE").otherwise(replayed)
@@ -222,7 +253,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     rows = rows.withColumn(
         "expected_sequence",
         F.when(~F.col("tracked") | ~data, None)
-        .when(F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch")), F.lit(0))
+        .when(epoch_changed, F.lit(0))
         .otherwise(F.pmod(F.col("state_last_seq").cast("long") + 1, F.lit(SEQ_SPACE)).cast("int")),
     )
     if log_starts is not None:  # the checkpoint does not name its log dir: one (the highest) per partition
@@ -236,23 +267,22 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
             F.when((F.col("topic") == topic) & (F.col("partition") == partition), F.lit(offset)).otherwise(F.col("log_start_offset")),
         )
     rows = rows.withColumn("explained_by", _explanation(config))
-    rows = rows.withColumn(
+    facts = rows.select(*IDENTITY, *FACT_COLUMNS)
+    # The wide columns join back by identity. Both sides hash-partitioned by the history id are
+    # co-partitioned for the join once Spark accepts a subset of the join keys as the partitioning,
+    # so the facts are not shuffled again and every output task holds whole topic-partitions: the
+    # table is clustered by partition, and its row groups' statistics let forensic reads skip the rest.
+    batches.sparkSession.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
+    wide = batches.join(files.select("file", HISTORY, "file_id"), "file").repartition(HISTORY)
+    joined = wide.join(facts, list(IDENTITY))
+    joined = joined.withColumn(
         "severity",
         F.when(F.col("verdict").isin(*OK_VERDICTS), "ok")
         .when(F.col("verdict").isin(*INFO_VERDICTS), "info")
         .when(F.col("explained_by").isNotNull(), "explained")
         .otherwise("violation"),
-    )
-    rows = rows.withColumn("explanation", _explanation_text())
-    facts = rows.select(*IDENTITY, *VERDICT_COLUMNS)
-    # The wide columns join back by identity. Both sides hash-partitioned by (topic, partition) are
-    # co-partitioned for the join once Spark accepts a subset of the join keys as the partitioning,
-    # so the facts are not shuffled again and every output task holds whole topic-partitions: the
-    # table is clustered by partition, and its row groups' statistics let forensic reads skip the rest.
-    batches.sparkSession.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
-    wide = batches.repartition(*EXCHANGE_KEY)
-    return wide.join(facts, list(IDENTITY)).select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
-
+    ).withColumn("explanation", _explanation_text())
+    return joined.select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
 
 
 def _explanation_text() -> Column:

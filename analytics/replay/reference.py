@@ -25,6 +25,7 @@ class _State:
     last_ts: int
     last_base_offset: int
     cum_holes: int
+    last_offset: int = -1
     txn_open: bool = False
     coordinator_epoch: int | None = None
     seen: set = field(default_factory=set)
@@ -38,7 +39,7 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
     """Verdicts of batch rows (dicts with the ``batches`` columns), keyed by (file, file_position).
 
     Each value holds verdict, severity, explained_by, expected_sequence, prev_base_offset, idle_ms
-    and offset_holes.
+    and offset_holes; replayed rows also the state they leave (state_last_sequence, state_last_offset).
     """
     log_starts = dict(log_starts or {}) | config.log_start_offsets
     compacted = set(config.compacted_topics())
@@ -108,19 +109,20 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
             if s is None:
                 s = producers[b["producer_id"]] = _State(b["producer_epoch"], -1, b["max_timestamp"], b["base_offset"], cum_holes)
             elif b["is_control"] and b["producer_epoch"] != s.epoch:
-                s.last_seq = -1
+                s.last_seq = s.last_offset = -1
             if b["is_control"]:
                 s.txn_open = False
                 if b["coordinator_epoch"] is not None:
                     s.coordinator_epoch = max(s.coordinator_epoch or b["coordinator_epoch"], b["coordinator_epoch"])
             else:
-                s.last_seq = b["last_sequence"]
+                s.last_seq, s.last_offset = b["last_sequence"], b["last_offset"]
                 s.seen.add((b["producer_epoch"], b["base_sequence"], b["last_sequence"]))
                 s.txn_open = s.txn_open or b["is_transactional"]
             s.epoch = b["producer_epoch"]
             s.last_ts = b["max_timestamp"]
             s.last_base_offset = b["base_offset"]
             s.cum_holes = cum_holes
+            out[key] |= {"state_last_sequence": s.last_seq, "state_last_offset": s.last_offset}
     return out
 
 
