@@ -134,13 +134,13 @@ def _snapshot_checks(v, snapshots):
 
     The replayed state after a batch is on its row (``producer_epoch``, ``state_last_sequence``,
     ``state_last_offset``), so the state at a snapshot offset S is that of the producer's last batch
-    below S. Every batch goes to the first snapshot offset above it (a binary search in the
-    partition's sorted snapshot offsets, in native expressions) and only the last batch per
-    (producer, snapshot offset) is kept: one aggregation, no sort of the log. The small remainder
-    (producers x snapshots) carries each state forward to later snapshots. Producers the log shows
-    before a snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state lost);
-    entries of producers with no batch below the snapshot are ``not_in_log`` (their batches are
-    gone, or never were).
+    below S. That batch is either the producer's last in its segment file, or in a file whose
+    offsets straddle S: one aggregation per (file, producer) finds those, one filtered scan fetches
+    them, and the search runs on these few rows (a binary search in the partition's sorted snapshot
+    offsets, in native expressions): no sort of the log. The small remainder (producers x
+    snapshots) carries each state forward to later snapshots. Producers the log shows before a
+    snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state lost); entries of
+    producers with no batch below the snapshot are ``not_in_log`` (their batches are gone, or never were).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -152,10 +152,15 @@ def _snapshot_checks(v, snapshots):
         *keys, "snapshot_offset", F.lit(True).alias("in_snapshot"), "producer_epoch", "last_sequence", "last_offset")
     points = entries.groupBy(*history).agg(F.array_sort(F.collect_set("snapshot_offset")).alias("points"))
     most = points.agg(F.max(F.size("points"))).first()[0] or 0  # one number: the most snapshots of a partition
-    stateful = v.where(F.col("state_last_sequence").isNotNull()).select(
-        "file", "topic", "partition", "producer_id", "base_offset", "file_position",
-        "producer_epoch", "state_last_sequence", "state_last_offset")
-    rows = with_log_dir(stateful).join(F.broadcast(points), history)
+    stateful = v.where(F.col("state_last_sequence").isNotNull())
+    spans = with_log_dir(stateful.groupBy("file", "topic", "partition", "producer_id").agg(
+        F.min("base_offset").alias("first"), F.max("base_offset").alias("last"))).join(F.broadcast(points), history)
+    spans = spans.select("file", *keys, "points", "last", F.exists(
+        "points", lambda s: (F.col("first") < s) & (s <= F.col("last"))).alias("straddles")).localCheckpoint()  # small, read twice: computed once
+    rows = stateful.select("file", "topic", "partition", "producer_id", "base_offset", "file_position", "producer_epoch",
+                           "state_last_sequence", "state_last_offset").join(
+        F.broadcast(spans.drop("topic", "partition")), ["file", "producer_id"])
+    rows = rows.where(F.col("straddles") | (F.col("base_offset") == F.col("last")))
     # lo = how many snapshot offsets are <= base_offset; the batch's state counts from the next one on
     lo, hi = F.lit(0), F.size("points")
     for step in range(max(most, 1).bit_length()):
@@ -173,7 +178,7 @@ def _snapshot_checks(v, snapshots):
                  F.col("state_last_offset").alias("s_offset")),
         F.struct("base_offset", "file_position")).alias("s"))
     state = last.select(*keys, "at", F.lit(0).alias("kind"), "s.s_epoch", "s.s_seq", "s.s_offset")
-    producers = last.select(*keys).distinct()
+    producers = spans.select(*keys).distinct()
     absent = points.select(*history, F.explode("points").alias("snapshot_offset")).join(producers, history).join(
         entries, [*keys, "snapshot_offset"], "left_anti").select(
         *keys, "snapshot_offset", F.lit(False).alias("in_snapshot"), F.lit(None).cast("short").alias("producer_epoch"),

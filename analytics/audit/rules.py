@@ -267,13 +267,15 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
             F.when((F.col("topic") == topic) & (F.col("partition") == partition), F.lit(offset)).otherwise(F.col("log_start_offset")),
         )
     rows = rows.withColumn("explained_by", _explanation(config))
-    facts = rows.select(*IDENTITY, *FACT_COLUMNS)
-    # The wide columns join back by identity. Both sides hash-partitioned by the history id are
-    # co-partitioned for the join once Spark accepts a subset of the join keys as the partitioning,
-    # so the facts are not shuffled again and every output task holds whole topic-partitions: the
-    # table is clustered by partition, and its row groups' statistics let forensic reads skip the rest.
+    # The wide columns join back by identity, in many small tasks: both sides hash-partitioned by
+    # (history, file_id), which Spark accepts as co-partitioning for the longer join key. Only the
+    # narrow facts are shuffled a second time; the sort of the wide rows, the explanations and the
+    # write spread evenly over the cores in tasks far smaller than a partition's history, and each
+    # output file is sorted by (topic, history, file): row-group statistics let forensic reads skip
+    # the other partitions.
+    facts = rows.select(*IDENTITY, *FACT_COLUMNS).repartition(HISTORY, "file_id")
     batches.sparkSession.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
-    wide = batches.join(files.select("file", HISTORY, "file_id"), "file").repartition(HISTORY)
+    wide = batches.join(files.select("file", HISTORY, "file_id"), "file").repartition(HISTORY, "file_id")
     joined = wide.join(facts, list(IDENTITY))
     joined = joined.withColumn(
         "severity",
