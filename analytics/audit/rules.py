@@ -305,4 +305,5 @@ def _explanation_text() -> Column:
         .when(v == "DUPLICATE", F.concat(F.lit("the same epoch and sequence range as an earlier batch: "), seen))
         .otherwise(F.concat_ws("; ", F.concat(v, F.lit(": "), seen), expected, idle))
     )
-    return F.when(F.col("explained_by").isNotNull(), F.concat(text, F.lit(" — explained by "), F.col("explained_by"))).otherwise(text)
+    # the sentence appears once in the plan (in both branches of a CASE it would be built twice)
+    return F.concat(text, F.coalesce(F.concat(F.lit(" — explained by "), F.col("explained_by")), F.lit("")))
