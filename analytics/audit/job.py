@@ -110,22 +110,41 @@ def audit(spark, out: str, config: AuditConfig, history: str | None = None,
 
 
 def _sessions(v):
-    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict."""
+    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict.
+
+    Aggregated per segment file first (the file names its log dir, so no row is parsed for it),
+    then the few per-file rows merge per log dir.
+    """
     from pyspark.sql import functions as F
 
     from analytics.audit.rules import with_log_dir
 
-    data = with_log_dir(v).where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
-    return data.groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
+    data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
+    on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
+    verdicts = [name.lower() for name in VERDICTS]
+    per_file = data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         F.min("max_timestamp").alias("first_timestamp"),
         F.max("max_timestamp").alias("last_timestamp"),
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).alias("records"),
-        F.min_by(F.when(~F.col("is_control"), F.col("base_sequence")), F.when(~F.col("is_control"), F.col("base_offset"))).alias("first_sequence"),
-        F.max_by(F.when(~F.col("is_control"), F.col("last_sequence")), F.when(~F.col("is_control"), F.col("base_offset"))).alias("last_sequence"),
+        F.min_by(on_data("base_sequence"), on_data("base_offset")).alias("first_sequence"),
+        F.min(on_data("base_offset")).alias("first_data_offset"),
+        F.max_by(on_data("last_sequence"), on_data("base_offset")).alias("last_sequence"),
+        F.max(on_data("base_offset")).alias("last_data_offset"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
+    )
+    return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
+        F.min("first_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.min("first_timestamp").alias("first_timestamp"),
+        F.max("last_timestamp").alias("last_timestamp"),
+        F.sum("batches").alias("batches"),
+        F.sum("records").alias("records"),
+        F.min_by("first_sequence", "first_data_offset").alias("first_sequence"),
+        F.max_by("last_sequence", "last_data_offset").alias("last_sequence"),
+        *[F.sum(name).alias(name) for name in verdicts],
     )
 
 

@@ -66,6 +66,10 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         if not submitted:
             options = f"-Dlog4j.configurationFile={LOG4J.as_uri()} {JIT_OPTIONS}"
             builder = builder.config("spark.driver.extraJavaOptions", options).config("spark.executor.extraJavaOptions", options)
+            # To merge a sort that spilled many times, Spark opens every spill file at once; with read-ahead
+            # each reader holds two 1 MiB buffers, which alone exhausted a 1 GiB local-mode driver auditing
+            # 10M batches. Without it the same audit completes (docs/benchmarks.md).
+            builder = builder.config("spark.unsafe.sorter.spill.read.ahead.enabled", "false")
         builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
