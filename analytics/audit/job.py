@@ -121,7 +121,6 @@ def _sessions(v):
 
     data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
     on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
-    verdicts = [name.lower() for name in VERDICTS]
     per_file = data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
@@ -144,7 +143,7 @@ def _sessions(v):
         F.sum("records").alias("records"),
         F.min_by("first_sequence", "first_data_offset").alias("first_sequence"),
         F.max_by("last_sequence", "last_data_offset").alias("last_sequence"),
-        *[F.sum(name).alias(name) for name in verdicts],
+        *[F.sum(name.lower()).alias(name.lower()) for name in VERDICTS],
     )
 
 

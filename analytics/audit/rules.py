@@ -188,7 +188,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     ranges, the partition order and the producer order. Every window partitions by a superset of the
     exchange key, so none shuffles again; the untracked and corrupt rows ride along in their own
     groups instead of being split off and unioned back (which would scan and shuffle twice). The
-    wide columns join back co-partitioned on (topic, history, file_id, file_position).
+    narrow facts then shuffle once more, by (history, file_id), to meet the wide columns hashed the
+    same way from the scan, and join on (topic, history, file_id, file_position).
     """
     BY_PARTITION, BY_PRODUCER, BEFORE = by_partition(), by_producer(), before()
     files = F.broadcast(file_dictionary(batches).select("file", HISTORY, "file_id", "partition_first_offset"))
