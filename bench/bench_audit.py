@@ -45,11 +45,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_export import tree_rss_kib
 
 from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+from analytics.audit.rules import REPLAY_COLUMNS
 from analytics.spark.standalone import standalone_cluster
 
-REPLAY_COLUMNS = ["topic", "partition", "file", "file_position", "magic", "crc_valid", "base_offset", "last_offset",
-                  "record_count", "is_transactional", "is_control", "max_timestamp", "producer_id", "producer_epoch",
-                  "base_sequence", "last_sequence", "coordinator_epoch"]
 
 
 def prepare(work: Path, batches: int) -> tuple[Path, int]:
@@ -121,7 +119,7 @@ def python_case(out: Path, config: AuditConfig) -> tuple[float, Counter]:
     keys = dataset.to_table(columns=["topic", "partition"]).group_by(["topic", "partition"]).aggregate([]).to_pylist()
     counts: Counter = Counter()
     for key in keys:
-        rows = dataset.to_table(columns=REPLAY_COLUMNS, filter=(pc.field("topic") == key["topic"])
+        rows = dataset.to_table(columns=list(REPLAY_COLUMNS), filter=(pc.field("topic") == key["topic"])
                                 & (pc.field("partition") == key["partition"])).to_pylist()
         counts.update(v["verdict"] for v in replay(rows, config).values())
         del rows
