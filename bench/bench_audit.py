@@ -49,7 +49,6 @@ from analytics.audit.rules import REPLAY_COLUMNS
 from analytics.spark.standalone import standalone_cluster
 
 
-
 def prepare(work: Path, batches: int) -> tuple[Path, int]:
     """A cached export of a ``clean`` log dir with about ``batches`` batches (60 per scale unit)."""
     scale = math.ceil(batches / 60)
