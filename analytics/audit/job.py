@@ -27,6 +27,11 @@ VERDICTS = (
     "MARKER_EPOCH_REGRESSION", "COORDINATOR_EPOCH_REGRESSION", "CORRUPT",
 )
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000  # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
+# Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
+# each row group and drop it when it overflows; they are written plain from the start.
+UNIQUE_COLUMNS = ("file_position", "base_offset", "last_offset", "base_timestamp", "max_timestamp", "crc",
+                  "base_sequence", "last_sequence", "expected_sequence", "prev_base_offset",
+                  "state_last_sequence", "state_last_offset")
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def audit(spark, out: str, config: AuditConfig, history: str | None = None,
     os.makedirs(staging)
     try:
         verdicts = classify(batches, config, log_starts)
-        verdicts.write.partitionBy("topic").parquet(os.path.join(staging, "batch_verdicts"))
+        plain_columns(verdicts.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(os.path.join(staging, "batch_verdicts"))
         written = spark.read.parquet(os.path.join(staging, "batch_verdicts"))
         written.where(F.col("severity") != "ok").write.parquet(os.path.join(staging, "anomalies"))
         export_time = config.export_time_ms
@@ -107,6 +112,13 @@ def audit(spark, out: str, config: AuditConfig, history: str | None = None,
             rows = [r.asDict() for r in metrics.collect()]  # one row per topic-partition
             write_prometheus(prometheus_file, prometheus_text(rows, summary["finished_at_ms"]))
     return AuditResult(out, summary["verdicts"], summary["severities"], summary["transactions"], seconds)
+
+
+def plain_columns(writer, columns):
+    """``writer`` with Parquet dictionary encoding off for ``columns``."""
+    for c in columns:
+        writer = writer.option(f"parquet.enable.dictionary#{c}", "false")
+    return writer
 
 
 def _sessions(v):

@@ -58,16 +58,15 @@ FACT_COLUMNS = tuple(c for c in VERDICT_COLUMNS if c not in ("severity", "explan
 
 
 def file_dictionary(batches: DataFrame) -> DataFrame:
-    """One row per file of ``batches``: ``file``, ``log_dir``, the ``history`` id of its (log_dir, topic,
-    partition), a ``file_id`` and ``partition_first_offset`` (the history's lowest valid base offset).
+    """One row per file of ``batches``: ``file``, the ``history`` id of its (log_dir, topic, partition)
+    and a ``file_id``.
 
-    Small (one row per segment file), computed from one aggregation over four columns of ``batches``.
+    Small (one row per segment file): the distinct (topic, partition, file) of ``batches``, which
+    partial aggregation reduces to a few rows per scan task.
     """
-    files = with_log_dir(batches.groupBy("topic", "partition", "file").agg(
-        F.min(F.when(F.col("crc_valid"), F.col("base_offset"))).alias("file_first_offset")))
+    files = with_log_dir(batches.select("topic", "partition", "file").distinct())
     return files.select(
-        "file", "log_dir", "topic", "partition",
-        F.min("file_first_offset").over(Window.partitionBy(*PARTITION_KEY)).alias("partition_first_offset"),
+        "file",
         F.dense_rank().over(Window.orderBy(*PARTITION_KEY)).alias(HISTORY),
         F.row_number().over(Window.orderBy("file")).alias("file_id"),
     )
@@ -192,20 +191,23 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     same way from the scan, and join on (topic, history, file_id, file_position).
     """
     BY_PARTITION, BY_PRODUCER, BEFORE = by_partition(), by_producer(), before()
-    files = F.broadcast(file_dictionary(batches).select("file", HISTORY, "file_id", "partition_first_offset"))
+    files = F.broadcast(file_dictionary(batches))  # one broadcast, for both joins
     rows = batches.select(*REPLAY_COLUMNS).join(files, "file").drop("file")
     rows = rows.withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
     rows = rows.withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id"))).repartition(HISTORY)
     # 0. duplicates: an earlier data batch of the producer with the same epoch and sequence range
     rows = rows.withColumn("dup_rank", F.when(~F.col("is_control"), F.row_number().over(by_range())))
-    # 1. per partition: the offsets before each batch that no batch carries (compaction evidence):
-    #    base - first - sum of the earlier batches' spans; and the offsets it shares with earlier
-    #    batches (0 in a sound log). Running frames, so the window streams.
+    # 1. per partition: the offsets before each batch that no batch carries (compaction evidence),
+    #    up to a constant: base - the sum of the earlier batches' spans (the difference between two
+    #    batches counts the holes between them); the offsets it shares with earlier batches (0 in a
+    #    sound log); the history's first valid offset. Running frames, so the window streams.
     span = F.col("last_offset") - F.col("base_offset") + 1
     earlier = BY_PARTITION.rowsBetween(Window.unboundedPreceding, -1)
     rows = rows.select(
         "*",
-        (F.col("base_offset") - F.col("partition_first_offset") - F.coalesce(F.sum(span).over(earlier), F.lit(0))).alias("cum_holes"),
+        (F.col("base_offset") - F.coalesce(F.sum(span).over(earlier), F.lit(0))).alias("cum_holes"),
+        F.first("base_offset").over(BY_PARTITION.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("partition_first_offset"),
         F.when(F.col("crc_valid"), F.greatest(F.coalesce(F.max("last_offset").over(earlier) - F.col("base_offset") + 1,
                                                          F.lit(0)), F.lit(0))).alias("offset_overlap"),
     )
@@ -276,7 +278,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     # the other partitions.
     facts = rows.select(*IDENTITY, *FACT_COLUMNS).repartition(HISTORY, "file_id")
     batches.sparkSession.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
-    wide = batches.join(files.select("file", HISTORY, "file_id"), "file").repartition(HISTORY, "file_id")
+    wide = batches.join(files, "file").repartition(HISTORY, "file_id")
     joined = wide.join(facts, list(IDENTITY))
     joined = joined.withColumn(
         "severity",
@@ -289,22 +291,28 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
 
 
 def _explanation_text() -> Column:
-    """A sentence per verdict, from the row's own columns."""
+    """A sentence per verdict, from the row's own columns.
+
+    The ``ok`` verdicts (nearly every row of a sound log) get a fixed sentence: their epoch and
+    sequences are columns of the same row, and a constant costs nothing to build and is stored once
+    per Parquet page by dictionary encoding. Every other verdict names its epoch and sequences.
+    """
     seen = F.concat_ws("", F.lit("epoch "), F.col("producer_epoch").cast("string"), F.lit(", sequence "),
                        F.col("base_sequence").cast("string"), F.lit(".."), F.col("last_sequence").cast("string"))
     # F.concat is null when a part is: a missing fact drops its clause
     expected = F.concat(F.lit("expected sequence "), F.col("expected_sequence").cast("string"))
     idle = F.concat(F.lit("idle "), F.col("idle_ms").cast("string"), F.lit(" ms since the producer's previous batch"))
     v = F.col("verdict")
-    text = (
-        F.when(v == "OK", F.concat(F.lit("in sequence: "), seen))
-        .when(v == "EPOCH_BUMP", F.concat(F.lit("new epoch starting at 0: "), seen))
-        .when(v == "NON_IDEMPOTENT", F.lit("no producer id or a legacy message: not tracked by the broker"))
-        .when(v == "CONTROL_MARKER", F.concat_ws(" ", F.coalesce(F.col("control_type"), F.lit("control")), F.lit("marker at epoch"),
-                                                 F.col("producer_epoch").cast("string")))
-        .when(v == "CORRUPT", F.lit("CRC mismatch: the batch is not replayed"))
-        .when(v == "DUPLICATE", F.concat(F.lit("the same epoch and sequence range as an earlier batch: "), seen))
+    broken = (  # only these can carry an explained_by
+        F.when(v == "DUPLICATE", F.concat(F.lit("the same epoch and sequence range as an earlier batch: "), seen))
         .otherwise(F.concat_ws("; ", F.concat(v, F.lit(": "), seen), expected, idle))
     )
-    # the sentence appears once in the plan (in both branches of a CASE it would be built twice)
-    return F.concat(text, F.coalesce(F.concat(F.lit(" — explained by "), F.col("explained_by")), F.lit("")))
+    return (
+        F.when(v == "OK", F.lit("in sequence for its producer and epoch"))
+        .when(v == "EPOCH_BUMP", F.lit("a higher epoch starting at sequence 0"))
+        .when(v == "NON_IDEMPOTENT", F.lit("no producer id or a legacy message: not tracked by the broker"))
+        .when(v == "CORRUPT", F.lit("CRC mismatch: the batch is not replayed"))
+        .when(v == "CONTROL_MARKER", F.concat_ws(" ", F.coalesce(F.col("control_type"), F.lit("control")), F.lit("marker at epoch"),
+                                                 F.col("producer_epoch").cast("string")))
+        .otherwise(F.concat(broken, F.coalesce(F.concat(F.lit(" — explained by "), F.col("explained_by")), F.lit(""))))
+    )
