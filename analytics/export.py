@@ -114,7 +114,8 @@ def export(
         checkpoints = _read_parts(os.path.join(staging, "checkpoints"), schema.CHECKPOINTS)
         starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], "log-start-offset"))
         _write_small(os.path.join(staging, "log_start_offsets"), pa.table(
-            {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"]}))
+            {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
+             "file": starts["file"]}))
         tables = [t for t in os.listdir(staging) if not t.startswith("_")]
         rows = {t: _count_rows(os.path.join(staging, t)) for t in sorted(tables)}
     except BaseException:

@@ -155,6 +155,7 @@ CHECKPOINTS = pa.schema(
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("offset", pa.int64()),
+        ("file", pa.string()),  # the checkpoint file: its folder is the log dir it describes
     ]
 )
 

@@ -210,3 +210,35 @@ def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark)
     known = {(e[-1].rsplit("/", 2)[0], e[2]) for e in entries}  # a snapshot is known by its entries
     assert got == {k: w for k, w in want.items() if w is not None and k[:2] in known}
     assert {s for s, _ in got.values()} == {"match", "mismatch", "not_in_log", "not_in_snapshot"}
+
+
+def test_each_log_dir_explains_by_its_own_log_start_offset(spark):
+    """The same partition on two brokers whose log starts differ (records deleted on one, both logs
+    still beginning at offset 0): a producer first seen at sequence 7 is partial history only where
+    the log start says earlier records are gone; on the other broker it is a violation."""
+    from analytics.audit.rules import classify
+    from analytics.spark.source import spark_schema
+
+    base = {f: None for f in schema.BATCHES.names}
+    rows = []
+    for broker in ("/data/b1", "/data/b2"):
+        for i, (pid, seq) in enumerate(((1, 0), (2, 7))):
+            rows.append(base | dict(
+                topic="t", partition=0, file=f"{broker}/t-0/{0:020d}.log", file_position=i * 80, batch_size=80,
+                magic=2, crc_valid=True, base_offset=i, last_offset=i, record_count=1, is_transactional=False,
+                is_control=False, base_timestamp=1000, max_timestamp=1000, producer_id=pid, producer_epoch=0,
+                base_sequence=seq, last_sequence=seq))
+    batches = spark.createDataFrame(rows, spark_schema(schema.BATCHES))
+    starts = spark.createDataFrame(  # what the export writes from each log dir's log-start-offset-checkpoint
+        [("t", 0, 1, "/data/b1/log-start-offset-checkpoint"), ("t", 0, 0, "/data/b2/log-start-offset-checkpoint")],
+        "topic string, partition int, log_start_offset long, file string")
+    got = {(r["file"].split("/")[2], r["producer_id"]): (r["verdict"], r["severity"], r["explained_by"])
+           for r in classify(batches, load_config(None), starts).collect()}
+    assert got == {
+        ("b1", 1): ("OK", "ok", None), ("b1", 2): ("FIRST_SEEN_NONZERO", "explained", "partial_history"),
+        ("b2", 1): ("OK", "ok", None), ("b2", 2): ("FIRST_SEEN_NONZERO", "violation", None),
+    }
+    # an export from before the checkpoint's file was kept: the highest start of the partition, for both
+    legacy = {(r["file"].split("/")[2], r["producer_id"]): r["explained_by"]
+              for r in classify(batches, load_config(None), starts.drop("file")).collect()}
+    assert legacy[("b2", 2)] == "partial_history"

@@ -75,6 +75,9 @@ def test_log_start_offsets_come_from_the_checkpoint(sample_export):
     out, _ = sample_export
     starts = {(r["topic"], r["partition"]): r["log_start_offset"] for r in pq.read_table(os.path.join(out, "log_start_offsets")).to_pylist()}
     assert starts[("retention-head", 0)] > 0 and starts[("clean", 0)] == 0
+    # each row names its checkpoint file, whose folder is the log dir the offset belongs to
+    files = {r["file"] for r in pq.read_table(os.path.join(out, "log_start_offsets")).to_pylist()}
+    assert files and all(f.endswith("/log-start-offset-checkpoint") for f in files)
 
 
 def test_bad_files_are_parse_errors_and_the_rest_exports(spark, tmp_path):

@@ -37,9 +37,11 @@ HISTORY = "history"
 ORDER = ("base_offset", "file_position")
 
 
-def with_log_dir(df: DataFrame) -> DataFrame:
-    """``log_dir``: ``file`` without its last two components (the partition folder and the file name)."""
-    return df.withColumn("log_dir", F.expr("substring(file, 1, greatest(length(file) - length(substring_index(file, '/', -2)) - 1, 0))"))
+def with_log_dir(df: DataFrame, levels: int = 2) -> DataFrame:
+    """``log_dir``: ``file`` without its last ``levels`` components (a segment's: the partition folder
+    and the file name; a log-dir checkpoint's: the file name)."""
+    return df.withColumn("log_dir", F.expr(
+        f"substring(file, 1, greatest(length(file) - length(substring_index(file, '/', -{levels})) - 1, 0))"))
 
 
 # The columns the replay reads (plus topic and file_position, which with the file id identify a row):
@@ -58,8 +60,8 @@ FACT_COLUMNS = tuple(c for c in VERDICT_COLUMNS if c not in ("severity", "explan
 
 
 def file_dictionary(batches: DataFrame) -> DataFrame:
-    """One row per file of ``batches``: ``file``, the ``history`` id of its (log_dir, topic, partition)
-    and a ``file_id``.
+    """One row per file of ``batches``: ``file``, the ``history`` id of its (log_dir, topic, partition),
+    a ``file_id``, and the file's ``log_dir``, ``topic`` and ``partition``.
 
     Small (one row per segment file): the distinct (topic, partition, file) of ``batches``, which
     partial aggregation reduces to a few rows per scan task.
@@ -69,7 +71,22 @@ def file_dictionary(batches: DataFrame) -> DataFrame:
         "file",
         F.dense_rank().over(Window.orderBy(*PARTITION_KEY)).alias(HISTORY),
         F.row_number().over(Window.orderBy("file")).alias("file_id"),
+        *PARTITION_KEY,
     )
+
+
+def history_log_starts(dictionary: DataFrame, log_starts: DataFrame) -> DataFrame:
+    """``(history, log_start_offset)``: each history's log start offset from the checkpoint of its own
+    log dir (the checkpoint file sits in the log dir). An export without the checkpoint's ``file``
+    gives each topic-partition the highest of its log start offsets, whatever the log dir."""
+    histories = dictionary.select(HISTORY, *PARTITION_KEY).distinct()
+    if "file" in log_starts.columns:
+        starts = with_log_dir(log_starts, levels=1)
+        key = list(PARTITION_KEY)
+    else:
+        starts, key = log_starts, ["topic", "partition"]
+    starts = starts.groupBy(*key).agg(F.max("log_start_offset").alias("log_start_offset"))
+    return histories.join(starts, key).select(HISTORY, "log_start_offset")
 
 
 def by_partition():
@@ -191,7 +208,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     same way from the scan, and join on (topic, history, file_id, file_position).
     """
     BY_PARTITION, BY_PRODUCER, BEFORE = by_partition(), by_producer(), before()
-    files = F.broadcast(file_dictionary(batches))  # one broadcast, for both joins
+    dictionary = file_dictionary(batches)
+    files = F.broadcast(dictionary.select("file", HISTORY, "file_id"))  # one broadcast, for both joins
     rows = batches.select(*REPLAY_COLUMNS).join(files, "file").drop("file")
     rows = rows.withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
     rows = rows.withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id"))).repartition(HISTORY)
@@ -259,9 +277,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         .when(epoch_changed, F.lit(0))
         .otherwise(F.pmod(F.col("state_last_seq").cast("long") + 1, F.lit(SEQ_SPACE)).cast("int")),
     )
-    if log_starts is not None:  # the checkpoint does not name its log dir: one (the highest) per partition
-        starts = log_starts.groupBy("topic", "partition").agg(F.max("log_start_offset").alias("log_start_offset"))
-        rows = rows.join(F.broadcast(starts), ["topic", "partition"], "left")
+    if log_starts is not None:
+        rows = rows.join(F.broadcast(history_log_starts(dictionary, log_starts)), HISTORY, "left")
     else:
         rows = rows.withColumn("log_start_offset", F.lit(None).cast("long"))
     for (topic, partition), offset in config.log_start_offsets.items():

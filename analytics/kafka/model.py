@@ -140,6 +140,8 @@ class CheckpointEntry:
     topic: str
     partition: int
     offset: int
+    # the checkpoint file, which sits in the log dir it describes (provenance: not compared)
+    file: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

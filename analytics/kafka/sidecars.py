@@ -309,13 +309,13 @@ def read_offset_checkpoint(data: bytes | str, *, checkpoint: str, file: str) -> 
 
     >>> data = b"0\\n1\\nmy.topic-v2 3 42\\n"
     >>> read_offset_checkpoint(data, checkpoint="log-start-offset", file="f").rows
-    [CheckpointEntry(checkpoint='log-start-offset', topic='my.topic-v2', partition=3, offset=42)]
+    [CheckpointEntry(checkpoint='log-start-offset', topic='my.topic-v2', partition=3, offset=42, file='f')]
     """
     try:
         entries = _decode_checkpoint(_as_bytes(data), _offset_entry)
     except KafkaFormatError as exc:
         return SidecarResult(errors=[_error_row(LOG_DIR_TOPIC, LOG_DIR_PARTITION, file, exc)])
-    return SidecarResult(rows=[CheckpointEntry(checkpoint, *entry) for entry in entries])
+    return SidecarResult(rows=[CheckpointEntry(checkpoint, *entry, file=file) for entry in entries])
 
 
 def _offset_entry(fields: list[str]) -> tuple[str, int, int] | None:
