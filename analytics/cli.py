@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", required=True, type=int)
     p.add_argument("--offset", required=True, type=int)
     p.add_argument("--context", type=int, default=3, help="neighbouring batches of the producer on each side")
+    p.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="for a partition exported from several log dirs (brokers): the one to explain, its path "
+                        "or trailing part (default: the first holding the offset)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     _spark_options(p)
     p.set_defaults(run=_explain)
@@ -381,13 +384,14 @@ def _explain(args) -> int:
 
     _audited(args)
     try:
-        e = explain(_spark(args), args.out, args.topic, args.partition, args.offset, context=args.context)
+        e = explain(_spark(args), args.out, args.topic, args.partition, args.offset, context=args.context,
+                    log_dir=args.log_dir)
     except NotFound as exc:
         raise UsageError(str(exc)) from exc
     if args.format == "json":
         print(json.dumps(dataclasses.asdict(e), indent=2, default=str))
         return EXIT_OK
-    print(f"{e.topic}-{e.partition} offset {e.offset}")
+    print(f"{e.topic}-{e.partition} offset {e.offset}" + (f" in {e.log_dir}" if len(e.log_dirs) > 1 else ""))
     for b in e.batches:
         print(f"  batch {b['base_offset']}..{b['last_offset']} in {b['file']} at byte {b['file_position']}: "
               f"{b['verdict']} ({b['severity']}{', explained by ' + b['explained_by'] if b['explained_by'] else ''})")

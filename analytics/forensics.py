@@ -74,31 +74,57 @@ class Explanation:
     topic: str
     partition: int
     offset: int
-    batches: list[dict]  # the batch(es) holding the offset (more than one only in a broken log)
+    batches: list[dict]  # the batch(es) holding the offset in the log dir explained (more than one only in a broken log)
     before: list[dict]  # the producer's batches before it, nearest last
     after: list[dict]  # the producer's batches after it, nearest first
     reasoning: list[str]  # sentences, in order
     earlier_copy: dict | None = None  # for a DUPLICATE: the first batch with the same range
     transaction: dict | None = None  # the transaction the batch belongs to, if any
     nearest: dict = field(default_factory=dict)  # when no batch holds the offset: the batches around it
+    log_dir: str | None = None  # the log dir (broker) whose log is explained
+    log_dirs: list[str] = field(default_factory=list)  # every log dir holding batches of the partition
 
 
-def explain(spark, out: str, topic: str, partition: int, offset: int, context: int = 3) -> Explanation:
+def explain(spark, out: str, topic: str, partition: int, offset: int, context: int = 3,
+            log_dir: str | None = None) -> Explanation:
+    """The batch holding ``offset`` in one log dir of the partition, its producer's neighbours there,
+    the verdict and why.
+
+    The same partition exported from several log dirs (replicas on several brokers) is several
+    logs, each replayed apart: one is explained, ``log_dir`` (the folder above the partition folder,
+    or its trailing components) names which; by default the first, in path order, holding the offset.
+    """
     from pyspark.sql import functions as F
+
+    from analytics.audit.rules import with_log_dir
 
     summary = read_audit(out)
     config = summary["configuration"]
-    rows = _verdicts(spark, out, topic).where(F.col("partition") == partition)
+    rows = with_log_dir(_verdicts(spark, out, topic).where(F.col("partition") == partition))
+    dirs = [r[0] for r in rows.select("log_dir").distinct().orderBy("log_dir").collect()]  # a few paths
+    if not dirs:
+        raise NotFound(f"{topic}-{partition} has no batches in this audit")
+    if log_dir is not None:
+        wanted = log_dir.rstrip("/")
+        matches = [d for d in dirs if d == wanted or d.endswith("/" + wanted)]
+        if len(matches) != 1:
+            how = "no" if not matches else "more than one"
+            raise NotFound(f"{how} log dir of {topic}-{partition} matches {log_dir!r}; its log dirs: {', '.join(dirs)}")
+        dirs_holding = [matches[0]]
+    else:
+        dirs_holding = [r[0] for r in rows.where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
+                        .select("log_dir").distinct().orderBy("log_dir").collect()]
+    chosen = dirs_holding[0] if dirs_holding else dirs[0]
+    rows = rows.where(F.col("log_dir") == chosen)
     holding = [r.asDict() for r in rows.where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
                .select(*BATCH_FIELDS).orderBy("base_offset", "file", "file_position").collect()]
-    result = Explanation(topic, partition, offset, holding, [], [], [])
+    result = Explanation(topic, partition, offset, holding, [], [], [], log_dir=chosen, log_dirs=dirs)
     if not holding:
         below = rows.where(F.col("last_offset") < offset).orderBy(F.col("last_offset").desc()).select(*BATCH_FIELDS).first()
         above = rows.where(F.col("base_offset") > offset).orderBy("base_offset").select(*BATCH_FIELDS).first()
-        if below is None and above is None:
-            raise NotFound(f"{topic}-{partition} has no batches in this audit")
         result.nearest = {"below": below and below.asDict(), "above": above and above.asDict()}
-        result.reasoning = _no_batch_reasoning(spark, out, topic, partition, offset, result.nearest)
+        result.reasoning = _no_batch_reasoning(spark, out, topic, partition, offset, result.nearest, chosen)
+        result.reasoning.extend(_other_log_dirs(result, dirs_holding if log_dir is None else []))
         return result
     batch = holding[0]
     if batch["producer_id"] is not None and batch["producer_id"] >= 0:
@@ -115,21 +141,38 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
                                ).orderBy("base_offset").first()
             result.earlier_copy = first and first.asDict()
         if batch["is_transactional"]:
-            result.transaction = _transaction_of(spark, out, batch)
+            result.transaction = _transaction_of(spark, out, batch, chosen)
     result.reasoning = _reasoning(batch, result, config)
     if len(holding) > 1:
         result.reasoning.append(f"{len(holding)} batches hold offset {offset}: the log repeats offsets "
                                 "(see offset_overlap and the segment_integrity suite).")
+    result.reasoning.extend(_other_log_dirs(result, dirs_holding if log_dir is None else []))
     return result
 
 
-def _transaction_of(spark, out: str, batch: dict) -> dict | None:
+def _other_log_dirs(result: Explanation, holding: list[str]) -> list[str]:
+    """A sentence for a partition exported from several log dirs: which one is explained, and where
+    else the offset is held."""
+    if len(result.log_dirs) < 2:
+        return []
+    says = [(f"The partition is in {len(result.log_dirs)} log dirs, each replayed apart; this is the log of "
+             f"{result.log_dir} (--log-dir chooses another).")]
+    others = [d for d in holding if d != result.log_dir]
+    if others:
+        says.append(f"Offset {result.offset} is also held in {', '.join(others)}.")
+    return says
+
+
+def _transaction_of(spark, out: str, batch: dict, log_dir: str) -> dict | None:
     from pyspark.sql import functions as F
 
     path = os.path.join(out, "transactions")
     if not os.path.isdir(path):
         return None
-    t = spark.read.parquet(path).where(
+    t = spark.read.parquet(path)
+    if "log_dir" in t.columns:
+        t = t.where(F.col("log_dir") == log_dir)
+    t = t.where(
         (F.col("topic") == batch["topic"]) & (F.col("partition") == batch["partition"])
         & (F.col("producer_id") == batch["producer_id"]) & (F.col("first_offset") <= batch["base_offset"])
         & (F.col("end_offset").isNull() | (F.col("end_offset") >= batch["base_offset"]))
@@ -225,17 +268,20 @@ def _evidence(b: dict, config: dict) -> list[str]:
     return []
 
 
-def _no_batch_reasoning(spark, out, topic, partition, offset, nearest) -> list[str]:
+def _no_batch_reasoning(spark, out, topic, partition, offset, nearest, log_dir) -> list[str]:
     from pyspark.sql import functions as F
+
+    from analytics.audit.rules import with_log_dir
 
     below, above = nearest["below"], nearest["above"]
     says = [f"No batch of the export holds offset {offset}."]
     starts_path = os.path.join(out, "log_start_offsets")
     start = None
     if os.path.isdir(starts_path):
-        r = spark.read.parquet(starts_path).where((F.col("topic") == topic) & (F.col("partition") == partition)) \
-            .agg(F.max("log_start_offset")).first()
-        start = r[0]
+        starts = spark.read.parquet(starts_path).where((F.col("topic") == topic) & (F.col("partition") == partition))
+        if "file" in starts.columns:  # the checkpoint of the log dir explained (exports before it kept no file)
+            starts = with_log_dir(starts, levels=1).where(F.col("log_dir") == log_dir)
+        start = starts.agg(F.max("log_start_offset")).first()[0]
     if below is None:
         says.append(f"It lies before the first exported batch (offset {above['base_offset']})"
                     + (f"; the log start offset is {start}." if start is not None else "."))

@@ -149,3 +149,50 @@ def test_sql_sees_every_table_and_reports_bad_queries_in_one_line(audited, capsy
     assert code == cli.EXIT_USAGE and "TABLE_OR_VIEW_NOT_FOUND" in err and len(err.strip().splitlines()) == 1
     code, text, err = _cli(["sql", out, "SELECT * FROM batch_verdicts", "--limit", "3"], capsys)
     assert code == cli.EXIT_OK and len(text.splitlines()) == 5 and "first 3 rows" in err
+
+
+def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, capsys):
+    """The same partition exported from two brokers' log dirs is two logs: explain answers from one,
+    names the other, and never mixes their batches (an offset held by both is not a repeated offset)."""
+    from analytics.audit.config import load_config
+    from analytics.audit.job import audit
+    from analytics.export import export
+    from analytics.forensics import NotFound
+    from analytics.generate import generate
+
+    g = generate(tmp_path / "gen", "lost-batch", seed=1)
+    brokers = [tmp_path / "brokers" / name for name in ("b1", "b2")]
+    for b in brokers:
+        shutil.copytree(g.log_dir, b)
+    # broker 2's log start moved past the first records (DeleteRecords): the start explain quotes is per log dir
+    (brokers[1] / "log-start-offset-checkpoint").write_text("0\n1\nlost-batch 0 3\n")
+    out = str(tmp_path / "out")
+    export(spark, [str(b) for b in brokers], out)
+    audit(spark, out, load_config(g.truth_dir / "audit.toml"))
+    b1, b2 = (str(b) for b in brokers)
+
+    e = explain(spark, out, "lost-batch", 0, 26)
+    assert (e.log_dir, e.log_dirs) == (b1, [b1, b2])
+    (batch,) = e.batches  # one log's batch, not one per broker
+    assert batch["file"].startswith(b1 + "/") and batch["verdict"] == "SEQUENCE_GAP"
+    neighbours = [b["base_offset"] for b in e.before + e.after]
+    assert neighbours == sorted(set(neighbours)) and len(neighbours) == 6
+    assert all(b["file"].startswith(b1 + "/") for b in e.before + e.after)
+    assert not any("repeats offsets" in line for line in e.reasoning)
+    assert f"Offset 26 is also held in {b2}." in e.reasoning
+
+    other = explain(spark, out, "lost-batch", 0, 26, log_dir="b2")
+    assert other.log_dir == b2 and other.batches[0]["file"].startswith(b2 + "/")
+    assert [b["base_offset"] for b in other.before] == [b["base_offset"] for b in e.before]
+    with pytest.raises(NotFound, match="no log dir of lost-batch-0 matches 'b3'"):
+        explain(spark, out, "lost-batch", 0, 26, log_dir="b3")
+
+    # below the first batch: each log dir quotes its own checkpoint's log start
+    assert "the log start offset is 0." in explain(spark, out, "lost-batch", 0, -1, log_dir=b1).reasoning[1]
+    assert "the log start offset is 3." in explain(spark, out, "lost-batch", 0, -1, log_dir=b2).reasoning[1]
+
+    code, text, _ = _cli(["explain", out, "--topic", "lost-batch", "--partition", "0", "--offset", "26",
+                          "--log-dir", "b2"], capsys)
+    assert code == cli.EXIT_OK
+    assert text.splitlines()[0] == f"lost-batch-0 offset 26 in {b2}"
+    assert f"in {b2}/lost-batch-0/" in text and f"{b1}/" not in text.split("\n\n")[0]
