@@ -100,31 +100,38 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
 
     summary = read_audit(out)
     config = summary["configuration"]
-    rows = with_log_dir(_verdicts(spark, out, topic).where(F.col("partition") == partition))
-    dirs = [r[0] for r in rows.select("log_dir").distinct().orderBy("log_dir").collect()]  # a few paths
+    rows = _verdicts(spark, out, topic).where(F.col("partition") == partition)
+    # the partition's log dirs, from the segments table (a row per file read: small)
+    segments = with_log_dir(spark.read.parquet(os.path.join(out, "segments")).where(
+        (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("batch_count") > 0)))
+    dirs = [r[0] for r in segments.select("log_dir").distinct().orderBy("log_dir").collect()]
     if not dirs:
         raise NotFound(f"{topic}-{partition} has no batches in this audit")
+    everywhere = [r.asDict() for r in with_log_dir(rows).where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
+                  .select("log_dir", *BATCH_FIELDS).orderBy("log_dir", "base_offset", "file", "file_position").collect()]
+    where = [r.pop("log_dir") for r in everywhere]
+    dirs_holding = list(dict.fromkeys(where))
     if log_dir is not None:
         wanted = log_dir.rstrip("/")
         matches = [d for d in dirs if d == wanted or d.endswith("/" + wanted)]
         if len(matches) != 1:
             how = "no" if not matches else "more than one"
             raise NotFound(f"{how} log dir of {topic}-{partition} matches {log_dir!r}; its log dirs: {', '.join(dirs)}")
-        dirs_holding = [matches[0]]
+        chosen = matches[0]
     else:
-        dirs_holding = [r[0] for r in rows.where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
-                        .select("log_dir").distinct().orderBy("log_dir").collect()]
-    chosen = dirs_holding[0] if dirs_holding else dirs[0]
-    rows = rows.where(F.col("log_dir") == chosen)
-    holding = [r.asDict() for r in rows.where((F.col("base_offset") <= offset) & (F.col("last_offset") >= offset))
-               .select(*BATCH_FIELDS).orderBy("base_offset", "file", "file_position").collect()]
+        chosen = dirs_holding[0] if dirs_holding else dirs[0]
+    if len(dirs) > 1:  # the prefix skips row groups of the other log dirs; the log dir is exact
+        rows = with_log_dir(rows.where(F.col("file").startswith(chosen + "/"))).where(F.col("log_dir") == chosen)
+    holding = [r for r, d in zip(everywhere, where) if d == chosen]
     result = Explanation(topic, partition, offset, holding, [], [], [], log_dir=chosen, log_dirs=dirs)
     if not holding:
         below = rows.where(F.col("last_offset") < offset).orderBy(F.col("last_offset").desc()).select(*BATCH_FIELDS).first()
         above = rows.where(F.col("base_offset") > offset).orderBy("base_offset").select(*BATCH_FIELDS).first()
+        if below is None and above is None:
+            raise NotFound(f"{topic}-{partition} has no batches in {chosen} in this audit")
         result.nearest = {"below": below and below.asDict(), "above": above and above.asDict()}
         result.reasoning = _no_batch_reasoning(spark, out, topic, partition, offset, result.nearest, chosen)
-        result.reasoning.extend(_other_log_dirs(result, dirs_holding if log_dir is None else []))
+        result.reasoning.extend(_other_log_dirs(result, dirs_holding))
         return result
     batch = holding[0]
     if batch["producer_id"] is not None and batch["producer_id"] >= 0:
@@ -146,7 +153,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
     if len(holding) > 1:
         result.reasoning.append(f"{len(holding)} batches hold offset {offset}: the log repeats offsets "
                                 "(see offset_overlap and the segment_integrity suite).")
-    result.reasoning.extend(_other_log_dirs(result, dirs_holding if log_dir is None else []))
+    result.reasoning.extend(_other_log_dirs(result, dirs_holding))
     return result
 
 
