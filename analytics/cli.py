@@ -423,13 +423,23 @@ def _producer(args) -> int:
     if args.format == "json":
         print(json.dumps(dataclasses.asdict(h), indent=2, default=str))
         return EXIT_OK
-    print(f"producer {h.producer_id}: partitions {len({(s['topic'], s['partition']) for s in h.sessions})}, "
-          f"epochs {sorted({s['producer_epoch'] for s in h.sessions})}, batches {sum(s['batches'] for s in h.sessions):,}, "
-          f"findings {h.findings_total:,}, transactions {h.transactions_total:,}\n")
-    print("sessions (one per topic, partition and epoch):")
-    print(render_table(["topic", "partition", "epoch", "offsets", "sequences", "first_time", "last_time", "batches",
-                        "records", "findings"], [
-        [s["topic"], s["partition"], s["producer_epoch"], f"{s['first_offset']}..{s['last_offset']}",
+    # a partition exported from several log dirs (replicas) has a session per log dir: they are
+    # shown apart, and the header counts the batches of each partition's first log dir only
+    dirs = sorted({s.get("log_dir") for s in h.sessions}, key=str)
+    first_dir = {}
+    for s in sorted(h.sessions, key=lambda s: str(s.get("log_dir"))):
+        first_dir.setdefault((s["topic"], s["partition"]), s.get("log_dir"))
+    batches = sum(s["batches"] for s in h.sessions if s.get("log_dir") == first_dir[(s["topic"], s["partition"])])
+    print(f"producer {h.producer_id}: partitions {len(first_dir)}, "
+          f"epochs {sorted({s['producer_epoch'] for s in h.sessions})}, batches {batches:,}, "
+          f"findings {h.findings_total:,}, transactions {h.transactions_total:,}"
+          + (f", log dirs {len(dirs)} (batches counted in the first log dir of each partition)" if len(dirs) > 1 else "")
+          + "\n")
+    print("sessions (one per topic, partition and epoch" + (", in each log dir):" if len(dirs) > 1 else "):"))
+    print(render_table(["topic", "partition", *(["log_dir"] if len(dirs) > 1 else []), "epoch", "offsets", "sequences",
+                        "first_time", "last_time", "batches", "records", "findings"], [
+        [s["topic"], s["partition"], *([s.get("log_dir")] if len(dirs) > 1 else []), s["producer_epoch"],
+         f"{s['first_offset']}..{s['last_offset']}",
          "-" if s["first_sequence"] is None else f"{s['first_sequence']}..{s['last_sequence']}",
          utc(s["first_timestamp"]), utc(s["last_timestamp"]),
          s["batches"], s["records"], _session_findings(s)] for s in h.sessions]))

@@ -323,7 +323,8 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
     sessions = spark.read.parquet(os.path.join(out, "producer_sessions")).where(F.col("producer_id") == producer_id)
     if topic is not None:
         sessions = sessions.where(F.col("topic") == topic)
-    session_rows = [r.asDict() for r in sessions.orderBy("first_timestamp", "topic", "partition", "producer_epoch").collect()]
+    order = ["first_timestamp", "topic", "partition", "producer_epoch", *(["log_dir"] if "log_dir" in sessions.columns else [])]
+    session_rows = [r.asDict() for r in sessions.orderBy(*order).collect()]
     if not session_rows:
         scope = f" on topic {topic}" if topic is not None else ""
         raise NotFound(f"producer {producer_id} wrote no batch{scope} in this audit")

@@ -196,3 +196,12 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     assert code == cli.EXIT_OK
     assert text.splitlines()[0] == f"lost-batch-0 offset 26 in {b2}"
     assert f"in {b2}/lost-batch-0/" in text and f"{b1}/" not in text.split("\n\n")[0]
+
+    # producer: a session per log dir, shown apart; the header counts one log dir's batches
+    pid = batch["producer_id"]
+    single = {s["producer_epoch"]: s["batches"] for s in producer_history(spark, out, pid).sessions
+              if s["log_dir"] == b1}
+    code, text, _ = _cli(["producer", out, "--producer-id", str(pid)], capsys)
+    assert code == cli.EXIT_OK
+    assert f"batches {sum(single.values()):,}," in text.splitlines()[0] and "log dirs 2" in text.splitlines()[0]
+    assert text.count(b1) >= len(single) and text.count(b2) >= len(single)
