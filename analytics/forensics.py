@@ -128,7 +128,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
         below = rows.where(F.col("last_offset") < offset).orderBy(F.col("last_offset").desc()).select(*BATCH_FIELDS).first()
         above = rows.where(F.col("base_offset") > offset).orderBy("base_offset").select(*BATCH_FIELDS).first()
         if below is None and above is None:
-            raise NotFound(f"{topic}-{partition} has no batches in {chosen} in this audit")
+            raise NotFound(f"{topic}-{partition} has no batches in {chosen}")
         result.nearest = {"below": below and below.asDict(), "above": above and above.asDict()}
         result.reasoning = _no_batch_reasoning(spark, out, topic, partition, offset, result.nearest, chosen)
         result.reasoning.extend(_other_log_dirs(result, dirs_holding))
