@@ -170,7 +170,7 @@ def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark)
     every status and replayed state equals a brute-force search of the batches below the offset."""
     import random
 
-    from analytics.audit.job import _snapshot_checks
+    from analytics.audit.job import _per_file, _snapshot_checks
     from analytics.spark.source import spark_schema
 
     rng = random.Random(11)
@@ -203,10 +203,13 @@ def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark)
                 status = "not_in_log" if last is None else "match" if choice == "same" else "mismatch"
                 want[(broker, point, pid)] = (status, state)
     snapshots = spark.createDataFrame(entries, spark_schema(schema.PRODUCER_SNAPSHOTS))
+    v = spark.createDataFrame(rows, v_schema).selectExpr(  # the other columns the per-file aggregate reads
+        "*", "2 AS magic", "false AS is_control", "1 AS record_count", "0L AS max_timestamp", "base_offset AS last_offset",
+        "state_last_sequence AS base_sequence", "state_last_sequence AS last_sequence", "'OK' AS verdict")
     got = {(r["log_dir"], r["snapshot_offset"], r["producer_id"]):
            (r["status"], (r["replayed_epoch"], r["replayed_last_sequence"], r["replayed_last_offset"])
             if r["replayed_epoch"] is not None else None)
-           for r in _snapshot_checks(spark.createDataFrame(rows, v_schema), snapshots).collect()}
+           for r in _snapshot_checks(v, _per_file(v), snapshots).collect()}
     known = {(e[-1].rsplit("/", 2)[0], e[2]) for e in entries}  # a snapshot is known by its entries
     assert got == {k: w for k, w in want.items() if w is not None and k[:2] in known}
     assert {s for s, _ in got.values()} == {"match", "mismatch", "not_in_log", "not_in_snapshot"}

@@ -70,13 +70,15 @@ def audit(spark, out: str, config: AuditConfig, history: str | None = None,
         export_time = config.export_time_ms
         if export_time is None:
             export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
-        _sessions(written).write.parquet(os.path.join(staging, "producer_sessions"))
+        per_file = _per_file(written).localCheckpoint()  # small, read twice: one pass over the verdicts
+        _sessions(per_file).write.parquet(os.path.join(staging, "producer_sessions"))
         _transactions(written, config, export_time).write.parquet(os.path.join(staging, "transactions"))
         counts = {r["verdict"]: r["count"] for r in written.groupBy("verdict").count().collect()}
         severities = {r["severity"]: r["count"] for r in written.groupBy("severity").count().collect()}
         txns = {r["status"]: r["count"] for r in spark.read.parquet(os.path.join(staging, "transactions")).groupBy("status").count().collect()}
         snapshots_path = os.path.join(out, "producer_snapshots")
-        _snapshot_checks(written, spark.read.parquet(snapshots_path)).write.parquet(os.path.join(staging, "snapshot_checks"))
+        _snapshot_checks(written, per_file, spark.read.parquet(snapshots_path)).write.parquet(
+            os.path.join(staging, "snapshot_checks"))
         checks = {r["status"]: r["count"] for r in
                   spark.read.parquet(os.path.join(staging, "snapshot_checks")).groupBy("status").count().collect()}
         duplicates = None
@@ -121,19 +123,17 @@ def plain_columns(writer, columns):
     return writer
 
 
-def _sessions(v):
-    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict.
-
-    Aggregated per segment file first (the file names its log dir, so no row is parsed for it),
-    then the few per-file rows merge per log dir.
-    """
+def _per_file(v):
+    """One row per (topic, partition, producer_id, producer_epoch, file) of the idempotent batches:
+    what ``producer_sessions`` sums per log dir, and the offsets of the batches that leave producer
+    state (``first_state_offset``, ``last_state_offset``) that ``snapshot_checks`` searches. Small
+    (segment files x producers x epochs): one pass over ``batch_verdicts`` serves both tables."""
     from pyspark.sql import functions as F
-
-    from analytics.audit.rules import with_log_dir
 
     data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
     on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
-    per_file = data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
+    on_state = F.when(F.col("state_last_sequence").isNotNull(), F.col("base_offset"))
+    return data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         F.min("max_timestamp").alias("first_timestamp"),
@@ -144,8 +144,20 @@ def _sessions(v):
         F.min(on_data("base_offset")).alias("first_data_offset"),
         F.max_by(on_data("last_sequence"), on_data("base_offset")).alias("last_sequence"),
         F.max(on_data("base_offset")).alias("last_data_offset"),
+        F.min(on_state).alias("first_state_offset"),
+        F.max(on_state).alias("last_state_offset"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
     )
+
+
+def _sessions(per_file):
+    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict: the
+    per-file rows of ``_per_file`` (each file names its log dir, so no batch row is parsed for it)
+    merged per log dir."""
+    from pyspark.sql import functions as F
+
+    from analytics.audit.rules import with_log_dir
+
     return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
         F.min("first_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
@@ -159,15 +171,15 @@ def _sessions(v):
     )
 
 
-def _snapshot_checks(v, snapshots):
+def _snapshot_checks(v, per_file, snapshots):
     """Each broker snapshot entry against the replayed state of its producer just below the snapshot offset.
 
     The replayed state after a batch is on its row (``producer_epoch``, ``state_last_sequence``,
     ``state_last_offset``), so the state at a snapshot offset S is that of the producer's last batch
     below S. That batch is either the producer's last in its segment file, or in a file whose
-    offsets straddle S: one aggregation per (file, producer) finds those, one filtered scan fetches
-    them, and the search runs on these few rows (a binary search in the partition's sorted snapshot
-    offsets, in native expressions): no sort of the log. The small remainder (producers x
+    offsets straddle S: the per-file rows of ``_per_file`` (shared with ``producer_sessions``) find
+    those, one filtered scan fetches them, and the search runs on these few rows (a binary search in
+    the partition's sorted snapshot offsets, in native expressions): no sort of the log. The small remainder (producers x
     snapshots) carries each state forward to later snapshots. Producers the log shows before a
     snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state lost); entries of
     producers with no batch below the snapshot are ``not_in_log`` (their batches are gone, or never were).
@@ -183,8 +195,9 @@ def _snapshot_checks(v, snapshots):
     points = entries.groupBy(*history).agg(F.array_sort(F.collect_set("snapshot_offset")).alias("points"))
     most = points.agg(F.max(F.size("points"))).first()[0] or 0  # one number: the most snapshots of a partition
     stateful = v.where(F.col("state_last_sequence").isNotNull())
-    spans = with_log_dir(stateful.groupBy("file", "topic", "partition", "producer_id").agg(
-        F.min("base_offset").alias("first"), F.max("base_offset").alias("last"))).join(F.broadcast(points), history)
+    spans = with_log_dir(per_file.where(F.col("first_state_offset").isNotNull()).groupBy(
+        "file", "topic", "partition", "producer_id").agg(
+        F.min("first_state_offset").alias("first"), F.max("last_state_offset").alias("last"))).join(F.broadcast(points), history)
     spans = spans.select("file", *keys, "points", "last", F.exists(
         "points", lambda s: (F.col("first") < s) & (s <= F.col("last"))).alias("straddles")).localCheckpoint()  # small, read twice: computed once
     rows = stateful.select("file", "topic", "partition", "producer_id", "base_offset", "file_position", "producer_epoch",
