@@ -179,10 +179,11 @@ def _snapshot_checks(v, per_file, snapshots):
     below S. That batch is either the producer's last in its segment file, or in a file whose
     offsets straddle S: the per-file rows of ``_per_file`` (shared with ``producer_sessions``) find
     those, one filtered scan fetches them, and the search runs on these few rows (a binary search in
-    the partition's sorted snapshot offsets, in native expressions): no sort of the log. The small remainder (producers x
-    snapshots) carries each state forward to later snapshots. Producers the log shows before a
-    snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state lost); entries of
-    producers with no batch below the snapshot are ``not_in_log`` (their batches are gone, or never were).
+    the partition's sorted snapshot offsets, in native expressions): no sort of the log. The small
+    remainder (producers x snapshots) carries each state forward to later snapshots. Producers the
+    log shows before a snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state
+    lost); entries of producers with no batch below the snapshot are ``not_in_log`` (their batches
+    are gone, or never were).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
