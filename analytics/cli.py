@@ -443,26 +443,29 @@ def _producer(args) -> int:
          "-" if s["first_sequence"] is None else f"{s['first_sequence']}..{s['last_sequence']}",
          utc(s["first_timestamp"]), utc(s["last_timestamp"]),
          s["batches"], s["records"], _session_findings(s)] for s in h.sessions]))
+    # with several log dirs, every table names the log dir of each row (a finding's from its file)
+    where = (lambda r: [r.get("log_dir") or r["file"].rsplit("/", 2)[0]]) if len(dirs) > 1 else (lambda r: [])
+    head = ["log_dir"] if len(dirs) > 1 else []
     if h.epoch_changes:
         print("\nepoch changes:")
-        print(render_table(["topic", "partition", "from", "to", "at_offset", "at_time", "verdict"], [
-            [c["topic"], c["partition"], c["from_epoch"], c["to_epoch"], c["at_offset"], utc(c["at_timestamp"]), c["verdict"]]
-            for c in h.epoch_changes]))
+        print(render_table(["topic", "partition", *head, "from", "to", "at_offset", "at_time", "verdict"], [
+            [c["topic"], c["partition"], *where(c), c["from_epoch"], c["to_epoch"], c["at_offset"], utc(c["at_timestamp"]),
+             c["verdict"]] for c in h.epoch_changes]))
     print(f"\nfindings ({len(h.findings)} of {h.findings_total}):" if h.findings else "\nfindings: none")
     if h.findings:
-        print(render_table(["topic", "partition", "offset", "epoch", "sequences", "expected", "verdict", "explained_by"], [
-            [f["topic"], f["partition"], f["base_offset"], f["producer_epoch"],
+        print(render_table(["topic", "partition", *head, "offset", "epoch", "sequences", "expected", "verdict", "explained_by"], [
+            [f["topic"], f["partition"], *where(f), f["base_offset"], f["producer_epoch"],
              f"{f['base_sequence']}..{f['last_sequence']}", f["expected_sequence"], f["verdict"], f["explained_by"]]
             for f in h.findings]))
     if h.transactions:
         print(f"\ntransactions ({len(h.transactions)} of {h.transactions_total}, unfinished first):")
-        print(render_table(["topic", "partition", "epoch", "first_offset", "end_offset", "status"], [
-            [t["topic"], t["partition"], t["producer_epoch"], t["first_offset"], t["end_offset"], t["status"]]
+        print(render_table(["topic", "partition", *head, "epoch", "first_offset", "end_offset", "status"], [
+            [t["topic"], t["partition"], *where(t), t["producer_epoch"], t["first_offset"], t["end_offset"], t["status"]]
             for t in h.transactions]))
     print(f"\nlongest pauses (producer.id.expiration.ms = {h.expiration_ms}):")
-    print(render_table(["topic", "partition", "offset", "after_offset", "idle_ms", "verdict", "explained_by"], [
-        [i["topic"], i["partition"], i["base_offset"], i["prev_base_offset"], i["idle_ms"], i["verdict"], i["explained_by"]]
-        for i in h.idle]))
+    print(render_table(["topic", "partition", *head, "offset", "after_offset", "idle_ms", "verdict", "explained_by"], [
+        [i["topic"], i["partition"], *where(i), i["base_offset"], i["prev_base_offset"], i["idle_ms"], i["verdict"],
+         i["explained_by"]] for i in h.idle]))
     return EXIT_OK
 
 

@@ -318,6 +318,8 @@ class ProducerHistory:
 def producer_history(spark, out: str, producer_id: int, topic: str | None = None, limit: int = 50) -> ProducerHistory:
     from pyspark.sql import functions as F
 
+    from analytics.audit.rules import with_log_dir
+
     summary = read_audit(out)
     expiration = summary["configuration"].get("producer_id_expiration_ms")
     sessions = spark.read.parquet(os.path.join(out, "producer_sessions")).where(F.col("producer_id") == producer_id)
@@ -352,11 +354,11 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         parts = [p for t, p in wanted if t == t_name]
         v = _verdicts(spark, out, t_name).where(F.col("partition").isin(parts) & (F.col("producer_id") == producer_id)
                                                 & F.col("idle_ms").isNotNull())
-        v = v.select("topic", "partition", "base_offset", "prev_base_offset", "max_timestamp", "idle_ms", "verdict",
-                     "severity", "explained_by")
+        v = with_log_dir(v).select("topic", "partition", "base_offset", "prev_base_offset", "max_timestamp", "idle_ms",
+                                   "verdict", "severity", "explained_by", "log_dir")
         longest = v.orderBy(F.col("idle_ms").desc()).limit(5)
         expired = v.where(F.col("idle_ms") >= F.lit(expiration if expiration is not None else 2**62)).limit(limit)
-        idle_rows += [r.asDict() for r in longest.union(expired).distinct().orderBy("partition", "base_offset").collect()]
+        idle_rows += [r.asDict() for r in longest.union(expired).distinct().orderBy("partition", "base_offset", "log_dir").collect()]
     return ProducerHistory(producer_id, session_rows, changes, findings, findings_total, txns, txns_total,
                            idle_rows, expiration)
 
@@ -375,12 +377,12 @@ def _epoch_changes(spark, out: str, producer_id: int, wanted: list[tuple], limit
             F.col("partition").isin(parts) & (F.col("producer_id") == producer_id) & F.col("crc_valid"))
         w = Window.partitionBy("log_dir", "topic", "partition").orderBy("base_offset", "file_position")
         moved = v.select("topic", "partition", "base_offset", "max_timestamp", "producer_epoch", "verdict", "is_control",
-                         F.lag("producer_epoch").over(w).alias("from_epoch")).where(
+                         "log_dir", F.lag("producer_epoch").over(w).alias("from_epoch")).where(
             F.col("from_epoch") != F.col("producer_epoch"))
         changes += [{"topic": r["topic"], "partition": r["partition"], "from_epoch": r["from_epoch"],
                      "to_epoch": r["producer_epoch"], "at_offset": r["base_offset"], "at_timestamp": r["max_timestamp"],
-                     "verdict": r["verdict"]}
-                    for r in moved.orderBy("partition", "base_offset").limit(limit).collect()]
+                     "verdict": r["verdict"], "log_dir": r["log_dir"]}
+                    for r in moved.orderBy("partition", "base_offset", "log_dir").limit(limit).collect()]
     return changes
 
 

@@ -205,3 +205,6 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     assert code == cli.EXIT_OK
     assert f"batches {sum(single.values()):,}," in text.splitlines()[0] and "log dirs 2" in text.splitlines()[0]
     assert text.count(b1) >= len(single) and text.count(b2) >= len(single)
+    # its gap is a finding in each log dir, each row naming its own
+    findings = text.split("findings (")[1].split("\n\n")[0]
+    assert sum(b1 in line for line in findings.splitlines()) == sum(b2 in line for line in findings.splitlines()) >= 1
