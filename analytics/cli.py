@@ -443,8 +443,8 @@ def _producer(args) -> int:
          "-" if s["first_sequence"] is None else f"{s['first_sequence']}..{s['last_sequence']}",
          utc(s["first_timestamp"]), utc(s["last_timestamp"]),
          s["batches"], s["records"], _session_findings(s)] for s in h.sessions]))
-    # with several log dirs, every table names the log dir of each row (a finding's from its file)
-    where = (lambda r: [r.get("log_dir") or r["file"].rsplit("/", 2)[0]]) if len(dirs) > 1 else (lambda r: [])
+    # with several log dirs, every table names the log dir of each row
+    where = (lambda r: [r["log_dir"]]) if len(dirs) > 1 else (lambda r: [])
     head = ["log_dir"] if len(dirs) > 1 else []
     if h.epoch_changes:
         print("\nepoch changes:")

@@ -337,7 +337,8 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         anomalies = anomalies.where(F.col("topic") == topic)
     changes = _epoch_changes(spark, out, producer_id, wanted, limit)
     findings_total = anomalies.count()
-    findings = [r.asDict() for r in anomalies.select(*BATCH_FIELDS).orderBy("topic", "partition", "base_offset").limit(limit).collect()]
+    findings = [r.asDict() for r in with_log_dir(anomalies).select(*BATCH_FIELDS, "log_dir")
+                .orderBy("topic", "partition", "base_offset", "log_dir").limit(limit).collect()]
     txns, txns_total = [], 0
     tpath = os.path.join(out, "transactions")
     if os.path.isdir(tpath):
