@@ -1,0 +1,385 @@
+"""Real Apache Kafka brokers for the tests: Kafka's own jars from Maven Central, KRaft mode, loopback.
+
+``kafka_jars(version)`` resolves ``org.apache.kafka:kafka_2.13`` and its runtime dependencies with
+Maven (``tests/kafka/pom.xml``) into ``~/.cache/segaudit/kafka_2.13-<version>/`` (``SEGAUDIT_CACHE``
+moves it), once: a second run downloads nothing. ``KafkaCluster`` formats KRaft storage and starts
+one or three combined broker+controller nodes (``kafka.Kafka``) on free loopback ports with their log
+dirs under a temporary folder, waits until every node answers a metadata request, and stops them
+(``close``, also when a test fails: use it as a context manager or through a fixture).
+
+Two versions, chosen by the tests' parameter: the newest 4.x release (transactions V2) and the last
+3.x release (3.9, before transactions V2). ``dump_log_command(version)`` is Kafka's own
+DumpLogSegments from the matching release line (``kafka.tools`` in ``kafka_2.13`` up to 4.2,
+``org.apache.kafka.tools`` in ``kafka-tools`` from 4.3 on).
+
+When the jars cannot be resolved (no Maven, no network) ``require_jars`` skips with a message that
+starts with :data:`UNAVAILABLE`; ``.ci/run`` fails when it sees that message.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "kafka" / "pom.xml"
+CACHE = Path(os.environ.get("SEGAUDIT_CACHE", Path.home() / ".cache" / "segaudit"))
+UNAVAILABLE = "broker jars unavailable"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A broker release and where its DumpLogSegments lives."""
+
+    version: str
+    dump_log_artifact: str  # the artifact holding DumpLogSegments
+    dump_log_version: str
+    dump_log_class: str
+
+    @property
+    def tv2(self) -> bool:
+        """Transactions V2 (an epoch bump per transaction) with 4.x clients."""
+        return int(self.version.split(".")[0]) >= 4
+
+
+# The newest 4.x release and the last 3.x release. kafka-tools 4.4.0 is not on Maven Central, so the
+# 4.x DumpLogSegments is the newest kafka-tools release that is (4.3.1, the same on-disk formats).
+RELEASES = {
+    "4.4.0": Release("4.4.0", "kafka-tools", "4.3.1", "org.apache.kafka.tools.DumpLogSegments"),
+    "3.9.2": Release("3.9.2", "kafka_2.13", "3.9.2", "kafka.tools.DumpLogSegments"),
+}
+VERSIONS = tuple(RELEASES)
+
+
+class JarsUnavailable(RuntimeError):
+    pass
+
+
+def resolve(artifact: str, version: str) -> Path:
+    """The folder of jars of ``org.apache.kafka:<artifact>:<version>`` with its runtime dependencies."""
+    target = CACHE / f"{artifact}-{version}"
+    if (target / ".complete").is_file():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarsUnavailable("Maven (mvn) is not on PATH; on Debian: sudo apt-get install -y maven")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{artifact}-{version}-", dir=CACHE))
+    cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+           f"-Dkafka.artifact={artifact}", f"-Dkafka.version={version}", f"-DoutputDirectory={staging}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0 or not any(staging.glob("*.jar")):
+        shutil.rmtree(staging, ignore_errors=True)
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln] or ["no jar resolved"]
+        raise JarsUnavailable(f"org.apache.kafka:{artifact}:{version}: {lines[0].strip()}")
+    (staging / ".complete").write_text(version)
+    try:
+        staging.rename(target)
+    except OSError:  # another process won the race
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def kafka_jars(version: str) -> Path:
+    return resolve("kafka_2.13", version)
+
+
+def require_jars(version: str) -> Path:
+    """The broker's jars, or skip the test saying why they could not be resolved."""
+    try:
+        return kafka_jars(version)
+    except (JarsUnavailable, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"{UNAVAILABLE}: {e}")
+
+
+def dump_log_command(version: str) -> list[str]:
+    """``java -cp ... DumpLogSegments`` of the release line of ``version`` (append the tool's flags)."""
+    release = RELEASES[version]
+    jars = resolve(release.dump_log_artifact, release.dump_log_version)
+    return [java(), "-Xmx512m", *_log_config_flags(jars), "-cp", f"{jars}/*", release.dump_log_class]
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").is_file():
+        return str(Path(home, "bin", "java"))
+    return shutil.which("java") or "java"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _log_config_flags(folder: Path) -> list[str]:
+    """Kafka 4.x logs with log4j2, 3.x with reload4j: quiet both, to a file when ``folder`` is a node's."""
+    log4j2 = folder / "log4j2.properties"
+    log4j1 = folder / "log4j.properties"
+    if not log4j2.exists():
+        log_file = folder / "server.log"
+        log4j2.write_text(
+            "rootLogger.level = INFO\nrootLogger.appenderRef.f.ref = F\n"
+            "appender.f.type = File\nappender.f.name = F\n"
+            f"appender.f.fileName = {log_file}\n"
+            "appender.f.layout.type = PatternLayout\nappender.f.layout.pattern = [%d] %p %m (%c)%n\n"
+        )
+        log4j1.write_text(
+            "log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n"
+            f"log4j.appender.F.File={log_file}\n"
+            "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.F.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+        )
+    return [f"-Dlog4j2.configurationFile={log4j2}", f"-Dlog4j.configuration=file:{log4j1}"]
+
+
+@dataclass
+class Node:
+    node_id: int
+    port: int
+    controller_port: int
+    home: Path  # server.properties, logs
+    log_dir: Path  # Kafka's log.dirs
+    advertised_port: int | None = None  # a proxy's port, to put the proxy in every client's path
+    process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+# Broker settings every test cluster starts with: internal topics fit the cluster, rebalances and
+# checks run fast. ``KafkaCluster(config=...)`` adds to them or overrides them.
+BASE_CONFIG = {
+    "num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+    "log.flush.interval.messages": "1",  # every batch reaches the file before the produce is answered
+    "log.cleaner.backoff.ms": "500",
+    "log.retention.check.interval.ms": "1000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3000",
+    "transaction.state.log.num.partitions": "1",
+    "offsets.topic.num.partitions": "1",
+}
+
+
+@dataclass
+class KafkaCluster:
+    """``nodes`` KRaft nodes (each broker and controller, all voters) of one Kafka ``version``."""
+
+    version: str
+    root: Path
+    nodes: int = 1
+    config: dict[str, str] = field(default_factory=dict)
+    jvm_heap: str = "512m"
+    members: list[Node] = field(default_factory=list, init=False)
+
+    def __post_init__(self):
+        self.root = Path(self.root)
+        self.jars = kafka_jars(self.version)
+        self.release = RELEASES[self.version]
+        self.cluster_id = _base64_uuid()
+        for i in range(1, self.nodes + 1):
+            home = self.root / f"node-{i}"
+            home.mkdir(parents=True, exist_ok=True)
+            self.members.append(Node(i, free_port(), free_port(), home, home / "data"))
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, timeout: float = 90.0) -> "KafkaCluster":
+        for node in self.members:
+            self._write_properties(node)
+            if not (node.log_dir / "meta.properties").exists():
+                self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                           "-c", str(node.home / "server.properties"), "--ignore-formatted", wait=True)
+        for node in self.members:
+            self.start_node(node.node_id, wait=False)
+        self.wait_ready(timeout)
+        return self
+
+    def start_node(self, node_id: int, wait: bool = True, timeout: float = 90.0) -> None:
+        node = self.node(node_id)
+        if node.process is not None and node.process.poll() is None:
+            return
+        self._write_properties(node)
+        node.process = self._java(node, "kafka.Kafka", str(node.home / "server.properties"))
+        if wait:
+            self._wait_node(node, time.monotonic() + timeout)
+
+    def stop_node(self, node_id: int, timeout: float = 60.0) -> None:
+        """A clean shutdown (SIGTERM: the broker writes its producer snapshots and a clean-shutdown file)."""
+        node = self.node(node_id)
+        if node.process is None:
+            return
+        if node.process.poll() is None:
+            node.process.terminate()
+            try:
+                node.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+        node.process = None
+
+    def kill_node(self, node_id: int) -> None:
+        """A crash (SIGKILL: no snapshot, no clean-shutdown file)."""
+        node = self.node(node_id)
+        if node.process is not None:
+            node.process.kill()
+            node.process.wait()
+            node.process = None
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stops every node cleanly, all at once (one by one, the last nodes wait for a quorum that is gone)."""
+        running = [n for n in self.members if n.process is not None and n.process.poll() is None]
+        for node in running:
+            node.process.terminate()
+        deadline = time.monotonic() + timeout
+        for node in running:
+            try:
+                node.process.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+        for node in self.members:
+            node.process = None
+
+    def __enter__(self) -> "KafkaCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- addresses ------------------------------------------------------------------------------
+    def node(self, node_id: int) -> Node:
+        return self.members[node_id - 1]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.address for n in self.members if n.process is not None) or self.members[0].address
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [n.log_dir for n in self.members]
+
+    def server_log(self, node_id: int = 1) -> str:
+        path = self.node(node_id).home / "server.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # -- clients --------------------------------------------------------------------------------
+    def admin(self, **kwargs):
+        from kafka.admin import KafkaAdminClient
+
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="segaudit-tests",
+                                request_timeout_ms=30000, **kwargs)
+
+    def create_topic(self, name: str, partitions: int = 1, replication: int = 1, **configs: str) -> None:
+        from kafka.admin import NewTopic
+
+        admin = self.admin()
+        try:
+            admin.create_topics([NewTopic(name, partitions, replication,
+                                          topic_configs={k.replace("_", "."): str(v) for k, v in configs.items()})])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # leaders elected on every partition
+                meta = admin.describe_topics([name])[0]
+                if meta["error_code"] == 0 and meta["partitions"] and all(
+                        _leader(p) >= 0 for p in meta["partitions"]):
+                    return
+                time.sleep(0.1)
+            raise TimeoutError(f"topic {name} has no leader after 30 s")
+        finally:
+            admin.close()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _write_properties(self, node: Node) -> None:
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.members)
+        advertised = node.advertised_port or node.port
+        replicas = str(min(self.nodes, 3))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(node.log_dir),
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": "1",
+            "default.replication.factor": replicas,
+            **BASE_CONFIG,
+            **self.config,
+        }
+        (node.home / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _java(self, node: Node, main: str, *args: str, wait: bool = False):
+        cmd = [java(), f"-Xmx{self.jvm_heap}", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+               "-Djava.awt.headless=true", *_log_config_flags(node.home), "-cp", f"{self.jars}/*", main, *args]
+        out = open(node.home / "stdout.log", "ab")
+        if wait:
+            done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=120)
+            out.close()
+            if done.returncode != 0:
+                tail = (node.home / "stdout.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"{main} {' '.join(args[:1])} failed ({done.returncode}): {tail}")
+            return None
+        # a new session: a test's Ctrl-C does not reach the broker before close() stops it cleanly
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        for node in self.members:
+            self._wait_node(node, deadline)
+
+    def _wait_node(self, node: Node, deadline: float) -> None:
+        """Until the node answers a metadata request with every running node registered."""
+        from kafka.admin import KafkaAdminClient
+
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if node.process is not None and node.process.poll() is not None:
+                raise RuntimeError(f"Kafka {self.version} node {node.node_id} exited with {node.process.returncode}: "
+                                   f"{self.server_log(node.node_id)[-3000:]}")
+            try:
+                admin = KafkaAdminClient(bootstrap_servers=node.address, request_timeout_ms=5000)
+                try:
+                    brokers = admin.describe_cluster()["brokers"]
+                finally:
+                    admin.close()
+                running = sum(1 for n in self.members if n.process is not None and n.process.poll() is None)
+                if len(brokers) >= running:
+                    return
+            except Exception as e:  # not up yet
+                last_error = e
+            time.sleep(0.3)
+        raise TimeoutError(f"Kafka {self.version} node {node.node_id} did not answer: {last_error}; "
+                           f"{self.server_log(node.node_id)[-2000:]}")
+
+
+def _leader(partition: dict) -> int:
+    return partition.get("leader", partition.get("leader_id", -1))
+
+
+def _base64_uuid() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def copy_log_dir(src: Path, dst: Path) -> Path:
+    """A copy of a (possibly running) broker's log dir, as an operator's ``cp -r`` would take it."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.lock"))
+    return dst
