@@ -147,6 +147,7 @@ class Node:
     node_id: int
     port: int
     controller_port: int
+    internal_port: int  # the inter-broker listener (never through a proxy)
     home: Path  # server.properties, logs
     log_dir: Path  # Kafka's log.dirs
     advertised_port: int | None = None  # a proxy's port, to put the proxy in every client's path
@@ -192,7 +193,7 @@ class KafkaCluster:
         for i in range(1, self.nodes + 1):
             home = self.root / f"node-{i}"
             home.mkdir(parents=True, exist_ok=True)
-            self.members.append(Node(i, free_port(), free_port(), home, home / "data"))
+            self.members.append(Node(i, free_port(), free_port(), free_port(), home, home / "data"))
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> "KafkaCluster":
@@ -308,11 +309,12 @@ class KafkaCluster:
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{node.internal_port},"
+                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised},INTERNAL://127.0.0.1:{node.internal_port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(node.log_dir),
             "offsets.topic.replication.factor": replicas,
             "transaction.state.log.replication.factor": replicas,
