@@ -1,0 +1,265 @@
+"""A real Apache Kafka broker as the judge: logs that Kafka itself wrote under lost ACKs, expiration,
+fencing, aborts, a killed producer, retention, DeleteRecords and compaction, audited with
+``segaudit run`` (a copy taken while the broker runs, and the log dir after a clean shutdown), and
+compared with what the clients and the broker reported.
+
+One broker per version for the module (the newest 4.x release and 3.9.x); every scenario writes its
+own topic (``broker_scenarios.py``). Set ``SEGAUDIT_REAL_BROKER_REPORT=FILE`` to write the tables of
+``docs/real-broker.md`` from a run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import broker_scenarios as sc
+from tests.fault_proxy import FaultProxy
+from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, require_jars
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+LOST_ACKS = {  # topic: (client, idempotent)
+    "lost-acks-kafka-python-idempotent": ("kafka-python", True),
+    "lost-acks-kafka-python-plain": ("kafka-python", False),
+    "lost-acks-confluent-idempotent": ("confluent", True),
+    "lost-acks-confluent-plain": ("confluent", False),
+}
+TXN_STEPS = ["commit:2", "abort:2", "commit:1", "fence:2", "commit:1"]
+HANG_TIMEOUT_MS = 8000
+
+
+@dataclass
+class BrokerRun:
+    version: str
+    facts: dict[str, sc.Facts]
+    live: Path  # copied while the broker ran, the killed producer's transaction still open
+    final: Path  # the broker's own log dir after a clean shutdown
+    config: Path
+
+
+def _config(path: Path) -> Path:
+    path.write_text(
+        f"producer_id_expiration_ms = {sc.PRODUCER_ID_EXPIRATION_MS}\n"
+        f"transaction_max_timeout_ms = {sc.TRANSACTION_MAX_TIMEOUT_MS}\n"
+        '[cleanup_policy]\n"compacted" = "compact"\n'
+    )
+    return path
+
+
+def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[str, sc.Facts], Path]:
+    facts: dict[str, sc.Facts] = {}
+    # producers that go idle now and resume after producer.id.expiration.ms (the lost-ACK runs take longer)
+    cluster.create_topic("retention", segment_ms=1000)
+    cluster.create_topic("expiration")
+    retention = sc.Facts("retention and DeleteRecords", "retention", "kafka-python, idempotent (two producers)")
+    expiration = sc.Facts("expiration", "expiration", "kafka-python, idempotent")
+    idle_retention, idle_expiration = sc.idempotent_producer(cluster), sc.idempotent_producer(cluster)
+    sc.send_each(idle_retention, "retention", range(0, 10), retention)
+    sc.send_each(idle_expiration, "expiration", range(0, 10), expiration)
+    went_idle = time.monotonic()
+
+    for seed, (topic, (client, idempotent)) in enumerate(LOST_ACKS.items()):
+        drive = sc.lost_acks_kafka_python if client == "kafka-python" else sc.lost_acks_confluent
+        facts[topic] = drive(cluster, proxy, topic, idempotent, seed=seed + 1)
+
+    # compaction: every other batch rewrites one hot key (the cleaner leaves holes there), the others
+    # carry keys of their own; segments rolled every 100 ms, the cleaner eager
+    cluster.create_topic("compacted", cleanup_policy="compact", segment_ms=100, min_cleanable_dirty_ratio=0.01,
+                         delete_retention_ms=100)
+    compacted = sc.Facts("compaction", "compacted", "kafka-python, idempotent")
+    producer = sc.idempotent_producer(cluster)
+    for i in range(40):
+        sc.send_each(producer, "compacted", range(i, i + 1), compacted, key="hot" if i % 2 == 0 else f"k{i}")
+        time.sleep(0.03)
+    time.sleep(0.2)
+    sc.send_each(producer, "compacted", range(40, 41), compacted, key="hot")  # rolls the last data segment
+    producer.close()
+    compacted.notes["cleaned_up_to"] = sc.wait_for_cleaning(cluster.node(1).log_dir, "compacted")
+    facts["compacted"] = sc._finish(cluster, compacted)
+
+    # transactions with Kafka's own Java producer (transactions V2 with a 4.x broker)
+    facts["txn"], _ = sc.java_transactions(cluster, "txn", "segaudit-txn", TXN_STEPS, timeout_ms=60000)
+
+    # retention deletes the idle producer's segment; it resumes past its expiration
+    time.sleep(max(0.0, sc.PRODUCER_ID_EXPIRATION_MS / 1000 + 1.5 - (time.monotonic() - went_idle)))
+    filler = sc.idempotent_producer(cluster)
+    sc.send_each(filler, "retention", range(100, 105), retention)  # rolls the idle producer's segment
+    sc.set_topic_config(cluster, "retention", retention_ms=5000)
+    retention.notes["log_start_after_retention"] = sc.wait_for_log_start(cluster, "retention", 0)
+    sc.set_topic_config(cluster, "retention", retention_ms=-1)
+    sc.send_each(idle_retention, "retention", range(10, 15), retention)
+    sc.send_each(filler, "retention", range(105, 110), retention)
+    end = sc.offsets(cluster, "retention")[1]
+    sc.delete_records(cluster, "retention", end - 3)  # the log start in the middle of the active segment
+    retention.notes["log_start_after_delete_records"] = end - 3
+    sc.send_each(filler, "retention", range(110, 112), retention)
+    idle_retention.close()
+    filler.close()
+    facts["retention"] = sc._finish(cluster, retention)
+    sc.send_each(idle_expiration, "expiration", range(10, 15), expiration)
+    idle_expiration.close()
+    facts["expiration"] = sc._finish(cluster, expiration)
+
+    # a producer killed inside a transaction: copied while it is open, then the coordinator aborts it
+    hang, lines = sc.java_transactions(cluster, "txn-hang", "segaudit-hang", ["commit:1", "hang:2"], HANG_TIMEOUT_MS)
+    hang.scenario = "killed inside a transaction"
+    live = copy_log_dir(cluster.node(1).log_dir, root / "live")
+    hang.notes["open_at_copy"] = lines[-1]["offsets"]
+    hang.notes["marker_offset"] = sc.wait_for_end_offset(cluster, "txn-hang", hang.log_end + 1, timeout=60) - 1
+    facts["txn-hang"] = sc._finish(cluster, hang)
+    return facts, live
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def broker_run(request, tmp_path_factory) -> BrokerRun:
+    version = request.param
+    require_jars(version)
+    root = tmp_path_factory.mktemp(f"kafka-{version}")
+    cluster = KafkaCluster(version, root / "cluster", config=sc.BROKER_CONFIG)
+    proxy = FaultProxy(upstream_port=cluster.node(1).port).start()
+    cluster.node(1).advertised_port = proxy.port  # every client goes through the proxy
+    try:
+        cluster.start()
+        facts, live = _drive(cluster, proxy, root)
+    finally:
+        cluster.close()
+        proxy.close()
+    return BrokerRun(version, facts, live, cluster.node(1).log_dir, _config(root / "audit.toml"))
+
+
+@pytest.fixture(scope="module")
+def audits(broker_run, spark, tmp_path_factory):
+    """``segaudit run`` over the live copy and over the log dir after shutdown: name -> (exit code, OUT)."""
+    from analytics import cli
+
+    root = tmp_path_factory.mktemp(f"audit-{broker_run.version}")
+    out = {}
+    for name, log_dir in (("live", broker_run.live), ("final", broker_run.final)):
+        target = str(root / name)
+        code = cli.main(["run", str(log_dir), "--out", target, "--config", str(broker_run.config), "--no-history"])
+        out[name] = (code, target)
+    return out
+
+
+def _table(spark, out: str, name: str):
+    return spark.read.parquet(os.path.join(out, name))
+
+
+def _rows(spark, out: str, query: str) -> list:
+    from analytics.forensics import run_sql
+
+    return run_sql(spark, out, query).collect()
+
+
+# -- the whole log dir -------------------------------------------------------------------------
+@pytest.mark.parametrize("copy", ["live", "final"])
+def test_no_violation_anywhere_and_only_the_plain_producers_duplicates_fail(broker_run, audits, spark, copy):
+    import json
+
+    code, out = audits[copy]
+    violations = _rows(spark, out, "SELECT topic, base_offset, verdict, explanation FROM anomalies WHERE severity = 'violation'")
+    assert violations == [], f"{broker_run.version} {copy}: {violations[:5]}"
+    results = json.loads(Path(out, "validation", "results.json").read_text())
+    failed = sorted(c["id"] for s in results["suites"].values() for c in s["checks"] if not c["success"])
+    assert failed == ["no_duplicate_record"] and code == 1
+
+
+# -- lost ACKs ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("topic", LOST_ACKS)
+def test_lost_acks(broker_run, audits, spark, topic):
+    facts = broker_run.facts[topic]
+    _, out = audits["final"]
+    records = _rows(spark, out, f"SELECT count(*) AS n FROM records WHERE topic = '{topic}'")[0]["n"]
+    duplicates = _rows(spark, out, f"SELECT count(*) AS n FROM record_duplicates WHERE topic = '{topic}'")[0]["n"]
+    assert facts.responses_dropped > 20  # the experiment really lost acknowledgements
+    assert records == facts.log_end - facts.log_start  # every record the broker holds was exported
+    if LOST_ACKS[topic][1]:  # idempotent: the broker dropped every retry it had appended
+        assert records == facts.acknowledged == sc.LOST_ACK_RECORDS and duplicates == 0
+    else:  # plain: one extra copy per lost response that the client retried
+        assert duplicates == records - facts.acknowledged > 0
+        assert facts.acknowledged == sc.LOST_ACK_RECORDS
+
+
+def test_idempotent_producers_alone_pass_every_check(broker_run, spark, tmp_path):
+    from analytics import cli
+
+    folders = [str(broker_run.final / f"{t}-0") for t, (_, idempotent) in LOST_ACKS.items() if idempotent]
+    code = cli.main(["run", *folders, "--out", str(tmp_path / "out"), "--config", str(broker_run.config),
+                     "--no-history"])
+    assert code == 0
+
+
+# -- transactions ------------------------------------------------------------------------------
+def test_commits_aborts_and_a_fenced_producer(broker_run, audits, spark):
+    _, out = audits["final"]
+    statuses = _rows(spark, out, "SELECT status, count(*) AS n FROM transactions WHERE topic = 'txn' GROUP BY status")
+    # commit, abort, commit, the fenced transaction (aborted by the coordinator), the successor's commit
+    assert {r["status"]: r["n"] for r in statuses} == {"COMMITTED": 3, "ABORTED": 2}
+    aborted_index = _rows(spark, out, "SELECT count(*) AS n FROM batches WHERE topic = 'txn' AND control_type = 'ABORT'")
+    assert aborted_index[0]["n"] == 2
+    assert broker_run.facts["txn"].errors  # the zombie's send was refused ...
+    zombie = _rows(spark, out, "SELECT count(*) AS n FROM records WHERE topic = 'txn' AND CAST(key AS STRING) LIKE '%zombie'")
+    assert zombie[0]["n"] == 0  # ... and never reached the log
+    verdicts = {r["verdict"] for r in _rows(spark, out, "SELECT DISTINCT verdict FROM batch_verdicts WHERE topic = 'txn'")}
+    assert verdicts <= {"OK", "EPOCH_BUMP", "CONTROL_MARKER"}
+    epochs = _rows(spark, out, "SELECT count(DISTINCT producer_epoch) AS n FROM batches WHERE topic = 'txn' AND NOT is_control")
+    if broker_run.version.startswith("4."):  # transactions V2: every transaction at its own epoch
+        assert epochs[0]["n"] == 5
+    else:  # one epoch until the fencing, the successor's after it
+        assert epochs[0]["n"] == 2
+
+
+def test_a_killed_producers_transaction_is_open_in_the_copy_and_aborted_after(broker_run, audits, spark):
+    hang = broker_run.facts["txn-hang"]
+    _, live = audits["live"]
+    _, final = audits["final"]
+    query = "SELECT status, first_offset, end_offset FROM transactions WHERE topic = 'txn-hang' ORDER BY first_offset"
+    before = _rows(spark, live, query)
+    assert [r["status"] for r in before] == ["COMMITTED", "OPEN"]
+    assert before[1]["first_offset"] == hang.notes["open_at_copy"][0]
+    after = _rows(spark, final, query)
+    assert [r["status"] for r in after] == ["COMMITTED", "ABORTED"]
+    assert after[1]["end_offset"] == hang.notes["marker_offset"]
+
+
+# -- retention, DeleteRecords, expiration --------------------------------------------------------
+def test_a_producer_idle_past_retention_resumes_without_a_violation(broker_run, audits, spark):
+    _, out = audits["final"]
+    rows = _rows(spark, out, "SELECT verdict, explained_by, count(*) AS n FROM batch_verdicts WHERE topic = 'retention' "
+                             "AND severity != 'ok' GROUP BY verdict, explained_by")
+    assert [(r["verdict"], r["explained_by"], r["n"]) for r in rows] == [("FIRST_SEEN_NONZERO", "partial_history", 1)]
+    start = _rows(spark, out, "SELECT max(log_start_offset) AS s FROM log_start_offsets WHERE topic = 'retention'")
+    assert start[0]["s"] == broker_run.facts["retention"].log_start == broker_run.facts["retention"].notes[
+        "log_start_after_delete_records"]
+
+
+def test_a_producer_idle_past_expiration_resumes_in_sequence(broker_run, audits, spark):
+    _, out = audits["final"]
+    rows = _rows(spark, out, "SELECT verdict, idle_ms FROM batch_verdicts WHERE topic = 'expiration' ORDER BY base_offset")
+    assert [r["verdict"] for r in rows] == ["OK"] * 15
+    assert rows[10]["idle_ms"] >= sc.PRODUCER_ID_EXPIRATION_MS
+
+
+# -- compaction ------------------------------------------------------------------------------
+def test_compaction_holes_are_explained(broker_run, audits, spark):
+    _, out = audits["final"]
+    rows = _rows(spark, out, "SELECT verdict, explained_by, severity FROM batch_verdicts WHERE topic = 'compacted'")
+    kinds = {(r["verdict"], r["explained_by"], r["severity"]) for r in rows}
+    assert ("SEQUENCE_GAP", "compaction", "explained") in kinds
+    assert kinds <= {("OK", None, "ok"), ("SEQUENCE_GAP", "compaction", "explained"),
+                     ("FIRST_SEEN_NONZERO", "partial_history", "explained")}
+    records = _rows(spark, out, "SELECT count(*) AS n FROM records WHERE topic = 'compacted'")[0]["n"]
+    assert records < broker_run.facts["compacted"].acknowledged  # the cleaner removed superseded keys
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+def test_every_snapshot_the_broker_wrote_agrees_with_the_replay(broker_run, audits, spark):
+    _, out = audits["final"]
+    rows = _rows(spark, out, "SELECT topic, snapshot_offset, producer_id, status FROM snapshot_checks WHERE status != 'match'")
+    assert rows == []
+    assert _rows(spark, out, "SELECT count(*) AS n FROM snapshot_checks")[0]["n"] > 0
