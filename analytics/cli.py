@@ -119,8 +119,19 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_generate)
 
     p = sub.add_parser("dump-log", help="print segments as kafka-dump-log.sh --deep-iteration would")
-    p.add_argument("files", nargs="+", metavar="FILE", help=".log segment files")
+    p.add_argument("files", nargs="*", metavar="FILE", help=".log, .checkpoint, .snapshot or .txnindex files")
+    p.add_argument("--files", dest="file_lists", action="append", default=[], metavar="F1,F2",
+                   help="comma-separated files, as kafka-dump-log.sh takes them")
+    p.add_argument("--deep-iteration", dest="deep", action="store_true", default=True,
+                   help="record lines after each batch line (the default)")
     p.add_argument("--no-deep-iteration", dest="deep", action="store_false", help="batch lines only")
+    p.add_argument("--print-data-log", action="store_true",
+                   help="each record's key and payload, decoded as UTF-8 (implies --deep-iteration)")
+    p.add_argument("--skip-record-metadata", action="store_true",
+                   help="record lines hold only key and payload")
+    p.add_argument("--kafka-version", default=None, metavar="X.Y",
+                   help="print the text of this Kafka release's tool, 3.2 or later (default: the text of "
+                        "3.5 to 4.2; 4.3 and later print a few lines differently)")
     p.set_defaults(run=_dump_log)
     return ap
 
@@ -596,10 +607,29 @@ def _generate(args) -> int:
 
 
 def _dump_log(args) -> int:
-    from analytics.kafka.dumplog import dump_segment
+    from analytics.kafka.dumplog import dump_file, dump_style
 
-    for path in args.files:
-        for line in dump_segment(path, deep=args.deep):
+    files = [*args.files, *(f for listed in args.file_lists for f in listed.split(",") if f)]
+    if not files:
+        raise UsageError("dump-log: no file given (FILE... or --files F1,F2)")
+    try:
+        dump_style(args.kafka_version)
+    except ValueError as exc:
+        raise UsageError(f"--kafka-version: {exc}") from exc
+    for path in files:
+        if path.endswith((".index", ".timeindex")):
+            raise UsageError(f"{path}: dump-log prints .log, .checkpoint, .snapshot and .txnindex files")
+        if not os.path.exists(path) and "://" not in path:
+            raise FileNotFoundError(f"no such file: {path}")
+
+    def warn(message: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(message + "\n")
+
+    for path in files:
+        for line in dump_file(path, deep=args.deep, print_data=args.print_data_log,
+                              skip_record_metadata=args.skip_record_metadata,
+                              kafka_version=args.kafka_version, warn=warn):
             sys.stdout.write(line + "\n")
     return EXIT_OK
 

@@ -29,20 +29,33 @@ the ≤ 2.1 deep-only lines carry no batch CRC either (``crc`` None). Lines that
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeAlias
 
+from analytics.kafka.codecs import decompress
 from analytics.kafka.errors import STOPS_FILE, TRUNCATED
 from analytics.kafka.layout import (
     CODEC_IDS,
+    COMPRESSION_MASK,
+    CONTROL_KEY,
     CONTROL_MASK,
     CONTROL_TYPE_IDS,
     DELETE_HORIZON_MASK,
     END_TXN_MARKER_TYPES,
+    END_TXN_MARKER_VALUE,
+    FRAME,
+    INT_MAX,
+    LEGACY_CRC_START,
+    LEGACY_HEADER_V0,
+    LEGACY_HEADER_V1,
+    LEGACY_LENGTH,
     MAGIC_V2,
+    MIN_LEGACY_SIZE_FIELD,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -52,9 +65,11 @@ from analytics.kafka.layout import (
     TIMESTAMP_TYPE_MASK,
     TIMESTAMP_TYPES,
     TRANSACTIONAL_MASK,
+    control_type_name,
 )
-from analytics.kafka.model import Batch, Header, ParseError, Record
-from analytics.kafka.util import increment_sequence
+from analytics.kafka.model import Batch, ParseError, Record
+from analytics.kafka.records import decode_records, records_section
+from analytics.kafka.util import crc32, increment_sequence, java_utf8
 
 # error_kind of a dump line that does not parse. Local to the text input: the binary reader
 # never reads text, so errors.py keeps the kinds of bytes.
@@ -76,9 +91,11 @@ _INTEGER = re.compile(r"-?\d+")
 _HEADER_KEYS = re.compile(r"\[([^\]]*)\](?: |$)")
 _OPTIONAL_LONG = re.compile(r"OptionalLong(?:\.empty|\[(-?\d+)\])")
 _CONTROL_TYPE = re.compile(r"(\w+)\((-?\d+)\)")
-# KRaft control records print their record as JSON instead of name: value tokens (3.x+).
-_KRAFT_CONTROL = re.compile(r" (SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters) \{.*$")
+# KRaft control records print their record as JSON instead of name: value tokens (3.x+; the
+# LEADER_CHANGE record from 4.3 on, as "LeaderChange: {...}").
+_KRAFT_CONTROL = re.compile(r" (SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters|LeaderChange:) \{.*$")
 _KRAFT_CONTROL_TYPES = {
+    "LeaderChange:": "LEADER_CHANGE",
     "SnapshotHeader": "SNAPSHOT_HEADER",
     "SnapshotFooter": "SNAPSHOT_FOOTER",
     "KRaftVersion": "KRAFT_VERSION",
@@ -648,20 +665,79 @@ def _topic_partition(path: str) -> tuple[str, int]:
     return folder.group(1), int(folder.group(2))
 
 
+# --- The text back: what DumpLogSegments prints for a file, from the binary readers.
+#
+# The text depends on the Kafka release whose tool prints it (``kafka_version``); the releases
+# where it changed, checked against the real tools of 3.9.2 and 4.3.1 by tests/test_dumplog_oracle.py:
+OLDEST_KAFKA_VERSION = (3, 2)  # batch lines print deleteHorizonMs; older layouts are only read
+OPTIONAL_LONG_SINCE = (3, 5)  # snapshot lines: currentTxnFirstOffset an OptionalLong, before None / Some(n)
+JAVA_TOOL_SINCE = (4, 3)  # org.apache.kafka.tools.DumpLogSegments, the Java port of kafka.tools' Scala tool
+# The default: the Scala tool's text, printed by every release from 3.5 to 4.2.
+DEFAULT_KAFKA_VERSION = "4.2"
+
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+)*(?:-[\w.]+)?")
+_CHECKPOINT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
+_BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+_JAVA_LONG = re.compile(r"[+-]?\d+")
+_INT32 = 1 << 32
+
+
+@dataclass(frozen=True, slots=True)
+class DumpStyle:
+    """What the DumpLogSegments of one Kafka release prints differently from the others.
+
+    ``java_tool`` (4.3+): legacy record lines end ``crc: C`` without the Scala tool's stray ``}``;
+    LEADER_CHANGE records print ``LeaderChange: {json}`` instead of ``controlType: LEADER_CHANGE(2)``;
+    with ``--skip-record-metadata`` a record without key prints ``| payload: P`` (the Scala tool
+    `` payload: P``); a snapshot entry without a batch has no trailing space.
+    ``optional_long`` (3.5+): a snapshot's ``currentTxnFirstOffset`` is ``OptionalLong.empty`` /
+    ``OptionalLong[n]``, before ``None`` / ``Some(n)``.
+    """
+
+    java_tool: bool
+    optional_long: bool
+
+
+def dump_style(kafka_version: str | None = None) -> DumpStyle:
+    """The text of the ``kafka-dump-log.sh`` of ``kafka_version`` (``MAJOR.MINOR[.PATCH]``, 3.2 or later).
+
+    >>> dump_style("4.4.0"), dump_style("3.9.2") == dump_style()
+    (DumpStyle(java_tool=True, optional_long=True), True)
+    >>> dump_style("2.8")
+    Traceback (most recent call last):
+    ...
+    ValueError: segaudit prints the dump-log text of Kafka 3.2 and later, not 2.8
+    """
+    text = DEFAULT_KAFKA_VERSION if kafka_version is None else kafka_version.strip()
+    match = _VERSION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not a Kafka version: {text!r} (expected MAJOR.MINOR or MAJOR.MINOR.PATCH)")
+    version = (int(match.group(1)), int(match.group(2)))
+    if version < OLDEST_KAFKA_VERSION:
+        raise ValueError(f"segaudit prints the dump-log text of Kafka 3.2 and later, not {text}")
+    return DumpStyle(java_tool=version >= JAVA_TOOL_SINCE, optional_long=version >= OPTIONAL_LONG_SINCE)
+
+
 def format_dump(
     path: str,
     batches: Iterable[tuple[Batch, Sequence[Record]]],
     *,
     deep: bool = True,
     log_start_offset: int,
+    print_data: bool = False,
+    skip_record_metadata: bool = False,
+    kafka_version: str | None = None,
 ) -> Iterator[str]:
-    """The lines (without terminators) HEAD DumpLogSegments prints for a file holding these rows.
+    """The lines (without terminators) DumpLogSegments prints for a ``.log`` file holding these rows.
 
-    With ``deep`` the record lines follow each batch line, as with ``--deep-iteration``.
-    A row without a stored CRC (``crc`` None) prints ``crc: 0``. Control records print
-    ``endTxnMarker: … coordinatorEpoch: …`` from the batch row, other control types
-    ``controlType: NAME(id)`` (HEAD prints the KRaft snapshot and voter records as JSON, which
-    needs their decoded values).
+    With ``deep`` the record lines follow each batch line, as with ``--deep-iteration``;
+    ``print_data`` adds each record's key and payload as ``--print-data-log`` does (decoded as
+    UTF-8, as the tool's StringDecoder does; it implies ``deep``); ``skip_record_metadata`` leaves
+    only them (``--skip-record-metadata``). ``kafka_version`` picks the release's text
+    (:func:`dump_style`). A row without a stored CRC (``crc`` None) prints ``crc: 0``.
+    A control record names its type from its own key and value, as the tool does, or from the
+    batch row when it has no such bytes. A legacy record prints the CRC and validity of its batch
+    row (:func:`dump_segment` prints each inner message's own).
 
     >>> batch = Batch("t", 0, "f", 0, 70, 2, True, 5, 5, 1, 0, "none", "CreateTime", False, False,
     ...               None, 9, -1, -1, -1, -1, None, None)
@@ -674,14 +750,17 @@ def format_dump(
       partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty
       position: 0 CreateTime: 9 size: 70 magic: 2 compresscodec: none crc: 0 isvalid: true
     | offset: 5 CreateTime: 9 keySize: -1 valueSize: 1 sequence: -1 headerKeys: []
+    >>> print(list(format_dump("/d/t-0/00000000000000000005.log", rows, log_start_offset=5, print_data=True))[-1])
+    | offset: 5 CreateTime: 9 keySize: -1 valueSize: 1 sequence: -1 headerKeys: [] payload: v
     """
+    printer = _Printer(dump_style(kafka_version), print_data, skip_record_metadata)
     yield f"Dumping {path}"
     yield f"Log starting offset: {log_start_offset}"
     for batch, records in batches:
         yield _batch_line(batch)
-        if deep:
+        if deep or print_data:
             for record in records:
-                yield _record_line(batch, record)
+                yield printer.record_line(batch, record, batch.crc_valid, batch.crc or 0)
 
 
 def _batch_line(batch: Batch) -> str:
@@ -706,24 +785,60 @@ def _batch_line(batch: Batch) -> str:
     )
 
 
-def _record_line(batch: Batch, record: Record) -> str:
-    line = (
-        f"| offset: {record.offset} {batch.timestamp_type}: {record.timestamp}"
-        f" keySize: {_size(record.key)} valueSize: {_size(record.value)}"
-    )
-    if batch.magic >= MAGIC_V2:
-        line += f" sequence: {record.sequence} headerKeys: [{','.join(h.key for h in record.headers)}]"
-    else:
-        # HEAD prints each legacy record's own CRC with a stray "}"; records keep no CRC of their
-        # own, so the entry's is printed (the same for an uncompressed message, not for a wrapper).
-        line += f" isValid: {_flag(batch.crc_valid)} crc: {batch.crc or 0}}}"
-    if batch.is_control:
-        control_type = batch.control_type or "UNKNOWN"
-        if control_type in END_TXN_MARKER_TYPES:
-            line += f" endTxnMarker: {control_type} coordinatorEpoch: {batch.coordinator_epoch}"
+class _Printer:
+    """Record lines (``dumpBatchRecords``: ``printRecordMetadata`` then ``printRecordContents``)."""
+
+    def __init__(self, style: DumpStyle, print_data: bool, skip_record_metadata: bool):
+        self.style = style
+        self.print_data = print_data
+        self.skip_metadata = skip_record_metadata
+        self.legacy_end = "" if style.java_tool else "}"  # the Scala tool's stray brace
+
+    def record_line(self, batch: Batch, record: Record, legacy_valid: bool, legacy_crc: int) -> str:
+        """One record's line; ``legacy_valid`` / ``legacy_crc`` are a magic 0/1 record's own."""
+        line = ""
+        if not self.skip_metadata:
+            line = (
+                f"| offset: {record.offset} {batch.timestamp_type}: {record.timestamp}"
+                f" keySize: {_size(record.key)} valueSize: {_size(record.value)}"
+            )
+            if batch.magic >= MAGIC_V2:
+                line += f" sequence: {record.sequence} headerKeys: [{','.join(h.key for h in record.headers)}]"
+            else:
+                line += f" isValid: {_flag(legacy_valid)} crc: {legacy_crc}{self.legacy_end}"
+            if batch.is_control:
+                line += self._control(batch, record)
+        if self.print_data and not batch.is_control:
+            prefix = "| " if self.skip_metadata else " "
+            if record.key is not None:
+                line += f"{prefix}key: {_decoded(record.key)}"
+                prefix = " "
+            if record.value is not None:
+                # The Scala tool always wrote " payload: ", also when nothing came before it.
+                line += f"{prefix if self.style.java_tool else ' '}payload: {_decoded(record.value)}"
+        return line
+
+    def _control(self, batch: Batch, record: Record) -> str:
+        """``printControlRecord``: the record's type from its key (the batch row's without one)."""
+        key, value = record.key, record.value
+        if key is not None and len(key) >= CONTROL_KEY.size:
+            type_id = CONTROL_KEY.unpack_from(key)[1]
+            name = control_type_name(type_id)
         else:
-            line += f" controlType: {control_type}({CONTROL_TYPE_IDS.get(control_type, -1)})"
-    return line
+            name = batch.control_type or "UNKNOWN"
+            type_id = CONTROL_TYPE_IDS.get(name, -1)
+        if name in END_TXN_MARKER_TYPES:
+            if value is not None and len(value) >= END_TXN_MARKER_VALUE.size:
+                coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(value)[1]
+            else:
+                coordinator_epoch = batch.coordinator_epoch
+            return f" endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
+        if name != "LEADER_CHANGE" or self.style.java_tool:
+            printed = _control_json(name, value)
+            if printed is not None:
+                return printed
+        # Also where the tool would fail to decode the value: the type is what the rows keep.
+        return f" controlType: {name}({type_id})"
 
 
 def _flag(value: bool) -> str:
@@ -734,29 +849,467 @@ def _size(data: bytes | None) -> int:
     return -1 if data is None else len(data)
 
 
-def dump_segment(path: str, *, deep: bool = True) -> Iterator[str]:
-    """The lines ``kafka-dump-log.sh --files PATH [--deep-iteration]`` prints (HEAD format), from
-    the binary reader; a torn tail ends with the tool's ``Found N invalid bytes`` line."""
-    from analytics.kafka.discovery import OFFSET_FILE
+def _decoded(data: bytes) -> str:
+    """The tool's StringDecoder: ``new String(bytes, UTF_8)``, malformed input replaced as the JDK does."""
+    return java_utf8(data)
+
+
+# --- KRaft control records, printed as the JSON of their message (``<Name>JsonConverter.write``).
+class _MessageReader:
+    """The fields of a flexible-version Kafka message (``ByteBufferAccessor``); ValueError past the end."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.position = 0
+
+    def take(self, size: int) -> bytes:
+        end = self.position + size
+        if size < 0 or end > len(self.data):
+            raise ValueError("message runs past its bytes")
+        chunk = self.data[self.position : end]
+        self.position = end
+        return chunk
+
+    def number(self, layout: str) -> int:
+        fmt = struct.Struct(">" + layout)
+        return fmt.unpack(self.take(fmt.size))[0]
+
+    def unsigned_varint(self) -> int:
+        value = 0
+        for shift in range(0, 35, 7):
+            byte = self.take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+        raise ValueError("varint longer than 5 bytes")
+
+    def array(self, read_item) -> list:
+        length = self.unsigned_varint() - 1  # compact array: length + 1, 0 for null
+        if length < 0 or length > len(self.data) - self.position:
+            raise ValueError("bad array length")
+        return [read_item() for _ in range(length)]
+
+    def string(self) -> str:
+        length = self.unsigned_varint() - 1
+        if length < 0 or length > 0x7FFF:
+            raise ValueError("bad string length")
+        return java_utf8(self.take(length))
+
+    def uuid(self) -> str:
+        # Uuid.toString: URL-safe base64 of the 16 bytes, without padding.
+        return base64.urlsafe_b64encode(self.take(16)).decode("ascii").rstrip("=")
+
+    def tagged_fields(self) -> None:
+        for _ in range(self.unsigned_varint()):
+            self.unsigned_varint()  # tag
+            self.take(self.unsigned_varint())
+
+
+def _leader_change(reader: _MessageReader) -> dict:
+    # Read at version 0 (ControlRecordUtils), written as JSON at the version its Version field names.
+    version = reader.number("h")
+    leader_id = reader.number("i")
+
+    def voter() -> dict:
+        voter_id = reader.number("i")
+        reader.tagged_fields()
+        item: dict = {"voterId": voter_id}
+        if version >= 1:  # VoterDirectoryId (1+): not read at version 0, so Uuid.ZERO_UUID
+            item["voterDirectoryId"] = "AAAAAAAAAAAAAAAAAAAAAA"
+        return item
+
+    voters = reader.array(voter)
+    granting = reader.array(voter)
+    reader.tagged_fields()
+    return {"version": version, "leaderId": leader_id, "voters": voters, "grantingVoters": granting}
+
+
+def _snapshot_header(reader: _MessageReader) -> dict:
+    version, timestamp = reader.number("h"), reader.number("q")
+    reader.tagged_fields()
+    return {"version": version, "lastContainedLogTimestamp": timestamp}
+
+
+def _snapshot_footer(reader: _MessageReader) -> dict:
+    version = reader.number("h")
+    reader.tagged_fields()
+    return {"version": version}
+
+
+def _kraft_version(reader: _MessageReader) -> dict:
+    version, kraft_version = reader.number("h"), reader.number("h")
+    reader.tagged_fields()
+    return {"version": version, "kRaftVersion": kraft_version}
+
+
+def _kraft_voters(reader: _MessageReader) -> dict:
+    def endpoint() -> dict:
+        item = {"name": reader.string(), "host": reader.string(), "port": reader.number("H")}
+        reader.tagged_fields()
+        return item
+
+    def voter() -> dict:
+        voter_id, directory_id = reader.number("i"), reader.uuid()
+        endpoints = reader.array(endpoint)
+        low, high = reader.number("h"), reader.number("h")
+        reader.tagged_fields()  # of KRaftVersionFeature
+        reader.tagged_fields()  # of Voter
+        return {
+            "voterId": voter_id,
+            "voterDirectoryId": directory_id,
+            "endpoints": endpoints,
+            "kRaftVersionFeature": {"minSupportedVersion": low, "maxSupportedVersion": high},
+        }
+
+    version = reader.number("h")
+    voters = reader.array(voter)
+    reader.tagged_fields()
+    return {"version": version, "voters": voters}
+
+
+# Control type -> (what the tool prints before the JSON, the message reader).
+_CONTROL_JSON = {
+    "LEADER_CHANGE": (" LeaderChange: ", _leader_change),
+    "SNAPSHOT_HEADER": (" SnapshotHeader ", _snapshot_header),
+    "SNAPSHOT_FOOTER": (" SnapshotFooter ", _snapshot_footer),
+    "KRAFT_VERSION": (" KRaftVersion ", _kraft_version),
+    "KRAFT_VOTERS": (" KRaftVoters ", _kraft_voters),
+}
+
+
+def _control_json(name: str, value: bytes | None) -> str | None:
+    """`` SnapshotHeader {"version":0,…}`` and the like; None for other types or a value that does not decode.
+
+    >>> _control_json("KRAFT_VERSION", bytes([0, 0, 0, 1, 0]))
+    ' KRaftVersion {"version":0,"kRaftVersion":1}'
+    """
+    known = _CONTROL_JSON.get(name)
+    if known is None or value is None:
+        return None
+    prefix, read = known
+    try:
+        message = read(_MessageReader(value))
+    except (ValueError, struct.error):
+        return None
+    return prefix + _json(message)
+
+
+def _json(value) -> str:
+    """Jackson's compact JSON (``JsonNode.toString``): no spaces, non-ASCII kept, upper-case \\u escapes."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_json_string(k)}:{_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json(v) for v in value) + "]"
+    if isinstance(value, str):
+        return _json_string(value)
+    return str(value)
+
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _json_string(text: str) -> str:
+    out = []
+    for char in text:
+        if char in _JSON_ESCAPES:
+            out.append(_JSON_ESCAPES[char])
+        elif char < " ":
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+# --- Files: what ``kafka-dump-log.sh --files PATH`` prints, read with the binary readers.
+def dump_file(
+    path: str,
+    *,
+    deep: bool = True,
+    print_data: bool = False,
+    skip_record_metadata: bool = False,
+    kafka_version: str | None = None,
+    warn=None,
+) -> Iterator[str]:
+    """The stdout lines of DumpLogSegments for one file, chosen by its suffix as the tool does.
+
+    ``.log`` segments and ``.checkpoint`` KRaft snapshots: :func:`dump_segment`; ``.snapshot``:
+    :func:`dump_producer_snapshot`; ``.txnindex``: :func:`dump_txn_index`. ``warn`` (a callable
+    taking one line) receives what the tool prints on stderr instead of stdout: an unknown file,
+    a snapshot the broker would refuse. ``.index`` and ``.timeindex`` files raise ValueError.
+    """
+    name = os.path.basename(_java_path(path))
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if suffix in _BATCH_FILE_SUFFIXES:
+        yield from dump_segment(
+            path,
+            deep=deep,
+            print_data=print_data,
+            skip_record_metadata=skip_record_metadata,
+            kafka_version=kafka_version,
+        )
+    elif suffix == ".snapshot":
+        yield from dump_producer_snapshot(path, kafka_version=kafka_version, warn=warn)
+    elif suffix == ".txnindex":
+        yield from dump_txn_index(path, warn=warn)
+    elif suffix in (".index", ".timeindex"):
+        raise ValueError(f"{path}: segaudit dump-log does not print {suffix} files")
+    else:
+        yield f"Dumping {_java_path(path)}"
+        if warn is not None:
+            warn(f"Ignoring unknown file {_java_path(path)}")
+
+
+def dump_segment(
+    path: str,
+    *,
+    deep: bool = True,
+    print_data: bool = False,
+    skip_record_metadata: bool = False,
+    kafka_version: str | None = None,
+) -> Iterator[str]:
+    """The lines ``kafka-dump-log.sh --files PATH [--deep-iteration]`` prints, from the binary reader.
+
+    Every entry the tool iterates gets its batch line, also one failing its CRC; with ``deep``
+    its records follow, decoded whatever its CRC says, as the tool does (a legacy record prints
+    its own message's CRC and validity). Where the records do not decode, the tool throws and
+    stops; here the entry has no record lines and the dump goes on. A torn tail ends with the
+    tool's ``Found N invalid bytes`` line. The options are those of :func:`format_dump`.
+    """
     from analytics.kafka.logdir import read_segment
     from analytics.kafka.reader import batches_from_arrow
 
-    read = read_segment(path, records=deep)
-    records: dict[int, list[Record]] = {}
+    printer = _Printer(dump_style(kafka_version), print_data, skip_record_metadata)
+    deep = deep or print_data
+    shown = _java_path(path)
+    name = os.path.basename(shown)
+    read = read_segment(path)
+    yield f"Dumping {shown}"
+    header = _segment_header(name)
+    if header is not None:
+        yield header
+    batches = (b for rb in read.batches.to_batches() for b in batches_from_arrow(rb))
     if deep:
-        for row in read.records.to_pylist():
-            headers = tuple(Header(h["key"], h["value"]) for h in row["headers"])
-            records.setdefault(row["batch_base_offset"], []).append(
-                Record(row["offset"], row["timestamp"], row["sequence"], row["key"], row["value"], headers)
-            )
-    batches = [b for rb in read.batches.to_batches() for b in batches_from_arrow(rb)]
-    name = OFFSET_FILE.match(os.path.basename(path))
-    yield from format_dump(
-        path,
-        ((b, records.get(b.base_offset, []) if b.crc_valid else []) for b in batches),
-        deep=deep,
-        log_start_offset=int(name["offset"]) if name else 0,
-    )
+        with _open_source(path) as source:
+            for batch in batches:
+                yield _batch_line(batch)
+                for record, valid, crc in _entry_records(source, batch):
+                    yield printer.record_line(batch, record, valid, crc)
+    else:
+        for batch in batches:
+            yield _batch_line(batch)
     invalid = sum(e.bytes_affected for e in read.errors if e.error_kind in STOPS_FILE)
     if invalid:
-        yield f"Found {invalid} invalid bytes at the end of {os.path.basename(path)}"
+        yield f"Found {invalid} invalid bytes at the end of {name}"
+
+
+def dump_producer_snapshot(path: str, *, kafka_version: str | None = None, warn=None) -> Iterator[str]:
+    """``dumpProducerIdSnapshot``: one line per producer of a ``.snapshot`` file, in file order.
+
+    A file the broker refuses (version, size, CRC) prints nothing after its ``Dumping`` line; the
+    reason goes to ``warn``, as the tool prints it on stderr.
+    """
+    from analytics.kafka.sidecars import read_snapshot, snapshot_offset_from_name
+
+    style = dump_style(kafka_version)
+    shown = _java_path(path)
+    data = _read_all(path)
+    yield f"Dumping {shown}"
+    name = os.path.basename(shown)
+    read = read_snapshot(
+        data, topic="", partition=-1, file=path, snapshot_offset=snapshot_offset_from_name(name) or 0
+    )
+    for error in read.errors:
+        if warn is not None:
+            warn(f"{shown}: {error.message}")
+    for entry in read.rows:
+        txn = entry.current_txn_first_offset
+        if style.optional_long:
+            txn_text = "OptionalLong.empty" if txn < 0 else f"OptionalLong[{txn}]"
+        else:
+            txn_text = "None" if txn < 0 else f"Some({txn})"
+        line = (
+            f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch}"
+            f" coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: {txn_text}"
+            f" lastTimestamp: {entry.timestamp}"
+        )
+        if entry.last_offset >= 0:  # the entry's last batch (readSnapshot keeps it when lastOffset >= 0)
+            first_sequence = _java_decrement_sequence(entry.last_sequence, entry.offset_delta)
+            line += (
+                f" firstSequence: {first_sequence} lastSequence: {entry.last_sequence}"
+                f" lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}"
+            )
+        elif not style.java_tool:
+            line += " "  # the Scala tool printed "lastTimestamp: T " before the batch part
+        yield line
+
+
+def dump_txn_index(path: str, *, warn=None) -> Iterator[str]:
+    """``dumpTxnIndex``: one line per aborted transaction of a ``.txnindex`` file.
+
+    A partial trailing entry is skipped, as the broker's iterator does; an entry of a version
+    above 0 makes the tool throw, so the dump stops there (the reason goes to ``warn``).
+    """
+    from analytics.kafka.sidecars import ABORTED_TXN, ABORTED_TXN_VERSION
+
+    shown = _java_path(path)
+    data = _read_all(path)
+    yield f"Dumping {shown}"
+    whole = len(data) - len(data) % ABORTED_TXN.size
+    for version, producer_id, first, last, last_stable in ABORTED_TXN.iter_unpack(data[:whole]):
+        if version > ABORTED_TXN_VERSION:
+            if warn is not None:
+                warn(f"Unexpected aborted transaction version {version} in transaction index {shown}")
+            return
+        yield (
+            f"version: {version} producerId: {producer_id} firstOffset: {first}"
+            f" lastOffset: {last} lastStableOffset: {last_stable}"
+        )
+
+
+def _java_path(path: str) -> str:
+    """The path as ``new File(path)`` prints it: repeated separators collapsed, no trailing one."""
+    if "://" in path:
+        return path
+    collapsed = re.sub(r"/{2,}", "/", path)
+    return collapsed.rstrip("/") or collapsed
+
+
+def _segment_header(name: str) -> str | None:
+    """The line after ``Dumping``: the segment's start offset, or a KRaft snapshot's id."""
+    if name.endswith(".log"):
+        first = name.split(".")[0]
+        # Long.parseLong of the name before its first dot; a name that is no number makes the tool throw.
+        return f"Log starting offset: {int(first) if _JAVA_LONG.fullmatch(first) else 0}"
+    if name == _BOOTSTRAP_CHECKPOINT:
+        return "KRaft bootstrap snapshot"
+    checkpoint = _CHECKPOINT_NAME.fullmatch(name)
+    if checkpoint is not None:
+        return f"Snapshot end offset: {int(checkpoint.group(1))}, epoch: {int(checkpoint.group(2))}"
+    return None
+
+
+def _open_source(path: str):
+    from analytics.kafka.fs import ArrowFile, is_remote, local_path
+    from analytics.kafka.reader import LocalFile
+
+    return ArrowFile(path) if is_remote(path) else LocalFile(local_path(path))
+
+
+def _read_all(path: str) -> bytes:
+    with _open_source(path) as source:
+        return source.read_at(0, source.size)
+
+
+def _entry_records(source, batch: Batch) -> list[tuple[Record, bool, int]]:
+    """The records the tool's deep iteration prints for an entry, each with its legacy validity and CRC.
+
+    Decoded whatever the entry's CRC says. Records that do not decode (the tool throws there) give
+    an empty list.
+    """
+    if batch.batch_size <= 0:
+        return []
+    data = source.read_at(batch.file_position, batch.batch_size)
+    if len(data) < batch.batch_size:
+        return []
+    try:
+        if batch.magic >= MAGIC_V2:
+            section = records_section(data, 0, batch.batch_size, CODEC_IDS[batch.compression])
+            records = decode_records(
+                section,
+                record_count=batch.record_count,
+                base_offset=batch.base_offset,
+                base_timestamp=batch.base_timestamp if batch.base_timestamp is not None else NO_TIMESTAMP,
+                max_timestamp=batch.max_timestamp,
+                log_append_time=batch.timestamp_type == "LogAppendTime",
+                base_sequence=batch.base_sequence,
+            )
+            return [(record, True, 0) for record in records]
+        return _legacy_records(data)
+    except Exception:  # noqa: BLE001 -- any decoding failure: the tool would throw; print no records
+        return []
+
+
+@dataclass(frozen=True, slots=True)
+class _LegacyMessage:
+    offset: int
+    magic: int
+    attributes: int
+    crc: int  # as stored
+    valid: bool
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _legacy_message(buf: bytes, pos: int, end: int) -> _LegacyMessage:
+    """A magic 0/1 message at ``buf[pos:end]``, key and value read whatever its CRC says."""
+    offset, _size, stored_crc, magic, attributes = LEGACY_HEADER_V0.unpack_from(buf, pos)
+    valid = crc32(memoryview(buf)[pos + LEGACY_CRC_START : end]) == stored_crc
+    if magic >= 1:
+        timestamp = LEGACY_HEADER_V1.unpack_from(buf, pos)[5]
+        cursor = pos + LEGACY_HEADER_V1.size
+    else:
+        timestamp = NO_TIMESTAMP
+        cursor = pos + LEGACY_HEADER_V0.size
+    parts = []
+    for _ in range(2):  # key, then value: int32 length (-1 for null) and the bytes
+        (length,) = LEGACY_LENGTH.unpack_from(buf, cursor)
+        cursor += LEGACY_LENGTH.size
+        if length < 0:
+            parts.append(None)
+            continue
+        if cursor + length > end:
+            raise ValueError("legacy message key or value overruns the message")
+        parts.append(bytes(buf[cursor : cursor + length]))
+        cursor += length
+    return _LegacyMessage(offset, magic, attributes, stored_crc, valid, timestamp, parts[0], parts[1])
+
+
+def _legacy_records(data: bytes) -> list[tuple[Record, bool, int]]:
+    """An uncompressed legacy entry is its own record; a wrapper's records are its inner messages
+    (``AbstractLegacyRecordBatch.DeepRecordsIterator``: v1 inner offsets relative to the wrapper's
+    last, LogAppendTime taken from the wrapper)."""
+    outer = _legacy_message(data, 0, len(data))
+    codec = outer.attributes & COMPRESSION_MASK
+    if codec == 0:
+        return [(Record(outer.offset, outer.timestamp, NO_SEQUENCE, outer.key, outer.value), outer.valid, outer.crc)]
+    if outer.value is None:
+        raise ValueError("compressed legacy wrapper without a value")
+    inner = decompress(codec, outer.value, magic=outer.magic)
+    messages = []
+    pos = 0
+    while pos < len(inner):
+        (size,) = LEGACY_LENGTH.unpack_from(inner, pos + FRAME.size - LEGACY_LENGTH.size)
+        end = pos + FRAME.size + size
+        if size < MIN_LEGACY_SIZE_FIELD[0] or end > len(inner):
+            raise ValueError("inner legacy message overruns its wrapper")
+        messages.append(_legacy_message(inner, pos, end))
+        pos = end
+    if not messages:
+        return []
+    shift = outer.offset - messages[-1].offset if outer.magic >= 1 else 0
+    log_append_time = outer.magic >= 1 and bool(outer.attributes & TIMESTAMP_TYPE_MASK)
+    return [
+        (
+            Record(
+                m.offset + shift,
+                outer.timestamp if log_append_time else m.timestamp,
+                NO_SEQUENCE,
+                m.key,
+                m.value,
+            ),
+            m.valid,
+            m.crc,
+        )
+        for m in messages
+    ]
+
+
+def _java_decrement_sequence(sequence: int, decrement: int) -> int:
+    """``DefaultRecordBatch.decrementSequence`` with Java's int arithmetic (a snapshot's firstSequence)."""
+    if sequence < decrement:
+        result = INT_MAX - (decrement - sequence) + 1
+    else:
+        result = sequence - decrement
+    result %= _INT32
+    return result - _INT32 if result >= 1 << 31 else result

@@ -12,7 +12,7 @@ from analytics.kafka import layout as L
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from analytics.kafka.errors import RECORD_DECODE, KafkaFormatError
 from analytics.kafka.model import Header, Record
-from analytics.kafka.util import increment_sequence, read_varint, read_varlong
+from analytics.kafka.util import increment_sequence, java_utf8, read_varint, read_varlong
 
 # The smallest encoded record: length, attributes, timestampDelta, offsetDelta, keyLength,
 # valueLength, headerCount, one byte each. Used to refuse a recordsCount the bytes cannot hold.
@@ -66,7 +66,7 @@ def decode_records(
             if hkey is None:
                 raise KafkaFormatError(RECORD_DECODE, f"record {i} has a null header key")
             hvalue, pos = _read_bytes(section, pos, start + length, "header value")
-            headers.append(Header(hkey.decode("utf-8", "replace"), hvalue))
+            headers.append(Header(java_utf8(hkey), hvalue))  # as RecordHeader.key()
         if pos != start + length:
             raise KafkaFormatError(
                 RECORD_DECODE, f"record {i} declared {length} bytes but used {pos - start}"

@@ -136,3 +136,95 @@ def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
     if base_sequence == -1:
         return -1
     return increment_sequence(base_sequence, last_offset_delta)
+
+
+_REPLACEMENT = "\ufffd"
+
+
+def java_utf8(data: bytes) -> str:
+    """``new String(bytes, UTF_8)``: Kafka's text of a header key, and the dump tool's of a key or payload.
+
+    Valid UTF-8 decodes as everywhere. Malformed input becomes U+FFFD as the JDK's decoder
+    (``String.decodeUTF8_UTF16``) replaces it, which is not Python's ``errors="replace"``: an
+    encoded surrogate is one replacement, not three, and a lead byte with one good continuation
+    byte before a bad one is one replacement for both.
+
+    >>> java_utf8(b"\\xed\\xa0\\x80x"), b"\\xed\\xa0\\x80x".decode("utf-8", "replace")
+    ('\\ufffdx', '\\ufffd\\ufffd\\ufffdx')
+    >>> java_utf8(b"\\x94\\xed\\xb5\\xef1")
+    '\\ufffd\\ufffd\\ufffd1'
+    """
+    try:
+        return data.decode("utf-8")  # the same set of valid sequences as the JDK's
+    except UnicodeDecodeError:
+        pass
+    out: list[str] = []
+    sp, sl = 0, len(data)
+    while sp < sl:
+        b1 = data[sp]
+        sp += 1
+        if b1 < 0x80:
+            out.append(chr(b1))
+        elif b1 >> 5 == 0b110 and b1 & 0x1E:  # C2..DF
+            if sp < sl:
+                b2 = data[sp]
+                if _continuation(b2):
+                    out.append(chr((b1 & 0x1F) << 6 | b2 & 0x3F))
+                    sp += 1
+                else:
+                    out.append(_REPLACEMENT)
+                continue
+            out.append(_REPLACEMENT)
+            break
+        elif b1 >> 4 == 0b1110:  # E0..EF
+            if sp + 1 < sl:
+                b2, b3 = data[sp], data[sp + 1]
+                if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _continuation(b2) or not _continuation(b3):
+                    out.append(_REPLACEMENT)
+                    # malformed3: one byte when b2 cannot follow b1, else b1 and b2
+                    sp += 0 if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _continuation(b2) else 1
+                else:
+                    char = (b1 & 0x0F) << 12 | (b2 & 0x3F) << 6 | b3 & 0x3F
+                    out.append(_REPLACEMENT if 0xD800 <= char <= 0xDFFF else chr(char))
+                    sp += 2
+                continue
+            out.append(_REPLACEMENT)
+            if sp < sl and ((b1 == 0xE0 and data[sp] & 0xE0 == 0x80) or not _continuation(data[sp])):
+                continue
+            break
+        elif b1 >> 3 == 0b11110:  # F0..F7
+            if sp + 2 < sl:
+                b2, b3, b4 = data[sp], data[sp + 1], data[sp + 2]
+                code = (b1 & 0x07) << 18 | (b2 & 0x3F) << 12 | (b3 & 0x3F) << 6 | b4 & 0x3F
+                if (_continuation(b2) and _continuation(b3) and _continuation(b4)
+                        and 0x10000 <= code <= 0x10FFFF):
+                    out.append(chr(code))
+                    sp += 3
+                else:
+                    out.append(_REPLACEMENT)
+                    # malformed4: how many of b1 b2 b3 the replacement stands for
+                    if b1 > 0xF4 or _bad_second_of_four(b1, b2):
+                        pass
+                    elif not _continuation(b3):
+                        sp += 1
+                    else:
+                        sp += 2
+                continue
+            out.append(_REPLACEMENT)
+            if b1 > 0xF4 or (sp < sl and _bad_second_of_four(b1, data[sp])):
+                continue
+            sp += 1
+            if sp < sl and not _continuation(data[sp]):
+                continue
+            break
+        else:
+            out.append(_REPLACEMENT)
+    return "".join(out)
+
+
+def _continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def _bad_second_of_four(b1: int, b2: int) -> bool:
+    return (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or not _continuation(b2)
