@@ -4,4 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
+# The real-broker tests start Apache Kafka from its jars on Maven Central, resolved with Maven.
+case " $* " in
+  *"not broker"*) ;;
+  *) command -v mvn >/dev/null 2>&1 || {
+       echo "segaudit tests: Maven (mvn) is required to resolve Apache Kafka's jars for the real-broker tests." \
+            "On Debian: sudo apt-get install -y maven (or deselect them: -m 'not broker')" >&2
+       exit 2
+     } ;;
+esac
 exec .venv/bin/python -m pytest "$@"

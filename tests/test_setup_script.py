@@ -39,3 +39,17 @@ def test_old_java_is_exit_2_naming_the_version_found(tmp_path, line):
     proc = _run_setup(tmp_path, line)
     assert proc.returncode == 2
     assert "Java 17+ is required, found:" in proc.stderr and line in proc.stderr
+
+
+def test_missing_maven_is_exit_2_with_how_to_install(tmp_path):
+    """scripts/test.sh needs Maven for the real-broker tests and says how to get it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    for tool in (*TOOLS, "java", "bash"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+    proc = subprocess.run(["/bin/bash", str(REPO / "scripts" / "test.sh"), "--co", "-q"], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "Maven (mvn) is required" in proc.stderr and "apt-get install -y maven" in proc.stderr
