@@ -8,6 +8,7 @@ Sequence arithmetic follows ``DefaultRecordBatch.incrementSequence / decrementSe
 
 from __future__ import annotations
 
+import codecs
 import zlib
 
 from crc32c import crc32c as _crc32c
@@ -154,72 +155,45 @@ def java_utf8(data: bytes) -> str:
     >>> java_utf8(b"\\x94\\xed\\xb5\\xef1")
     '\\ufffd\\ufffd\\ufffd1'
     """
-    try:
-        return data.decode("utf-8")  # the same set of valid sequences as the JDK's
-    except UnicodeDecodeError:
-        pass
-    out: list[str] = []
-    sp, sl = 0, len(data)
-    while sp < sl:
-        b1 = data[sp]
-        sp += 1
-        if b1 < 0x80:
-            out.append(chr(b1))
-        elif b1 >> 5 == 0b110 and b1 & 0x1E:  # C2..DF
-            if sp < sl:
-                b2 = data[sp]
-                if _continuation(b2):
-                    out.append(chr((b1 & 0x1F) << 6 | b2 & 0x3F))
-                    sp += 1
-                else:
-                    out.append(_REPLACEMENT)
-                continue
-            out.append(_REPLACEMENT)
-            break
-        elif b1 >> 4 == 0b1110:  # E0..EF
-            if sp + 1 < sl:
-                b2, b3 = data[sp], data[sp + 1]
-                if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _continuation(b2) or not _continuation(b3):
-                    out.append(_REPLACEMENT)
-                    # malformed3: one byte when b2 cannot follow b1, else b1 and b2
-                    sp += 0 if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _continuation(b2) else 1
-                else:
-                    char = (b1 & 0x0F) << 12 | (b2 & 0x3F) << 6 | b3 & 0x3F
-                    out.append(_REPLACEMENT if 0xD800 <= char <= 0xDFFF else chr(char))
-                    sp += 2
-                continue
-            out.append(_REPLACEMENT)
-            if sp < sl and ((b1 == 0xE0 and data[sp] & 0xE0 == 0x80) or not _continuation(data[sp])):
-                continue
-            break
-        elif b1 >> 3 == 0b11110:  # F0..F7
-            if sp + 2 < sl:
-                b2, b3, b4 = data[sp], data[sp + 1], data[sp + 2]
-                code = (b1 & 0x07) << 18 | (b2 & 0x3F) << 12 | (b3 & 0x3F) << 6 | b4 & 0x3F
-                if (_continuation(b2) and _continuation(b3) and _continuation(b4)
-                        and 0x10000 <= code <= 0x10FFFF):
-                    out.append(chr(code))
-                    sp += 3
-                else:
-                    out.append(_REPLACEMENT)
-                    # malformed4: how many of b1 b2 b3 the replacement stands for
-                    if b1 > 0xF4 or _bad_second_of_four(b1, b2):
-                        pass
-                    elif not _continuation(b3):
-                        sp += 1
-                    else:
-                        sp += 2
-                continue
-            out.append(_REPLACEMENT)
-            if b1 > 0xF4 or (sp < sl and _bad_second_of_four(b1, data[sp])):
-                continue
-            sp += 1
-            if sp < sl and not _continuation(data[sp]):
-                continue
-            break
-        else:
-            out.append(_REPLACEMENT)
-    return "".join(out)
+    # Both decoders accept the same sequences and walk the input the same way, so Python's
+    # decoder does the work and only the malformed spots go through _java_malformed.
+    return data.decode("utf-8", _JAVA_ERRORS)
+
+
+def _java_malformed(error: UnicodeDecodeError) -> tuple[str, int]:
+    """One U+FFFD for the bytes the JDK takes as one malformed sequence at ``error.start``."""
+    data, start = error.object, error.start
+    return _REPLACEMENT, start + _java_malformed_length(data, start)
+
+
+def _java_malformed_length(data: bytes, sp: int) -> int:
+    """How many bytes from ``sp``, where a malformed sequence starts, the JDK replaces with one U+FFFD
+    (``malformed3``, ``malformed4`` and the cases of a sequence cut short by the end of the input)."""
+    sl = len(data)
+    b1 = data[sp]
+    left = sl - sp - 1  # bytes after b1
+    if b1 >> 4 == 0b1110:  # E0..EF
+        if left >= 2:
+            b2 = data[sp + 1]
+            if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _continuation(b2):
+                return 1
+            if not _continuation(data[sp + 2]):
+                return 2
+            return 3  # an encoded surrogate
+        if left == 1 and ((b1 == 0xE0 and data[sp + 1] & 0xE0 == 0x80) or not _continuation(data[sp + 1])):
+            return 1
+        return sl - sp  # cut short: the rest of the input
+    if b1 >> 3 == 0b11110:  # F0..F7
+        if left >= 3:
+            if b1 > 0xF4 or _bad_second_of_four(b1, data[sp + 1]):
+                return 1
+            return 2 if not _continuation(data[sp + 2]) else 3
+        if b1 > 0xF4 or (left >= 1 and _bad_second_of_four(b1, data[sp + 1])):
+            return 1
+        if left >= 2 and not _continuation(data[sp + 2]):
+            return 2
+        return sl - sp
+    return 1  # a lone continuation byte, C0, C1, F8..FF, or C2..DF without its continuation byte
 
 
 def _continuation(byte: int) -> bool:
@@ -228,3 +202,7 @@ def _continuation(byte: int) -> bool:
 
 def _bad_second_of_four(b1: int, b2: int) -> bool:
     return (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or not _continuation(b2)
+
+
+_JAVA_ERRORS = "segaudit-java-utf8"
+codecs.register_error(_JAVA_ERRORS, _java_malformed)
