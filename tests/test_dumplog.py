@@ -1111,3 +1111,133 @@ def test_dump_segment_ends_a_torn_tail_with_the_invalid_bytes_line(tmp_path):
         error.file_position,
         error.bytes_affected,
     )
+
+
+# --- The text of each Kafka release (checked against the real tools by tests/test_dumplog_oracle.py).
+LEGACY_LINE = "| offset: 1234576 NoTimestampType: -1 keySize: -1 valueSize: 2 isValid: true crc: 4023233417"
+
+
+def test_kafka_4_3_prints_legacy_record_lines_without_the_stray_brace():
+    scala = list(format_dump(HEAD_PATH, GOLDEN_ROWS, log_start_offset=1234567, kafka_version="3.9.2"))
+    java = list(format_dump(HEAD_PATH, GOLDEN_ROWS, log_start_offset=1234567, kafka_version="4.4.0"))
+    assert scala == lines(HEAD_FORMATTED) and scala[-1] == LEGACY_LINE + "}"
+    assert java == scala[:-1] + [LEGACY_LINE]
+    with pytest.raises(ValueError, match="3.2 and later"):
+        list(format_dump(HEAD_PATH, GOLDEN_ROWS, log_start_offset=1234567, kafka_version="3.1"))
+
+
+def test_leader_change_is_json_from_4_3_and_both_texts_parse_to_its_type():
+    value = b"\x00\x00" + (7).to_bytes(4, "big") + b"\x02" + (7).to_bytes(4, "big") + b"\x00" + b"\x02" + (
+        7).to_bytes(4, "big") + b"\x00" + b"\x00"
+    batch = replace(COMMIT, is_transactional=False, control_type="LEADER_CHANGE", coordinator_epoch=None)
+    rows = [(batch, [Record(1234570, 1700000000000, -1, CONTROL_KEY.pack(0, 2), value)])]
+    scala = list(format_dump(HEAD_PATH, rows, log_start_offset=0, kafka_version="3.9"))
+    java = list(format_dump(HEAD_PATH, rows, log_start_offset=0, kafka_version="4.3"))
+    assert scala[-1].endswith(" headerKeys: [] controlType: LEADER_CHANGE(2)")
+    assert java[-1].endswith(' headerKeys: [] LeaderChange: {"version":0,"leaderId":7,'
+                             '"voters":[{"voterId":7}],"grantingVoters":[{"voterId":7}]}')
+    for text in (scala, java):
+        (parsed,) = of_type(list(parse_dump(text)), Batch)
+        assert (parsed.control_type, parsed.coordinator_epoch) == ("LEADER_CHANGE", None)
+
+
+def test_print_data_log_and_skip_record_metadata():
+    batch = replace(IDEMPOTENT, record_count=3)
+    records = [
+        Record(1234567, 1, 2147483646, b"k 1", b"v: 1\nsecond line"),
+        Record(1234568, 2, 2147483647, None, b"\xed\xa0\x80"),  # an encoded surrogate: one U+FFFD, as the JDK
+        Record(1234569, 3, 0, b"k3", None),
+    ]
+    rows = [(batch, records)]
+    data = list(format_dump(HEAD_PATH, rows, log_start_offset=0, deep=False, print_data=True))
+    assert data[3:] == [
+        "| offset: 1234567 CreateTime: 1 keySize: 3 valueSize: 16 sequence: 2147483646 headerKeys: [] "
+        "key: k 1 payload: v: 1\nsecond line",
+        "| offset: 1234568 CreateTime: 2 keySize: -1 valueSize: 3 sequence: 2147483647 headerKeys: [] payload: \ufffd",
+        "| offset: 1234569 CreateTime: 3 keySize: 2 valueSize: -1 sequence: 0 headerKeys: [] key: k3",
+    ]
+    only = list(format_dump(HEAD_PATH, rows, log_start_offset=0, print_data=True, skip_record_metadata=True))
+    assert only[3:] == ["| key: k 1 payload: v: 1\nsecond line", " payload: \ufffd", "| key: k3"]
+    java = list(format_dump(HEAD_PATH, rows, log_start_offset=0, print_data=True, skip_record_metadata=True,
+                            kafka_version="4.3.1"))
+    assert java[4] == "| payload: \ufffd"
+    # The parser reads the payloads back, the one printed over two lines included.
+    parsed = of_type(list(parse_dump("\n".join(data).split("\n"))), DumpRecord)
+    assert [(r.record.key, r.record.value) for r in parsed] == [
+        (b"k 1", b"v: 1\nsecond line"), (None, "\ufffd".encode()), (b"k3", None)]
+
+
+@pytest.mark.parametrize("version, no_batch_end", [("3.9.2", " "), ("4.4.0", ""), ("3.4", " ")])
+def test_producer_snapshot_lines(tmp_path, version, no_batch_end):
+    from analytics.kafka.dumplog import dump_file
+    from analytics.kafka.sidecars import write_snapshot
+
+    path = tmp_path / "t-0" / "00000000000000000010.snapshot"
+    path.parent.mkdir()
+    path.write_bytes(write_snapshot([(5, 1, 1, 9, 3, 100, -1, -1), (6, 0, -1, -1, 0, 200, 3, 8)]))
+    empty, some = ("None", "Some(8)") if version == "3.4" else ("OptionalLong.empty", "OptionalLong[8]")
+    assert list(dump_file(str(path), kafka_version=version)) == [
+        f"Dumping {path}",
+        f"producerId: 5 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: {empty} lastTimestamp: 100"
+        " firstSequence: 2147483646 lastSequence: 1 lastOffset: 9 offsetDelta: 3 timestamp: 100",
+        f"producerId: 6 producerEpoch: 0 coordinatorEpoch: 3 currentTxnFirstOffset: {some} lastTimestamp: 200"
+        + no_batch_end,
+    ]
+    warnings = []
+    path.write_bytes(path.read_bytes()[:-1])  # refused by the broker: nothing but the Dumping line
+    assert list(dump_file(str(path), warn=warnings.append)) == [f"Dumping {path}"] and len(warnings) == 1
+
+
+def test_txn_index_lines_stop_at_a_partial_entry(tmp_path):
+    from analytics.kafka.dumplog import dump_file
+    from analytics.kafka.sidecars import write_txnindex
+
+    path = tmp_path / "t-0" / "00000000000000000000.txnindex"
+    path.parent.mkdir()
+    path.write_bytes(write_txnindex([(7, 100, 105, 100), (8, 106, 110, 106)]) + b"\x00" * 10)
+    assert list(dump_file(str(path).replace("/t-0/", "/t-0//"))) == [  # printed as java.io.File prints it
+        f"Dumping {path}",
+        "version: 0 producerId: 7 firstOffset: 100 lastOffset: 105 lastStableOffset: 100",
+        "version: 0 producerId: 8 firstOffset: 106 lastOffset: 110 lastStableOffset: 106",
+    ]
+
+
+def test_dump_segment_prints_the_records_of_a_batch_failing_its_crc(tmp_path):
+    path, data, marker = write_segment(tmp_path)
+    corrupt = bytearray(data)
+    corrupt[-2] ^= 0x01  # a bit of the last record's value: the records still decode
+    write_file(path, [bytes(corrupt), marker])
+    dumped = list(dump_segment(path))
+    assert " isvalid: false" in dumped[2] and " isvalid: true" in dumped[5]
+    assert [line.split(" CreateTime")[0] for line in dumped[3:5]] == ["| offset: 5", "| offset: 6"]
+
+
+def test_dump_segment_prints_each_inner_legacy_message_with_its_own_crc(tmp_path):
+    from analytics.kafka.writer import build_legacy_wrapper
+    from analytics.kafka.writer import RecordSpec as Spec
+
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    path = folder / "00000000000000000000.log"
+    wrapper = build_legacy_wrapper([0, 1], [Spec(b"a", b"x", 10), Spec(b"b", b"y", 11)], compression="gzip")
+    write_file(path, [wrapper])
+    dumped = list(dump_segment(str(path), kafka_version="4.4.0"))
+    wrapper_crc = int.from_bytes(wrapper[12:16], "big")
+    inner = [int(re.search(r" crc: (\d+)$", line).group(1)) for line in dumped[3:]]
+    assert len(inner) == 2 and wrapper_crc not in inner and len(set(inner)) == 2
+    assert all(" isValid: true crc: " in line for line in dumped[3:])
+
+
+def test_cli_dump_log_takes_kafkas_flags(tmp_path, capsys):
+    from analytics.cli import main
+
+    path, _, _ = write_segment(tmp_path)
+    assert main(["dump-log", "--files", f"{path},{path}", "--print-data-log", "--kafka-version", "4.4.0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out.count(f"Dumping {path}") == 2 and out[3].endswith("headerKeys: [h] key: k payload: v1")
+    assert main(["dump-log", path, "--no-deep-iteration"]) == 0
+    assert not any(line.startswith("| ") for line in capsys.readouterr().out.splitlines())
+    assert main(["dump-log", path, "--kafka-version", "2.8"]) == 2
+    assert "3.2 and later" in capsys.readouterr().err
+    assert main(["dump-log", str(tmp_path / "t-0" / "00000000000000000005.index")]) == 2
+    assert main(["dump-log", str(tmp_path / "missing.log")]) == 2

@@ -25,6 +25,11 @@ What the text cannot give: ``base_timestamp`` (None), attribute bits other than 
 flags (rebuilt from them), header values, and record bytes without ``--print-data-log``;
 the ≤ 2.1 deep-only lines carry no batch CRC either (``crc`` None). Lines that do not parse become ``ParseError`` rows of kind
 :data:`DUMP_LINE`; the parser never raises on input.
+
+The other way, :func:`dump_file` prints what the tool of a release (3.2+, :func:`dump_style`)
+prints for a ``.log``, ``.checkpoint``, ``.snapshot`` or ``.txnindex`` file, from the binary
+readers; ``tests/test_dumplog_oracle.py`` checks it line for line against the real 3.9.2 and 4.3
+tools (docs/real-broker.md).
 """
 
 from __future__ import annotations
