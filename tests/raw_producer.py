@@ -33,6 +33,9 @@ class Answer:
 
     error_code: int
     base_offset: int
+    # an append to a LogAppendTime topic: the broker's time; to a CreateTime topic: -1;
+    # a duplicate: the original batch's timestamp, from the broker's cache
+    log_append_time: int
     log_start_offset: int
 
     @property
@@ -124,9 +127,9 @@ class RawProducer:
             for partition in partitions:
                 if partition in ends:
                     continue
+                latest = Topic(name=topic, partitions=[Partition(partition_index=partition, timestamp=-1)])
                 response = self._call(self.leader(topic, partition), ListOffsetsRequest(
-                    replica_id=-1, isolation_level=0, max_version=7,
-                    topics=[Topic(name=topic, partitions=[Partition(partition_index=partition, timestamp=-1)])]))
+                    replica_id=-1, isolation_level=0, topics=[latest], max_version=7))
                 [answer] = response.topics[0].partitions
                 if answer.error_code == 0:
                     ends[partition] = answer.offset
@@ -135,7 +138,8 @@ class RawProducer:
             if len(ends) == len(partitions):
                 return ends
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: no answer from the leaders of {sorted(set(partitions) - set(ends))}")
+                missing = sorted(set(partitions) - set(ends))
+                raise TimeoutError(f"{topic}: no answer from the leaders of partitions {missing}")
             self._leaders = {k: v for k, v in self._leaders.items() if k[0] != topic}
             time.sleep(0.1)
 
@@ -150,4 +154,5 @@ class RawProducer:
         response = self._call(self.leader(topic, partition), request)
         [topic_response] = response.responses
         [answer] = topic_response.partition_responses
-        return Answer(answer.error_code, answer.base_offset, answer.log_start_offset)
+        return Answer(answer.error_code, answer.base_offset, answer.log_append_time_ms,
+                      answer.log_start_offset)

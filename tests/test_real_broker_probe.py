@@ -15,10 +15,12 @@ After the histories, the broker stops cleanly and its log dir is exported and au
 broker appended, and each one's verdict must fit why the broker took it (``expected_verdicts``
 is the mapping, stated in its docstring).
 
-Time: batch timestamps are the wall clock when the batch is built (the broker compares the same
-clock with them). A producer whose last appended batch is younger than
-``EXPIRATION_MS - MARGIN_MS`` has certainly not expired; one older than
-``EXPIRATION_MS + CHECK_INTERVAL_MS + MARGIN_MS`` certainly has. A send in between is refused
+Time: a batch carries the wall clock when it is sent (a retry "as is" keeps its first timestamp),
+and the broker keeps its maxTimestamp as the producer's time (its own clock on a LogAppendTime
+topic) to compare with the same wall clock. A producer whose last appended batch is younger than
+``EXPIRATION_MS - ALIVE_MARGIN_MS`` has certainly not expired; one older than
+``EXPIRATION_MS + CHECK_INTERVAL_MS + EXPIRED_MARGIN_MS`` (and appended at least
+``CHECK_INTERVAL_MS + EXPIRED_MARGIN_MS`` ago) certainly has. A send in between is refused
 as inconclusive rather than guessed. Several histories share one idle period: each example of
 the hypothesis test is a group of histories, run up to their idle point, then one sleep, then the
 rest of the idle ones.
@@ -39,7 +41,13 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from analytics.kafka.layout import INT_MAX
-from analytics.kafka.util import decrement_sequence, in_sequence, increment_sequence, last_sequence, sequence_ahead
+from analytics.kafka.util import (
+    decrement_sequence,
+    in_sequence,
+    increment_sequence,
+    last_sequence,
+    sequence_ahead,
+)
 from analytics.replay.broker import PROFILES, ProducerStateManager, Result
 from tests.kafka_cluster import VERSIONS, KafkaCluster, require_jars
 from tests.raw_producer import Answer, RawProducer, idempotent_batch, now_ms
@@ -48,7 +56,8 @@ pytestmark = pytest.mark.broker
 
 EXPIRATION_MS = 3000
 CHECK_INTERVAL_MS = 200
-MARGIN_MS = 600
+ALIVE_MARGIN_MS = 600  # a producer younger than EXPIRATION_MS - this is certainly alive
+EXPIRED_MARGIN_MS = 1500  # slack for the broker's check thread on a busy machine
 BROKER_CONFIG = {
     "producer.id.expiration.ms": str(EXPIRATION_MS),
     "producer.id.expiration.check.interval.ms": str(CHECK_INTERVAL_MS),
@@ -86,9 +95,12 @@ class Next:
 
 @dataclass(frozen=True)
 class Retry:
-    """The ``back``-th newest appended batch again (1 = the last): same epoch, range and records."""
+    """The ``back``-th newest appended batch again (1 = the last): same epoch, range and records;
+    ``as_is`` keeps the timestamp it had when first sent (a client's retry), else it carries the
+    time it is sent again (an application sending the same records again)."""
 
     back: int = 1
+    as_is: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,11 +142,12 @@ class History:
     first_seq: int  # the client's first sequence
     before: tuple  # ops before the idle period
     after: tuple | None = None  # None: no idle period; else the ops once the producer has expired
+    log_append_time: bool = False  # the topic's message.timestamp.type is LogAppendTime
 
 
 counts = st.integers(1, 3)
 next_ops = st.builds(Next, counts)
-retry_ops = st.builds(Retry, st.integers(1, 9))
+retry_ops = st.builds(Retry, st.integers(1, 9), st.booleans())
 gap_ops = st.builds(Gap, st.integers(1, 4), counts)
 rewind_ops = st.builds(Rewind, st.integers(1, 6), counts)
 epoch_ops = st.builds(Epoch, st.sampled_from([-2, -1, 1, 2]), st.booleans(), counts)
@@ -149,6 +162,7 @@ histories = st.builds(
     before=st.lists(ops, min_size=2, max_size=12).map(tuple),
     after=st.none() | st.builds(lambda first, rest: (first, *rest), after_idle_first,
                                 st.lists(ops, max_size=4)),
+    log_append_time=st.sampled_from([False, False, False, True]),
 )
 
 # Hand-picked groups so that every kind the brief asks for is probed whatever hypothesis draws.
@@ -162,6 +176,8 @@ LIVE_STATE = [
     History(0, INT_MAX - 2, (Next(2), Next(3), Next(), Jump(0), Retry(2), Next(2))),
     # a higher epoch must start at 0, even right after the wrap
     History(0, INT_MAX - 2, (Next(3), Epoch(1, False), Epoch(1, True), Next())),
+    # LogAppendTime: the broker stamps the batches; retries as they were are still duplicates
+    History(0, 0, (Next(), Next(2), Retry(1, True), Retry(2, True), Gap(1), Next()), log_append_time=True),
 ]
 AFTER_IDLE = [
     # a replay of an old batch (beyond the window); then the client goes on from where it was
@@ -177,6 +193,11 @@ AFTER_IDLE = [
     # a higher epoch at a non-zero sequence; a jump to INT_MAX and across the wrap
     History(0, 0, (Next(), Next()), (Epoch(1, False, 2), Next())),
     History(0, 0, (Next(), Next()), (Jump(1, 1), Next(3), Next())),
+    # a client's retry, its original timestamp kept: the broker takes it, then drops the producer
+    # again at its next check (the timestamp is past the expiration), and takes the next batch too
+    History(0, 0, (Next(), Next(), Next()), (Retry(2, True), Next(), Next())),
+    # the same on a LogAppendTime topic: the broker's own time, so the producer stays
+    History(0, 0, (Next(), Next(), Next()), (Retry(2, True), Next(), Next()), log_append_time=True),
 ]
 
 
@@ -189,7 +210,7 @@ class Step:
     epoch: int
     base_seq: int
     count: int
-    timestamp: int
+    timestamp: int  # what the batch carried
     observed: tuple  # (Result, offset or None), from the broker's answer
     predicted: tuple  # the same, from the model
     reason: str  # the model's reason
@@ -205,7 +226,8 @@ class Appended:
     epoch: int
     base_seq: int
     last_seq: int
-    timestamp: int
+    timestamp: int  # its maxTimestamp on disk: what it carried, or the broker's time (LogAppendTime)
+    sent_timestamp: int  # what it carried
     why: str  # first | expired | in_sequence | new_epoch
     after_expiration: bool  # its epoch has batches appended before an expiration of the producer
 
@@ -226,10 +248,12 @@ class Run:
     appended: list[Appended] = field(default_factory=list)
     expirations: list[int] = field(default_factory=list)  # len(appended) when the model expired the pid
     log_end: int = 0
+    state_since: int = 0  # wall clock of the last append: the broker's entry is at least this recent
 
     def describe(self) -> str:
-        lines = [f"{self.topic}-{self.partition} pid {self.pid} (InitProducerId epoch {self.init_epoch}): "
-                 f"{self.history}"]
+        kind = "LogAppendTime" if self.history.log_append_time else "CreateTime"
+        lines = [f"{self.topic}-{self.partition} ({kind}) pid {self.pid} "
+                 f"(InitProducerId epoch {self.init_epoch}): {self.history}"]
         for s in self.steps:
             lines.append(f"  {s.op:<28} epoch {s.epoch} seq {s.base_seq}+{s.count} ts {s.timestamp}: "
                          f"broker {s.observed[0]} {s.observed[1]} ({s.answer.error_name}), "
@@ -244,17 +268,20 @@ class Probe:
     producer: RawProducer
     runs: list[Run] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)
-    free: list[tuple[str, int]] = field(default_factory=list)
+    free: dict[bool, list[tuple[str, int]]] = field(default_factory=lambda: {False: [], True: []})
 
-    def partition(self) -> tuple[str, int]:
-        if not self.free:
-            topic = f"probe-{len(self.topics)}"
-            self.cluster.create_topic(topic, partitions=PARTITIONS_PER_TOPIC)
+    def partition(self, log_append_time: bool) -> tuple[str, int]:
+        free = self.free[log_append_time]
+        if not free:
+            topic = f"probe-{len(self.topics)}{'-lat' if log_append_time else ''}"
+            configs = {"message_timestamp_type": "LogAppendTime"} if log_append_time else {}
+            self.cluster.create_topic(topic, partitions=PARTITIONS_PER_TOPIC, **configs)
             # every leader has taken over (else a first produce may get NOT_LEADER_OR_FOLLOWER)
-            assert set(self.producer.log_end_offsets(topic, list(range(PARTITIONS_PER_TOPIC))).values()) == {0}
+            ends = self.producer.log_end_offsets(topic, list(range(PARTITIONS_PER_TOPIC)))
+            assert set(ends.values()) == {0}, ends
             self.topics.append(topic)
-            self.free = [(topic, p) for p in range(PARTITIONS_PER_TOPIC)]
-        return self.free.pop(0)
+            free += [(topic, p) for p in range(PARTITIONS_PER_TOPIC)]
+        return free.pop(0)
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
@@ -292,7 +319,7 @@ def observed_result(answer: Answer, log_end: int) -> tuple:
 
 
 def start(probe: Probe, history: History) -> Run:
-    topic, partition = probe.partition()
+    topic, partition = probe.partition(history.log_append_time)
     pid, init_epoch = probe.producer.init_producer_id()
     model = ProducerStateManager(PROFILES[PROFILE_OF[probe.version]], producer_id_expiration_ms=EXPIRATION_MS)
     run = Run(history, topic, partition, pid, init_epoch, model, history.epoch, history.first_seq)
@@ -304,10 +331,11 @@ def play(probe: Probe, run: Run, op) -> None:
     """Send the batch ``op`` stands for now, and check the model predicted the broker's answer."""
     epoch, seq = run.epoch, run.next_seq
     count = getattr(op, "count", 1)
-    moves_cursor = True
+    moves_cursor, timestamp = True, None
     if isinstance(op, Retry) and run.appended:
         original = run.appended[-min(op.back, len(run.appended))]
         epoch, seq, count, moves_cursor = original.epoch, original.base_seq, original.count, False
+        timestamp = original.sent_timestamp if op.as_is else None
     elif isinstance(op, Gap):
         seq = increment_sequence(seq, op.skip)
     elif isinstance(op, Jump):
@@ -320,22 +348,37 @@ def play(probe: Probe, run: Run, op) -> None:
             epoch = run.epoch - op.delta
         epoch = min(epoch, MAX_EPOCH)
         seq = 0 if op.zero else seq
-    send(probe, run, repr(op), epoch, seq, count, moves_cursor)
+    send(probe, run, repr(op), epoch, seq, count, moves_cursor, timestamp)
 
 
-def send(probe: Probe, run: Run, op: str, epoch: int, seq: int, count: int, moves_cursor: bool) -> None:
-    last = last_sequence(seq, count - 1)
-    timestamp = now_ms()
+def certain_expiry(run: Run) -> int | None:
+    """When the broker has certainly dropped the producer (its check ran past the expiration and
+    past the append), or None when the model holds no state for it."""
     entry = run.model.entry(run.pid)
-    if entry is not None:
-        idle = timestamp - entry.last_timestamp
-        if EXPIRATION_MS - MARGIN_MS <= idle < EXPIRATION_MS + CHECK_INTERVAL_MS + MARGIN_MS:
-            raise AssertionError(f"inconclusive timing: producer idle {idle} ms, near the expiration of "
-                                 f"{EXPIRATION_MS} ms (a stalled test run?)\n{run.describe()}")
-    if run.model.remove_expired(timestamp):
+    if entry is None:
+        return None
+    return max(entry.last_timestamp + EXPIRATION_MS, run.state_since) + CHECK_INTERVAL_MS + EXPIRED_MARGIN_MS
+
+
+def send(probe: Probe, run: Run, op: str, epoch: int, seq: int, count: int, moves_cursor: bool,
+         timestamp: int | None) -> None:
+    """One batch now: ``timestamp`` is what it carries (default: now). The broker keeps the
+    batch's maxTimestamp as the producer's time: the carried one, or its own clock on a
+    LogAppendTime topic (so the model is told now; the broker's is a few ms later)."""
+    last = last_sequence(seq, count - 1)
+    now = now_ms()
+    timestamp = now if timestamp is None else timestamp
+    kept = now if run.history.log_append_time else timestamp
+    entry = run.model.entry(run.pid)
+    alive = entry is None or now - entry.last_timestamp < EXPIRATION_MS - ALIVE_MARGIN_MS
+    if not alive and now < certain_expiry(run):
+        age = now - entry.last_timestamp
+        raise AssertionError(f"inconclusive timing: the producer's time is {age} ms old, near the expiration "
+                             f"of {EXPIRATION_MS} ms (a stalled run?)\n{run.describe()}")
+    if run.model.remove_expired(now):
         run.expirations.append(len(run.appended))
     before = run.model.entry(run.pid)
-    decision = run.model.append_data(run.pid, epoch, seq, last, run.log_end, run.log_end + count - 1, timestamp,
+    decision = run.model.append_data(run.pid, epoch, seq, last, run.log_end, run.log_end + count - 1, kept,
                                      is_transactional=False)
     answer = probe.producer.produce(run.topic, run.partition,
                                     idempotent_batch(run.pid, epoch, seq, count, timestamp))
@@ -345,8 +388,11 @@ def send(probe: Probe, run: Run, op: str, epoch: int, seq: int, count: int, move
                  else decision.duplicate_of[0] if decision.result is Result.DUPLICATE else None)
     run.steps.append(Step(op, epoch, seq, count, timestamp, observed, predicted, decision.reason, answer))
     if observed != predicted:
-        raise Disagreement(f"Kafka {probe.version} and the model ({PROFILE_OF[probe.version]}) disagree on the "
-                           f"last step:\n{run.describe()}")
+        raise Disagreement(f"Kafka {probe.version} and the model ({PROFILE_OF[probe.version]}) disagree "
+                           f"on the last step:\n{run.describe()}")
+    if decision.result is Result.DUPLICATE:  # the broker names the original's timestamp, from its cache
+        [original] = [a for a in run.appended if a.offset == observed[1]]
+        assert answer.log_append_time == original.timestamp, f"{answer}, {original}\n{run.describe()}"
     if decision.result is not Result.APPENDED:
         return
     if before is None:
@@ -355,10 +401,19 @@ def send(probe: Probe, run: Run, op: str, epoch: int, seq: int, count: int, move
         why = "in_sequence" if epoch == before.producer_epoch else "new_epoch"
     last_expiration = run.expirations[-1] if run.expirations else 0
     after_expiration = any(a.epoch == epoch for a in run.appended[:last_expiration])
-    run.appended.append(Appended(run.log_end, count, epoch, seq, last, timestamp, why, after_expiration))
+    on_disk = answer.log_append_time if run.history.log_append_time else timestamp
+    assert (on_disk >= now) if run.history.log_append_time else (answer.log_append_time == -1), answer
+    run.appended.append(
+        Appended(run.log_end, count, epoch, seq, last, on_disk, timestamp, why, after_expiration))
     run.log_end += count
+    run.state_since = now
     if moves_cursor:
         run.epoch, run.next_seq = epoch, increment_sequence(last, 1)
+    if now - timestamp >= EXPIRATION_MS - ALIVE_MARGIN_MS:
+        # It came with a timestamp already old (a retry as it was): on a CreateTime topic the broker
+        # drops the producer at its next check. Wait until that is certain, on either kind of topic:
+        # on a LogAppendTime topic the producer must still be there.
+        time.sleep(max(now + CHECK_INTERVAL_MS + EXPIRED_MARGIN_MS - now_ms(), 0) / 1000)
 
 
 def run_group(probe: Probe, group: list[History]) -> None:
@@ -371,9 +426,8 @@ def run_group(probe: Probe, group: list[History]) -> None:
             play(probe, run, op)
         runs.append(run)
     idle = [run for run in runs if run.history.after is not None]
-    if idle:
-        last = max(run.model.entry(run.pid).last_timestamp for run in idle)
-        time.sleep(max(last + EXPIRATION_MS + CHECK_INTERVAL_MS + MARGIN_MS - now_ms(), 0) / 1000)
+    wake = max((certain_expiry(run) or 0 for run in idle), default=0)
+    time.sleep(max(wake - now_ms(), 0) / 1000)
     for run in idle:
         for op in run.history.after:
             play(probe, run, op)
@@ -407,8 +461,12 @@ def expected_verdicts(run: Run, index: int) -> tuple[set[str], str | None]:
       higher epoch ``EPOCH_BUMP`` at 0, else ``EPOCH_BUMP_NONZERO``; a lower epoch
       ``FENCED_ZOMBIE_WRITE``; the same epoch ``OK``/``SEQUENCE_GAP``/``SEQUENCE_REGRESSION``
       against the previous batch's last sequence or the epoch's highest so far (both readings are
-      allowed) — and every verdict but OK and EPOCH_BUMP ``explained_by = producer_expiration``
-      (its idle time is past the expiration).
+      allowed). Every verdict but OK and EPOCH_BUMP is ``explained_by = producer_expiration``
+      when the batch's own timestamp shows the idle time (its maxTimestamp at least
+      ``producer.id.expiration.ms`` past its predecessor's): always for a batch sent with the time
+      it was sent, and on a LogAppendTime topic, where the broker stamps it. A replay that kept its
+      original timestamp on a CreateTime topic cannot show it (§7.4 item 7: the log has the
+      producer's clock, not the arrival time), and stays unexplained.
     - the producer had state and the batch is in sequence in its epoch, or a higher epoch at 0,
       and no batch of that epoch was written before an expiration of the producer: ``OK`` or
       ``EPOCH_BUMP``, nothing else.
@@ -436,7 +494,8 @@ def expected_verdicts(run: Run, index: int) -> tuple[set[str], str | None]:
         else:
             verdicts = {_same_epoch(prev.last_seq, batch.base_seq),
                         _same_epoch(_highest(earlier, batch.epoch), batch.base_seq)}
-        return verdicts, "producer_expiration"
+        shows_idle = batch.timestamp - prev.timestamp >= EXPIRATION_MS
+        return verdicts, "producer_expiration" if shows_idle else None
     if not batch.after_expiration:
         return {"OK" if batch.why == "in_sequence" else "EPOCH_BUMP"}, None
     if exact:
@@ -456,9 +515,15 @@ def _highest(batches: list[Appended], epoch: int) -> int:
     """The epoch's highest last sequence so far, going forward mod 2^31 from its first batch."""
     highest = None
     for a in batches:
-        if a.epoch == epoch and (highest is None or sequence_ahead(highest, a.last_seq) or in_sequence(highest, a.last_seq)):
+        if a.epoch != epoch:
+            continue
+        if highest is None or sequence_ahead(highest, a.last_seq) or in_sequence(highest, a.last_seq):
             highest = a.last_seq
     return highest
+
+
+def _reason(batch: Appended) -> str:
+    return batch.why + ("+after_expiration" if batch.after_expiration else "")
 
 
 def stats(probe: Probe) -> dict:
@@ -470,6 +535,7 @@ def stats(probe: Probe) -> dict:
         "profile": PROFILE_OF[probe.version],
         "histories": len(probe.runs),
         "histories_with_idle": sum(run.history.after is not None for run in probe.runs),
+        "histories_log_append_time": sum(run.history.log_append_time for run in probe.runs),
         "histories_at_another_epoch_than_init_producer_id": sum(
             run.history.epoch != run.init_epoch for run in probe.runs),
         "batches_sent": len(steps),
@@ -477,8 +543,8 @@ def stats(probe: Probe) -> dict:
         "error_codes": dict(sorted(errors.items())),
         "model_agreed": sum(s.observed == s.predicted for s in steps),
         "appended": sum(len(run.appended) for run in probe.runs),
-        "appended_by_reason": dict(sorted(Counter(a.why + ("+after_expiration" if a.after_expiration else "")
-                                                  for run in probe.runs for a in run.appended).items())),
+        "appended_by_reason": dict(sorted(Counter(_reason(a) for run in probe.runs
+                                                  for a in run.appended).items())),
     }
 
 
@@ -510,8 +576,10 @@ def audited(probe, spark, tmp_path_factory) -> Audited:
     [log_dir] = probe.cluster.log_dirs
     out = tmp_path_factory.mktemp(f"probe-audit-{probe.version}") / "out"
     export(spark, [str(log_dir)], str(out))
-    audit(spark, str(out), AuditConfig(profile=PROFILE_OF[probe.version], producer_id_expiration_ms=EXPIRATION_MS))
-    found = spark.read.parquet(str(out / "batch_verdicts")).where(F.col("topic").isin(*probe.topics)).collect()
+    config = AuditConfig(profile=PROFILE_OF[probe.version], producer_id_expiration_ms=EXPIRATION_MS)
+    audit(spark, str(out), config)
+    verdicts = spark.read.parquet(str(out / "batch_verdicts"))
+    found = verdicts.where(F.col("topic").isin(*probe.topics)).collect()
     rows = {(r["topic"], r["partition"], r["base_offset"]): r for r in found}
     checked, wrong = [], []
     for run in probe.runs:
@@ -522,15 +590,18 @@ def audited(probe, spark, tmp_path_factory) -> Audited:
                 wrong.append(f"{key}: appended by the broker, not in the export")
                 continue
             seen = (row["last_offset"], row["producer_id"], row["producer_epoch"], row["base_sequence"],
-                    row["last_sequence"], row["max_timestamp"])
+                    row["last_sequence"], row["max_timestamp"], row["timestamp_type"])
             want = (batch.offset + batch.count - 1, run.pid, batch.epoch, batch.base_seq, batch.last_seq,
-                    batch.timestamp)
+                    batch.timestamp, "LogAppendTime" if run.history.log_append_time else "CreateTime")
             if seen != want:
                 wrong.append(f"{key}: on disk {seen}, appended {want}")
                 continue
             checked.append((run, i, row))
     appended = {(run.topic, run.partition, a.offset) for run in probe.runs for a in run.appended}
     wrong += [f"{key}: on disk, never acknowledged as appended" for key in sorted(set(rows) - appended)]
+    by_reason = Counter(f"{_reason(run.appended[i])}: {row['verdict']}/{row['explained_by']}"
+                        for run, i, row in checked)
+    print(json.dumps({"version": probe.version, "audit": dict(sorted(by_reason.items()))}))
     return Audited(rows, checked, wrong)
 
 
@@ -551,8 +622,8 @@ def _mismatch(run: Run, index: int, row, *, explanation: bool = True) -> str | N
     batch = run.appended[index]
     return (f"{(run.topic, run.partition, batch.offset)} ({batch.why}"
             f"{', its epoch written before an expiration' if batch.after_expiration else ''}): audit "
-            f"{row['verdict']}/{row['explained_by']}/{row['severity']} (idle {row['idle_ms']} ms), expected one of "
-            f"{sorted(verdicts)} with explained_by {want}\n{run.describe()}")
+            f"{row['verdict']}/{row['explained_by']}/{row['severity']} (idle {row['idle_ms']} ms), "
+            f"expected one of {sorted(verdicts)} with explained_by {want}\n{run.describe()}")
 
 
 @pytest.mark.spark
