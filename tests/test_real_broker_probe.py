@@ -13,7 +13,10 @@ offset, the original batch's offset for a duplicate, or the error code) is the g
 After the histories, the broker stops cleanly and its log dir is exported and audited with
 ``producer_id_expiration_ms`` set to the broker's. The log must hold exactly the batches the
 broker appended, and each one's verdict must fit why the broker took it (``expected_verdicts``
-is the mapping, stated in its docstring).
+is the mapping, stated in its docstring). One class of it is a strict xfail: batches the broker
+took in sequence after it had taken a rewind or a replay from an expired producer repeat sequences
+written before the expiration; the audit gives them the right verdict (DUPLICATE,
+SEQUENCE_REGRESSION) but no explanation, as it looks only at the idle time before each batch.
 
 Time: a batch carries the wall clock when it is sent (a retry "as is" keeps its first timestamp),
 and the broker keeps its maxTimestamp as the producer's time (its own clock on a LogAppendTime
@@ -390,8 +393,12 @@ def send(probe: Probe, run: Run, op: str, epoch: int, seq: int, count: int, move
     if observed != predicted:
         raise Disagreement(f"Kafka {probe.version} and the model ({PROFILE_OF[probe.version]}) disagree "
                            f"on the last step:\n{run.describe()}")
-    if decision.result is Result.DUPLICATE:  # the broker names the original's timestamp, from its cache
+    if decision.result is Result.DUPLICATE:
+        # the model's original is the whole batch the broker appended there, and the broker's answer
+        # names that batch's timestamp (from its cache of the producer's last five)
         [original] = [a for a in run.appended if a.offset == observed[1]]
+        original_offsets = (original.offset, original.offset + original.count - 1)
+        assert decision.duplicate_of == original_offsets, run.describe()
         assert answer.log_append_time == original.timestamp, f"{answer}, {original}\n{run.describe()}"
     if decision.result is not Result.APPENDED:
         return
