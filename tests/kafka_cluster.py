@@ -290,10 +290,10 @@ class KafkaCluster:
             admin.create_topics([NewTopic(name, partitions, replication,
                                           topic_configs={k.replace("_", "."): str(v) for k, v in configs.items()})])
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # leaders elected on every partition
+            while time.monotonic() < deadline:  # leaders elected, and answering, on every partition
                 meta = admin.describe_topics([name])[0]
                 if meta["error_code"] == 0 and meta["partitions"] and all(
-                        _leader(p) >= 0 for p in meta["partitions"]):
+                        _leader(p) >= 0 for p in meta["partitions"]) and _leaders_answer(admin, name, partitions):
                     return
                 time.sleep(0.1)
             raise TimeoutError(f"topic {name} has no leader after 30 s")
@@ -369,6 +369,19 @@ class KafkaCluster:
             time.sleep(0.3)
         raise TimeoutError(f"Kafka {self.version} node {node.node_id} did not answer: {last_error}; "
                            f"{self.server_log(node.node_id)[-2000:]}")
+
+
+def _leaders_answer(admin, topic: str, partitions: int) -> bool:
+    """ListOffsets answers on every partition (right after creation a leader may still say NOT_LEADER)."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    try:
+        admin.list_partition_offsets({TopicPartition(topic, p): OffsetSpec.LATEST for p in range(partitions)},
+                                     timeout_ms=2000)
+        return True
+    except Exception:
+        return False
 
 
 def _leader(partition: dict) -> int:
