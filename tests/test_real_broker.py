@@ -271,6 +271,20 @@ def test_every_snapshot_the_broker_wrote_agrees_with_the_replay(broker_run, audi
     assert _rows(spark, out, "SELECT count(*) AS n FROM snapshot_checks WHERE status = 'match'")[0]["n"] > 10
 
 
+# -- Kafka's own DumpLogSegments over what the broker wrote -----------------------------------------
+@pytest.mark.parametrize("copy", ["live", "final"])
+def test_kafka_dump_log_agrees_line_for_line_on_the_brokers_files(broker_run, copy):
+    from tests.dumplog_oracle import DATA, DEEP, DUMPED_SUFFIXES, compare_with_kafka
+
+    root = broker_run.live if copy == "live" else broker_run.final
+    files = sorted(p for p in root.glob("*-*/*") if p.suffix in DUMPED_SUFFIXES)
+    assert {p.suffix for p in files} >= {".log", ".snapshot", ".txnindex"}
+    for flags in (DEEP, DATA):
+        compared, lines, differences = compare_with_kafka(broker_run.version, files, flags)
+        assert differences == [] and compared == len(files) and lines > 1000
+        broker_run.facts["txn"].notes.setdefault("dump_log", {})[f"{copy} {' '.join(flags)}"] = (compared, lines)
+
+
 # -- the tables of docs/real-broker.md ----------------------------------------------------------
 def test_report_tables(broker_run, audits, spark):
     """Per scenario: what the clients did, what the broker wrote, what the audit said (both copies).
@@ -295,6 +309,9 @@ def test_report_tables(broker_run, audits, spark):
                          f"{wrote['b']} | {wrote['r']} | {wrote['m']} | {start if start is not None else 0} | {said} | {dups} | "
                          f"{', '.join(f'{r['status']} {r['n']}' for r in txns) or '-'} |")
         lines.append("")
+    for run, (files, count) in broker_run.facts["txn"].notes.get("dump_log", {}).items():
+        lines.append(f"- Kafka's DumpLogSegments against `segaudit dump-log`, {run}: {files} files, {count:,} lines, 0 differences")
+    lines.append("")
     target = os.environ.get("SEGAUDIT_REAL_BROKER_REPORT")
     if target:
         with open(target, "a") as fh:
