@@ -149,7 +149,15 @@ def compare(version: str, files: Iterable, flags: Sequence[str] = DEEP) -> Compa
 
 def kafka_dump(version: str, paths: Sequence[str],
                flags: Sequence[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, list[str]]]]:
-    """Kafka's stdout per file; and per file the tool threw on, its exception and the lines before it."""
+    """Kafka's stdout per file; and per file the tool threw on, its exception and the lines before it.
+
+    The last result is kept, for a test that reads the same text again right after.
+    """
+    return _kafka_dump(version, tuple(paths), tuple(flags))
+
+
+@functools.lru_cache(maxsize=1)
+def _kafka_dump(version: str, paths: tuple[str, ...], flags: tuple[str, ...]):
     java, *rest = dump_log_command(version)
     command = [java, *JVM_UTF8, *rest, *flags]
     dumps: dict[str, list[str]] = {}

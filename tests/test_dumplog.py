@@ -1241,3 +1241,23 @@ def test_cli_dump_log_takes_kafkas_flags(tmp_path, capsys):
     assert "3.2 and later" in capsys.readouterr().err
     assert main(["dump-log", str(tmp_path / "t-0" / "00000000000000000005.index")]) == 2
     assert main(["dump-log", str(tmp_path / "missing.log")]) == 2
+
+
+def test_keys_and_payloads_printed_over_several_lines_are_read_back():
+    # As the real tool prints them (tests/test_dumplog_oracle.py reads 200,711 corpus records back).
+    two = BATCH_LINE.replace("count: 1", "count: 2").replace("lastOffset: 10", "lastOffset: 11")
+    record = "| offset: {} CreateTime: 5 keySize: {} valueSize: {} sequence: -1 headerKeys: [] "
+    rows = list(parse_dump([
+        two,
+        record.format(10, 3, 2) + "key: k",  # a key "k\\n|": its payload starts the next line
+        "| payload: v\r",  # a line that starts as a record line does; a payload ending with "\\r"
+        record.format(11, -1, 4) + "payload: \ufffd",  # 1 malformed byte printed as 3: the size tells nothing
+        "",  # the payload's newline, then its last byte
+        "x",
+    ]))
+    assert of_type(rows, ParseError) == []
+    assert [(r.record.key, r.record.value) for r in of_type(rows, DumpRecord)] == [
+        (b"k\n|", b"v\r"), (None, "\ufffd\n\nx".encode())]
+    # A dump made on Windows: "\r\n" ends every line, the first one included.
+    crlf = [line + "\r\n" for line in (two, record.format(10, -1, 2) + "payload: v\r", record.format(11, -1, 1) + "payload: w")]
+    assert [r.record.value for r in of_type(list(parse_dump(crlf)), DumpRecord)] == [b"v\r", b"w"]

@@ -115,6 +115,7 @@ _BATCH_FILE_SUFFIXES = (".log", ".checkpoint")
 # Token names are compared lower-cased (keySize in HEAD, keysize up to 2.7); these map back.
 _TIMESTAMP_TYPE_NAMES = {name.lower(): name for name in (*TIMESTAMP_TYPES, NO_TIMESTAMP_TYPE)}
 
+_REPLACEMENT = "\ufffd"  # what the tool's decoder prints for malformed UTF-8
 _KEY_PREFIX = "key: "
 _PAYLOAD_PREFIX = "payload: "
 _PAYLOAD_SEPARATOR = " payload: "
@@ -160,12 +161,14 @@ class _OpenBatch:
     all_valid: bool = True  # ≤ 2.1 deep lines print isvalid per record
     control_type: str | None = None
     coordinator_epoch: int | None = None
+    last_data: str | None = None  # the "key: … payload: …" text of the last record line, when printed
 
 
 def parse_dump(lines: Iterable[str], *, source: str = "<dump>") -> Iterator[DumpItem]:
     """Rows of ``kafka-dump-log.sh`` output: ``Batch``, then its ``DumpRecord`` rows, and ``ParseError`` rows.
 
-    ``lines`` is read lazily, one line at a time (line terminators are optional); only the record
+    ``lines`` is read lazily, one line at a time (line terminators are optional; ``\r\n`` when the
+    first line ends so, else ``\n``, since a key or payload may end with ``\r``); only the record
     lines of the batch being read are held. A batch row is yielded when the next batch line, the
     next file or the end arrives, because a control batch's type is on its record line.
     ``source`` names the dump in the errors of its lines: those rows have ``file=source``,
@@ -183,8 +186,16 @@ def parse_dump(lines: Iterable[str], *, source: str = "<dump>") -> Iterator[Dump
     ('dump_line', 3, 7)
     """
     parser = _DumpParser(source)
+    crlf = None  # a dump made on Windows ends its lines with "\r\n"; the first line tells
     for number, line in enumerate(lines, start=1):
-        yield from parser.feed(number, line.rstrip("\r\n"))
+        if line.endswith("\n"):
+            line = line[:-1]
+        if crlf is None:
+            crlf = line.endswith("\r")
+        if crlf and line.endswith("\r"):
+            line = line[:-1]
+        # Otherwise a "\r" ending a line is the end of a printed key or payload.
+        yield from parser.feed(number, line)
     yield from parser.close()
 
 
@@ -310,16 +321,33 @@ class _DumpParser:
         self._valid_end = 0
 
     def _continue_payload(self, line: str) -> bool:
-        # Only when the payload is shorter than its valueSize (a decoder other than the string one
-        # may print fewer characters than bytes, hence also the check of the line's start).
-        if self._open is None or not self._open.records or line.startswith(_DUMP_LINE_STARTS):
+        # A key or payload printed with newlines runs on over the next lines:
+        # - always while a printed key waits for its payload (valueSize >= 0 and no " payload: " yet);
+        # - else never on a line that starts as a dump line does;
+        # - else while the text is shorter than its keySize / valueSize in UTF-8 bytes; and, when it
+        #   holds a U+FFFD (malformed bytes, 1 to 3 of them printed as 3 bytes, so the size tells
+        #   nothing), on any line that could be nothing else: not an information line, and not
+        #   empty under --skip-record-metadata (where a record with neither key nor payload prints
+        #   an empty line; with record metadata no line is empty).
+        open_batch = self._open
+        if open_batch is None or open_batch.last_data is None:
             return False
-        last = self._open.records[-1]
-        value = last.record.value
-        if value is None or last.value_size is None or len(value) >= last.value_size:
-            return False
-        continued = replace(last.record, value=value + b"\n" + line.encode("utf-8"))
-        self._open.records[-1] = replace(last, record=continued)
+        last = open_batch.records[-1]
+        awaits_payload = last.value_size is not None and last.value_size >= 0 and last.record.value is None
+        if not awaits_payload:
+            if line.startswith(_DUMP_LINE_STARTS):
+                return False
+            if not _runs_on(last) and (
+                _REPLACEMENT not in open_batch.last_data
+                or (not line.strip() and last.value_size is None)  # the empty line of a record without data
+                or _INFO.fullmatch(line)
+                or _FOUND_INVALID.fullmatch(line)
+                or _DUMPING.fullmatch(line)
+            ):
+                return False
+        open_batch.last_data += "\n" + line
+        key, value = _key_and_payload(open_batch.last_data)
+        open_batch.records[-1] = replace(last, record=replace(last.record, key=key, value=value))
         return True
 
     def _new_batch(self, **fields) -> Batch:
@@ -431,7 +459,7 @@ class _DumpParser:
                 synthesised=True,
             )
         open_batch.all_valid = open_batch.all_valid and valid
-        self._add_record(open_batch, record, control)
+        self._add_record(open_batch, record, control, fields.get(""))
 
     def _record_line(self, text: str) -> None:
         """A ``| …`` record line (2.2+) of the open batch."""
@@ -455,7 +483,7 @@ class _DumpParser:
             record = self._bare_record(open_batch, fields[""])
         else:
             raise _BadLine("empty record line")
-        self._add_record(open_batch, record, control)
+        self._add_record(open_batch, record, control, fields.get(""))
 
     def _record(self, fields: dict[str, str], batch_base_offset: int) -> DumpRecord:
         key, value = _key_and_payload(fields.get(""))
@@ -513,9 +541,10 @@ class _DumpParser:
 
     @staticmethod
     def _add_record(
-        open_batch: _OpenBatch, record: DumpRecord, control: tuple[str, int | None] | None
+        open_batch: _OpenBatch, record: DumpRecord, control: tuple[str, int | None] | None, data: str | None
     ) -> None:
         open_batch.records.append(record)
+        open_batch.last_data = data
         # A control batch holds one record; should there be more, the first names the batch.
         if control is not None and open_batch.control_type is None:
             open_batch.control_type, open_batch.coordinator_epoch = control
@@ -553,6 +582,22 @@ def _fields(text: str) -> dict[str, str]:
         # The 2.8 record line repeats no name; should a line do so, the first value counts.
         fields.setdefault(name.lower(), value)
     return fields
+
+
+def _runs_on(last: DumpRecord) -> bool:
+    """Whether the printed key or payload of a record line is shorter than its size says.
+
+    Without sizes (``--skip-record-metadata``) nothing tells, so nothing runs on.
+    """
+    key_size, value_size = last.key_size, last.value_size
+    if key_size is None or value_size is None:
+        return False
+    key, value = last.record.key, last.record.value
+    if value_size >= 0:
+        if value is None:  # the key runs on: " payload: " is still to come
+            return key_size >= 0 and key is not None
+        return len(value) < value_size
+    return key_size >= 0 and key is not None and len(key) < key_size
 
 
 def _no_data(fields: dict[str, str]) -> dict[str, str]:

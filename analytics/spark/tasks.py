@@ -183,7 +183,8 @@ def _read_dump(task, *, with_records: bool):
         records.clear()
         return out
 
-    with open(task.path, encoding="utf-8", errors="replace") as f:
+    # Lines end at "\n" only (parse_dump strips a "\r" of Windows dumps): a printed payload may hold "\r".
+    with open(task.path, encoding="utf-8", errors="replace", newline="\n") as f:
         for item in parse_dump(f, source=task.path):
             if isinstance(item, ParseError):
                 errors.append(item)
