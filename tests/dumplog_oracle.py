@@ -92,13 +92,14 @@ class Comparison:
 
     def summary(self) -> str:
         flags = " ".join(self.flags) or "(no flags)"
-        return (f"Kafka {self.version} {flags}: {self.files_compared} files, {self.lines_compared} lines compared, "
-                f"{len(self.differences)} differences, {len(self.excused)} excused, "
-                f"{len(self.tool_failures)} files the tool failed on")
+        return (f"Kafka {self.version} {flags}: {self.files_compared} files, "
+                f"{self.lines_compared} lines compared, {len(self.differences)} differences, "
+                f"{len(self.excused)} excused, {len(self.tool_failures)} files the tool failed on")
 
 
-def compare_with_kafka(version: str, files: Iterable, flags: Sequence[str] = DEEP) -> tuple[int, int, list[Difference]]:
-    """``(files_compared, lines_compared, differences)`` of ``segaudit dump-log`` against Kafka ``version``'s tool.
+def compare_with_kafka(version: str, files: Iterable,
+                       flags: Sequence[str] = DEEP) -> tuple[int, int, list[Difference]]:
+    """``(files_compared, lines_compared, differences)``: ``segaudit dump-log`` against ``version``'s tool.
 
     A file the tool fails on is a difference too (a broker's own files should never make it
     fail); use :func:`compare` to tell such files apart. Raises ``JarsUnavailable`` when the
@@ -138,7 +139,8 @@ def compare(version: str, files: Iterable, flags: Sequence[str] = DEEP) -> Compa
         if expected == actual:
             continue
         for difference in _differences(path, expected, actual):
-            excuse = next((e for e in EXCUSES if difference.kafka is not None and difference.segaudit is not None
+            excuse = next((e for e in EXCUSES
+                           if difference.kafka is not None and difference.segaudit is not None
                            and e.applies(version, flags, difference.kafka, difference.segaudit)), None)
             if excuse is None:
                 result.differences.append(difference)
@@ -174,7 +176,8 @@ def _kafka_dump(version: str, paths: tuple[str, ...], flags: tuple[str, ...]):
         # The tool stopped inside the last file it announced: the files before it are whole.
         failed = max(len(sections) - 1, 0)
         dumps.update(zip(run[:failed], sections[:failed]))
-        failures[run[failed]] = (_exception(done.stderr, done.returncode), sections[failed] if sections else [])
+        printed = sections[failed] if sections else []
+        failures[run[failed]] = (_exception(done.stderr, done.returncode), printed)
         pending = pending[failed + 1:]
     return dumps, failures
 
@@ -258,7 +261,7 @@ def write_edge_cases(root: Path) -> list[Path]:
     lacks: KRaft control records, CRC failures whose records still decode, legacy wrappers, cleaned
     and compacted batches, keys and payloads that are not UTF-8, torn tails, snapshot entries without
     a batch or with an open transaction, a snapshot the broker refuses, a partial index entry."""
-    from analytics.kafka.layout import CONTROL_KEY, CONTROL_TYPE_IDS
+    from analytics.kafka.layout import CONTROL_KEY
     from analytics.kafka.sidecars import write_snapshot, write_txnindex
     from analytics.kafka.writer import (
         RecordSpec,
@@ -271,6 +274,7 @@ def write_edge_cases(root: Path) -> list[Path]:
         write_file,
     )
 
+    t = 1_700_000_000_000  # timestamps
     files = []
 
     def write(relative: str, entries) -> None:
@@ -283,90 +287,105 @@ def write_edge_cases(root: Path) -> list[Path]:
         files.append(path)
 
     def control(offset: int, name: str, value: bytes, *, type_id: int | None = None) -> bytes:
-        if type_id is None:
-            return build_control_batch(offset, name, producer_id=-1, producer_epoch=-1, timestamp=1_700_000_000_000 + offset,
-                                       value=value, partition_leader_epoch=3, is_transactional=False)
-        key = CONTROL_KEY.pack(0, type_id)
-        return build_batch(offset, [RecordSpec(key, value, 1_700_000_000_000)], is_control=True, partition_leader_epoch=3)
+        if type_id is not None:  # a type Kafka does not know
+            spec = RecordSpec(CONTROL_KEY.pack(0, type_id), value, t)
+            return build_batch(offset, [spec], is_control=True, partition_leader_epoch=3)
+        return build_control_batch(offset, name, producer_id=-1, producer_epoch=-1, timestamp=t + offset,
+                                   value=value, partition_leader_epoch=3, is_transactional=False)
 
-    voter = lambda voter_id: _i32(voter_id) + _tags()  # noqa: E731
-    leader_change_v0 = _i16(0) + _i32(1) + _array([voter(1), voter(2), voter(3)]) + _array([voter(1), voter(3)]) + _tags()
-    leader_change_v1 = _i16(1) + _i32(2) + _array([voter(2)]) + _array([voter(2)]) + _tags()
-    endpoint = lambda name, host, port: _string(name) + _string(host) + port.to_bytes(2, "big") + _tags()  # noqa: E731
+    def data(offset: int, value: bytes) -> bytes:
+        return build_batch(offset, [RecordSpec(None, value, t + offset)], partition_leader_epoch=3)
+
+    def voter(voter_id: int) -> bytes:
+        return _i32(voter_id) + _tags()
+
+    def endpoint(name: str, host: str, port: int) -> bytes:
+        return _string(name) + _string(host) + port.to_bytes(2, "big") + _tags()
+
+    leader_change_v0 = _i16(0) + _i32(1) + _array([voter(1), voter(2), voter(3)])
+    leader_change_v0 += _array([voter(1), voter(3)])
+    leader_change_v1 = _i16(1) + _i32(2) + _array([voter(2)]) + _array([voter(2)])
+    endpoints = _array([endpoint("CONTROLLER", "localhost", 9093), endpoint("SSL", "h\u00f4te", 9094)])
     voters = _i16(0) + _array([
-        _i32(1) + bytes(range(16)) + _array([endpoint("CONTROLLER", "localhost", 9093), endpoint("SSL", "h\u00f4te", 9094)])
-        + _i16(0) + _i16(1) + _tags() + _tags(),
+        _i32(1) + bytes(range(16)) + endpoints + _i16(0) + _i16(1) + _tags() + _tags(),
         _i32(2) + bytes(range(16, 32)) + _array([]) + _i16(0) + _i16(0) + _tags() + _tags(),
-    ]) + _tags()
-    kraft_version = _i16(0) + _i16(1) + _tags()
+    ])
     write("__cluster_metadata-0/00000000000000000000.log", [
-        control(0, "LEADER_CHANGE", leader_change_v0),
-        control(1, "LEADER_CHANGE", leader_change_v1),
-        control(2, "KRAFT_VERSION", kraft_version),
-        control(3, "KRAFT_VOTERS", voters),
+        control(0, "LEADER_CHANGE", leader_change_v0 + _tags()),
+        control(1, "LEADER_CHANGE", leader_change_v1 + _tags()),
+        control(2, "KRAFT_VERSION", _i16(0) + _i16(1) + _tags()),
+        control(3, "KRAFT_VOTERS", voters + _tags()),
         control(4, "UNKNOWN", b"\x00\x00", type_id=9),
-        build_batch(5, [RecordSpec(None, b'{"type":"FEATURE_LEVEL_RECORD"}', 1_700_000_000_005)], partition_leader_epoch=3),
+        data(5, b'{"type":"FEATURE_LEVEL_RECORD"}'),
     ])
-    write("__cluster_metadata-0/00000000000000000006.log", [  # the tool throws on the value, half-way through a line
+    write("__cluster_metadata-0/00000000000000000006.log", [  # the tool throws on this value, mid-line
         control(6, "KRAFT_VOTERS", b"\x00"),
-        build_batch(7, [RecordSpec(None, b"after", 1_700_000_000_007)], partition_leader_epoch=3),
+        data(7, b"after"),
     ])
-    header = _i16(0) + (1_700_000_000_123).to_bytes(8, "big") + _tags()
     write("__cluster_metadata-0/00000000000000000010-0000000003.checkpoint", [
-        control(0, "SNAPSHOT_HEADER", header),
-        build_batch(1, [RecordSpec(None, b"metadata record", 1_700_000_000_001)], partition_leader_epoch=3),
+        control(0, "SNAPSHOT_HEADER", _i16(0) + (t + 123).to_bytes(8, "big") + _tags()),
+        data(1, b"metadata record"),
         control(2, "SNAPSHOT_FOOTER", _i16(0) + _tags()),
     ])
 
     texts = [b"plain", b"", b"caf\xc3\xa9 \xf0\x9f\x98\x80", b"\xed\xa0\x80\xed\xb5\xef1", b"\xf0\x9f\x98",
-             b"\xc3(\xe2\x82\xf0\x90\x80x", b"\xff\xfe\xfd", b"line\nbreak", b"carriage\rreturn", b"tab\tand\x00nul",
-             b"key: k payload: p", b"\xe0\x80\xaf\xf4\x90\x80\x80\xc0\xaf"]
-    data = build_batch(100, [RecordSpec(k, v, 1_700_000_001_000 + i, headers=(("trace", b"1"), (_RawKey(b"h\xffk"), None)))
-                             for i, (k, v) in enumerate(zip(texts, reversed(texts)))],
-                       producer_id=42, producer_epoch=1, base_sequence=2_147_483_640, partition_leader_epoch=5)
-    nulls = build_batch(112, [RecordSpec(None, None, 1_700_000_002_000), RecordSpec(b"k", None, 1_700_000_002_001),
-                              RecordSpec(None, b"v", 1_700_000_002_002)], compression="zstd")
-    corrupt = bytearray(build_batch(115, [RecordSpec(b"k", b"value", 1_700_000_003_000)], producer_id=42, producer_epoch=1,
-                                    base_sequence=12))
+             b"\xc3(\xe2\x82\xf0\x90\x80x", b"\xff\xfe\xfd", b"line\nbreak", b"carriage\rreturn",
+             b"tab\tand\x00nul", b"key: k payload: p", b"\xe0\x80\xaf\xf4\x90\x80\x80\xc0\xaf"]
+    headers = (("trace", b"1"), (_RawKey(b"h\xffk"), None))
+    texts_batch = build_batch(
+        100, [RecordSpec(k, v, t + 1000 + i, headers=headers)
+              for i, (k, v) in enumerate(zip(texts, texts[::-1]))],
+        producer_id=42, producer_epoch=1, base_sequence=2_147_483_640, partition_leader_epoch=5)
+    nulls = build_batch(112, [RecordSpec(None, None, t + 2000), RecordSpec(b"k", None, t + 2001),
+                              RecordSpec(None, b"v", t + 2002)], compression="zstd")
+    corrupt = bytearray(build_batch(115, [RecordSpec(b"k", b"value", t + 3000)],
+                                    producer_id=42, producer_epoch=1, base_sequence=12))
     corrupt[-3] ^= 0x20  # a flipped bit in the value: the CRC fails, the records still decode
-    compacted = build_batch(116, [RecordSpec(b"a", b"1", 1_700_000_004_000, offset_delta=0),
-                                  RecordSpec(b"b", b"2", 1_700_000_004_003, offset_delta=3)],
-                            compression="gzip", log_append_time=1_700_000_004_999, delete_horizon_ms=1_700_086_400_000,
+    compacted = build_batch(116, [RecordSpec(b"a", b"1", t + 4000, offset_delta=0),
+                                  RecordSpec(b"b", b"2", t + 4003, offset_delta=3)],
+                            compression="gzip", log_append_time=t + 4999, delete_horizon_ms=t + 86_400_000,
                             producer_id=43, producer_epoch=0, base_sequence=0, last_offset_delta=4)
-    cleaned = build_empty_batch(121, 123, producer_id=44, producer_epoch=2, base_sequence=7, max_timestamp=1_700_000_005_000)
-    aborted = build_batch(124, [RecordSpec(b"t", b"x", 1_700_000_006_000)], producer_id=45, producer_epoch=0,
+    cleaned = build_empty_batch(121, 123, producer_id=44, producer_epoch=2, base_sequence=7,
+                                max_timestamp=t + 5000)
+    aborted = build_batch(124, [RecordSpec(b"t", b"x", t + 6000)], producer_id=45, producer_epoch=0,
                           base_sequence=0, is_transactional=True, compression="snappy")
     abort = build_end_txn_marker(125, "ABORT", producer_id=45, producer_epoch=0, coordinator_epoch=7,
-                                 timestamp=1_700_000_006_001)
-    torn = build_batch(126, [RecordSpec(b"k", b"cut short", 1_700_000_007_000)])[:40]  # its size runs past the end
-    write("edge-0/00000000000000000100.log", [data, nulls, bytes(corrupt), compacted, cleaned, aborted, abort, torn])
+                                 timestamp=t + 6001)
+    torn = build_batch(126, [RecordSpec(b"k", b"cut short", t + 7000)])[:40]  # its size runs past the end
+    write("edge-0/00000000000000000100.log",
+          [texts_batch, nulls, bytes(corrupt), compacted, cleaned, aborted, abort, torn])
 
-    legacy_bad = bytearray(build_legacy_message(3, b"k", b"value", magic=1, timestamp=1_600_000_000_003))
+    old = 1_600_000_000_000
+    legacy_bad = bytearray(build_legacy_message(3, b"k", b"value", magic=1, timestamp=old + 3))
     legacy_bad[-1] ^= 0x01
     write("legacy-0/00000000000000000000.log", [
         build_legacy_message(0, None, b"v0 \xe9", magic=0),
-        build_legacy_wrapper([1, 2], [RecordSpec(b"a", b"x"), RecordSpec(b"b", None)], compression="gzip", magic=0),
+        build_legacy_wrapper([1, 2], [RecordSpec(b"a", b"x"), RecordSpec(b"b", None)],
+                             compression="gzip", magic=0),
         bytes(legacy_bad),
-        build_legacy_wrapper([4, 5, 6], [RecordSpec(b"c", b"y", 1_600_000_000_004), RecordSpec(None, b"z", 1_600_000_000_005),
-                                         RecordSpec(b"d", b"\xff", 1_600_000_000_006)],
-                             compression="lz4", magic=1, log_append_time=1_600_000_000_999),
-        build_legacy_wrapper([7, 8], [RecordSpec(b"e", b"w", 1_600_000_000_007), RecordSpec(b"f", b"v", 1_600_000_000_008)],
+        build_legacy_wrapper(
+            [4, 5, 6],
+            [RecordSpec(b"c", b"y", old + 4), RecordSpec(None, b"z", old + 5),
+             RecordSpec(b"d", b"\xff", old + 6)],
+            compression="lz4", magic=1, log_append_time=old + 999),
+        build_legacy_wrapper([7, 8], [RecordSpec(b"e", b"w", old + 7), RecordSpec(b"f", b"v", old + 8)],
                              compression="snappy", magic=1),
         b"\x00" * 9,  # a tail shorter than an entry header: the tool stops there
     ])
 
     write("edge-0/00000000000000000125.snapshot", write_snapshot([
-        (42, 1, 2_147_483_647, 111, 11, 1_700_000_001_011, -1, -1),
-        (44, 2, 1, 123, 3, 1_700_000_005_000, 4, -1),  # firstSequence wraps below 0
-        (45, 0, -1, -1, 0, 1_700_000_006_001, 7, -1),  # a marker only: no batch
-        (46, 3, 5, 130, 0, 1_700_000_008_000, 2, 128),  # an open transaction
+        (42, 1, 2_147_483_647, 111, 11, t + 1011, -1, -1),
+        (44, 2, 1, 123, 3, t + 5000, 4, -1),  # firstSequence wraps below 0
+        (45, 0, -1, -1, 0, t + 6001, 7, -1),  # a marker only: no batch
+        (46, 3, 5, 130, 0, t + 8000, 2, 128),  # an open transaction
     ]))
     write("edge-0/00000000000000000126.snapshot", write_snapshot([]))
     refused = bytearray(write_snapshot([(47, 0, 0, 1, 0, 1, -1, -1)]))
     refused[-1] ^= 0x01  # the CRC fails: the broker, and the tool, read no entry
     write("edge-0/00000000000000000127.snapshot", bytes(refused))
-    write("edge-0/00000000000000000100.txnindex",
-          write_txnindex([(45, 124, 125, 124), (48, 126, 140, 126)]) + write_txnindex([(49, 141, 150, 141)])[:20])
+    partial = write_txnindex([(49, 141, 150, 141)])[:20]
+    whole = write_txnindex([(45, 124, 125, 124), (48, 126, 140, 126)])
+    write("edge-0/00000000000000000100.txnindex", whole + partial)
     write("edge-0/00000000000000000150.txnindex", b"")
     return files
 

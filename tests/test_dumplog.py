@@ -1153,7 +1153,8 @@ def test_print_data_log_and_skip_record_metadata():
     assert data[3:] == [
         "| offset: 1234567 CreateTime: 1 keySize: 3 valueSize: 16 sequence: 2147483646 headerKeys: [] "
         "key: k 1 payload: v: 1\nsecond line",
-        "| offset: 1234568 CreateTime: 2 keySize: -1 valueSize: 3 sequence: 2147483647 headerKeys: [] payload: \ufffd",
+        "| offset: 1234568 CreateTime: 2 keySize: -1 valueSize: 3 sequence: 2147483647 headerKeys: []"
+        " payload: \ufffd",
         "| offset: 1234569 CreateTime: 3 keySize: 2 valueSize: -1 sequence: 0 headerKeys: [] key: k3",
     ]
     only = list(format_dump(HEAD_PATH, rows, log_start_offset=0, print_data=True, skip_record_metadata=True))
@@ -1178,7 +1179,8 @@ def test_producer_snapshot_lines(tmp_path, version, no_batch_end):
     empty, some = ("None", "Some(8)") if version == "3.4" else ("OptionalLong.empty", "OptionalLong[8]")
     assert list(dump_file(str(path), kafka_version=version)) == [
         f"Dumping {path}",
-        f"producerId: 5 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: {empty} lastTimestamp: 100"
+        f"producerId: 5 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: {empty}"
+        " lastTimestamp: 100"
         " firstSequence: 2147483646 lastSequence: 1 lastOffset: 9 offsetDelta: 3 timestamp: 100",
         f"producerId: 6 producerEpoch: 0 coordinatorEpoch: 3 currentTxnFirstOffset: {some} lastTimestamp: 200"
         + no_batch_end,
@@ -1232,7 +1234,8 @@ def test_cli_dump_log_takes_kafkas_flags(tmp_path, capsys):
     from analytics.cli import main
 
     path, _, _ = write_segment(tmp_path)
-    assert main(["dump-log", "--files", f"{path},{path}", "--print-data-log", "--kafka-version", "4.4.0"]) == 0
+    flags = ["--print-data-log", "--kafka-version", "4.4.0"]
+    assert main(["dump-log", "--files", f"{path},{path}", *flags]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out.count(f"Dumping {path}") == 2 and out[3].endswith("headerKeys: [h] key: k payload: v1")
     assert main(["dump-log", path, "--no-deep-iteration"]) == 0
@@ -1259,5 +1262,6 @@ def test_keys_and_payloads_printed_over_several_lines_are_read_back():
     assert [(r.record.key, r.record.value) for r in of_type(rows, DumpRecord)] == [
         (b"k\n|", b"v\r"), (None, "\ufffd\n\nx".encode())]
     # A dump made on Windows: "\r\n" ends every line, the first one included.
-    crlf = [line + "\r\n" for line in (two, record.format(10, -1, 2) + "payload: v\r", record.format(11, -1, 1) + "payload: w")]
+    dump = (two, record.format(10, -1, 2) + "payload: v\r", record.format(11, -1, 1) + "payload: w")
+    crlf = [line + "\r\n" for line in dump]
     assert [r.record.value for r in of_type(list(parse_dump(crlf)), DumpRecord)] == [b"v\r", b"w"]

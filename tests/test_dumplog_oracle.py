@@ -86,7 +86,8 @@ def test_kafkas_print_data_log_text_parses_to_the_binary_readers_rows(version, c
         for row in parse_dump(dumps[str(path)], source=str(path)):
             if isinstance(row, Batch):
                 # topic and partition come from the path in both readers: the export test compares them
-                batches.setdefault(row.file, []).append(replace(row, base_timestamp=None, topic="", partition=-1))
+                row = replace(row, base_timestamp=None, topic="", partition=-1)
+                batches.setdefault(row.file, []).append(row)
             elif isinstance(row, DumpRecord) and not batches[row.file][-1].is_control:
                 r = row.record
                 records.setdefault(row.file, []).append((r.offset, r.timestamp, r.sequence, r.key, r.value))
@@ -96,7 +97,8 @@ def test_kafkas_print_data_log_text_parses_to_the_binary_readers_rows(version, c
     compared = 0
     for path in (f for f in files if f.suffix == ".log"):
         read = read_segment(path, records=True)
-        binary = [replace(b, base_timestamp=None) for rb in read.batches.to_batches() for b in batches_from_arrow(rb)]
+        binary = [replace(b, base_timestamp=None)
+                  for rb in read.batches.to_batches() for b in batches_from_arrow(rb)]
         # The text decodes keys and payloads as the tool's StringDecoder does.
         printed = [(r["offset"], r["timestamp"], r["sequence"], _printed(r["key"]), _printed(r["value"]))
                    for r in read.records.to_pylist() if not r["is_control"]]
@@ -120,7 +122,8 @@ def test_generated_sample_dumps_equal_kafkas(version, flags, record_property):
     # The tool throws only on entries the binary reader finds broken (the lines it printed before are
     # compared all the same): a CRC failure whose records do not decode, a zero-filled tail.
     broken = {str(f) for f in files if f.suffix == ".log"
-              and any(e.error_kind == CRC_MISMATCH or e.error_kind in STOPS_FILE for e in read_segment(f).errors)}
+              and any(e.error_kind == CRC_MISMATCH or e.error_kind in STOPS_FILE
+                      for e in read_segment(f).errors)}
     assert set(result.tool_failures) <= broken
     assert result.files_compared == len(files) - len(result.tool_failures)
 
@@ -151,7 +154,8 @@ def test_compare_with_kafka_returns_counts_and_differences(version, tmp_path):
 
 # --- export --input-format dump-log over the tool's own text: the binary export's batches rows.
 def _batches(out: str) -> list[tuple]:
-    names = [n for n in TABLE_SCHEMAS["batches"].names if n != "base_timestamp"]  # the only column no dump prints
+    # every column but base_timestamp, the only one no dump prints
+    names = [n for n in TABLE_SCHEMAS["batches"].names if n != "base_timestamp"]
     table = pq.read_table(os.path.join(out, "batches"))
     return sorted(tuple(row[n] for n in names) for row in table.to_pylist())
 
@@ -167,8 +171,8 @@ def corpus_binary_export(spark, corpus_dir, tmp_path_factory):
 
 @pytest.mark.spark
 @pytest.mark.corpus
-def test_export_of_kafkas_dump_equals_the_binary_export(version, spark, corpus_dir, corpus_binary_export, tmp_path,
-                                                         record_property):
+def test_export_of_kafkas_dump_equals_the_binary_export(version, spark, corpus_dir, corpus_binary_export,
+                                                         tmp_path, record_property):
     from analytics.export import export
 
     segments = [str(p) for p in sorted(corpus_dir.rglob("*.log"))]
@@ -179,12 +183,14 @@ def test_export_of_kafkas_dump_equals_the_binary_export(version, spark, corpus_d
     per_file = 32  # several text files, so that several tasks read them
     for start in range(0, len(segments), per_file):
         lines = [line for path in segments[start:start + per_file] for line in dumps[path]]
-        (folder / f"kafka-{version}-{start // per_file:03d}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        text = "\n".join(lines) + "\n"
+        (folder / f"kafka-{version}-{start // per_file:03d}.txt").write_text(text, encoding="utf-8")
     out = str(tmp_path / "out")
     result = export(spark, [str(folder)], out, input_format="dump-log")
     assert result.rows["parse_errors"] == 0
     from_text, binary = _batches(out), _batches(corpus_binary_export)
     record_property("batches", len(binary))
-    print(f"Kafka {version}: {len(from_text)} batches rows from the dump text, {len(binary)} from the segments")
+    print(f"Kafka {version}: {len(from_text)} batches rows from the dump text, "
+          f"{len(binary)} from the segments")
     assert len(from_text) == len(binary) == result.rows["batches"]
     assert from_text == binary

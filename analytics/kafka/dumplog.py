@@ -800,7 +800,8 @@ def format_dump(
       partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty
       position: 0 CreateTime: 9 size: 70 magic: 2 compresscodec: none crc: 0 isvalid: true
     | offset: 5 CreateTime: 9 keySize: -1 valueSize: 1 sequence: -1 headerKeys: []
-    >>> print(list(format_dump("/d/t-0/00000000000000000005.log", rows, log_start_offset=5, print_data=True))[-1])
+    >>> path = "/d/t-0/00000000000000000005.log"
+    >>> print(list(format_dump(path, rows, log_start_offset=5, print_data=True))[-1])
     | offset: 5 CreateTime: 9 keySize: -1 valueSize: 1 sequence: -1 headerKeys: [] payload: v
     """
     printer = _Printer(dump_style(kafka_version), print_data, skip_record_metadata)
@@ -853,7 +854,8 @@ class _Printer:
                 f" keySize: {_size(record.key)} valueSize: {_size(record.value)}"
             )
             if batch.magic >= MAGIC_V2:
-                line += f" sequence: {record.sequence} headerKeys: [{','.join(h.key for h in record.headers)}]"
+                header_keys = ",".join(h.key for h in record.headers)
+                line += f" sequence: {record.sequence} headerKeys: [{header_keys}]"
             else:
                 line += f" isValid: {_flag(legacy_valid)} crc: {legacy_crc}{self.legacy_end}"
             if batch.is_control:
@@ -1028,7 +1030,7 @@ _CONTROL_JSON = {
 
 
 def _control_json(name: str, value: bytes | None) -> str | None:
-    """`` SnapshotHeader {"version":0,…}`` and the like; None for other types or a value that does not decode.
+    """`` SnapshotHeader {"version":0,…}`` and the like; None for other types or an undecodable value.
 
     >>> _control_json("KRAFT_VERSION", bytes([0, 0, 0, 1, 0]))
     ' KRaftVersion {"version":0,"kRaftVersion":1}'
@@ -1186,7 +1188,8 @@ def dump_producer_snapshot(path: str, *, kafka_version: str | None = None, warn=
             first_sequence = _java_decrement_sequence(entry.last_sequence, entry.offset_delta)
             line += (
                 f" firstSequence: {first_sequence} lastSequence: {entry.last_sequence}"
-                f" lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}"
+                f" lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta}"
+                f" timestamp: {entry.timestamp}"
             )
         elif not style.java_tool:
             line += " "  # the Scala tool printed "lastTimestamp: T " before the batch part
@@ -1322,7 +1325,8 @@ def _legacy_records(data: bytes) -> list[tuple[Record, bool, int]]:
     outer = _legacy_message(data, 0, len(data))
     codec = outer.attributes & COMPRESSION_MASK
     if codec == 0:
-        return [(Record(outer.offset, outer.timestamp, NO_SEQUENCE, outer.key, outer.value), outer.valid, outer.crc)]
+        record = Record(outer.offset, outer.timestamp, NO_SEQUENCE, outer.key, outer.value)
+        return [(record, outer.valid, outer.crc)]
     if outer.value is None:
         raise ValueError("compressed legacy wrapper without a value")
     inner = decompress(codec, outer.value, magic=outer.magic)

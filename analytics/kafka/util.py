@@ -201,7 +201,9 @@ def _continuation(byte: int) -> bool:
 
 
 def _bad_second_of_four(b1: int, b2: int) -> bool:
-    return (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or not _continuation(b2)
+    return (
+        (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or not _continuation(b2)
+    )
 
 
 _JAVA_ERRORS = "segaudit-java-utf8"
