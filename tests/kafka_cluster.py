@@ -82,6 +82,8 @@ def resolve(artifact: str, version: str) -> Path:
         lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln] or ["no jar resolved"]
         raise JarsUnavailable(f"org.apache.kafka:{artifact}:{version}: {lines[0].strip()}")
     (staging / ".complete").write_text(version)
+    if target.exists() and not (target / ".complete").exists():
+        shutil.rmtree(target, ignore_errors=True)  # an interrupted resolution
     try:
         staging.rename(target)
     except OSError:  # another process won the race
