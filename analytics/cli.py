@@ -115,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", required=True, metavar="NAME", help="one of: " + ", ".join(_scenario_names()))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scale", type=int, default=1, help="multiply the bulk of the scenario (for benchmarks)")
-    p.add_argument("--profile", default=None, help="broker version profile (default: the scenario's, else 2.7)")
+    p.add_argument("--profile", default=None, metavar="VERSION",
+                   help="the simulated broker's profile or Kafka version (default: the scenario's, else 2.7)")
     p.set_defaults(run=_generate)
 
     p = sub.add_parser("dump-log", help="print segments as kafka-dump-log.sh --deep-iteration would")
@@ -138,7 +139,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="audit configuration (TOML)")
-    p.add_argument("--profile", default=None, help="broker behaviour profile (overrides the config)")
+    p.add_argument("--profile", default=None, metavar="VERSION",
+                   help="the brokers' Kafka version or profile, e.g. 3.9 or 4.x (default 4.x, the newest; "
+                        "overrides the config)")
     p.add_argument("--producer-id-expiration-ms", type=int, default=None)
     p.add_argument("--transaction-max-timeout-ms", type=int, default=None)
     p.add_argument("--export-time-ms", type=int, default=None, help="'now' for hanging transactions")
@@ -251,7 +254,13 @@ def _export(args) -> int:
 def _audit_config(args):
     """The configuration file with every flag applied over it."""
     from analytics.audit.config import check_dedup_key, load_config
+    from analytics.replay.broker import resolve_profile
 
+    if args.profile is not None:
+        try:
+            resolve_profile(args.profile)
+        except ValueError as exc:
+            raise UsageError(f"--profile: {exc}") from exc
     try:
         config = load_config(args.config)
         config = config.with_overrides(
@@ -589,12 +598,15 @@ def _scenario_names() -> list[str]:
 
 def _generate(args) -> int:
     from analytics.generate import generate
-    from analytics.replay.broker import PROFILES
+    from analytics.replay.broker import resolve_profile
 
     if args.scenario not in _scenario_names():
         raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(_scenario_names())}")
-    if args.profile is not None and args.profile not in PROFILES:
-        raise UsageError(f"unknown profile {args.profile!r}; choose from {', '.join(PROFILES)}")
+    if args.profile is not None:
+        try:
+            resolve_profile(args.profile)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
     if args.scale < 1:
         raise UsageError("--scale must be at least 1")
     try:

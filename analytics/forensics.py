@@ -34,7 +34,7 @@ VERDICT_MEANING = {
     "NON_IDEMPOTENT": "no producer id, or a legacy message: the broker tracks no sequence for it",
     "CONTROL_MARKER": "a transaction marker that breaks no rule",
     "DUPLICATE": "the same producer, epoch and sequence range as an earlier batch of the partition",
-    "SEQUENCE_GAP": "the same epoch, but the first sequence is beyond the last one seen + 1",
+    "SEQUENCE_GAP": "the same epoch, but the first sequence is beyond the highest one seen + 1",
     "SEQUENCE_REGRESSION": "the same epoch, overlapping or rewinding sequences that are not an exact duplicate",
     "EPOCH_BUMP_NONZERO": "a higher epoch that does not start at sequence 0",
     "FENCED_ZOMBIE_WRITE": "an epoch lower than one the producer already used: a fenced (zombie) producer wrote",

@@ -93,7 +93,7 @@ def duckdb_case(out: Path, config: AuditConfig, threads: int) -> tuple[float, Co
     quote = lambda names: ", ".join("'" + n.replace("'", "''") + "'" for n in names) or "NULL"
     sql = (ROOT / "bench" / "classify_duckdb.sql").read_text().format(
         batches=out / "batches", log_starts=out / "log_start_offsets", out=target,
-        expiration_ms=config.producer_id_expiration_ms, compacted=quote(config.compacted_topics()),
+        expiration_ms=config.expiration_ms, compacted=quote(config.compacted_topics()),
         internal=quote(sorted(INTERNAL_TOPICS)),
     )
     con = duckdb.connect()

@@ -84,6 +84,16 @@ def _restart_condition(config: AuditConfig) -> str:
 def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
     """The suites for one audit configuration (the explanation checks restate its thresholds)."""
     missing = f"pmod(CAST(base_sequence AS BIGINT) - expected_sequence, {SEQ_SPACE})"
+    profile = config.broker_profile
+    # Before KIP-360 (2.5) a broker that had forgotten a producer took only sequence 0 from it.
+    forgotten = "" if profile.unknown_pid_nonzero_seq_error is None else " AND base_sequence = 0"
+    # ... and a restart at 0 after the log start passed the producer (up to 2.3), or the batches
+    # continuing such a restart (before 2.5), are partial history too: the audit compares their
+    # previous batch, or the batch holding the producer's highest sequence, with the log start.
+    restarted = ("" if profile.unknown_pid_nonzero_seq_error is None else
+                 " OR (verdict IN ('SEQUENCE_REGRESSION', 'DUPLICATE') AND prev_base_offset IS NOT NULL)")
+    if profile.evicts_below_log_start:
+        restarted += " OR (base_sequence = 0 AND prev_base_offset IS NOT NULL)"
     zero_duplicates = [
         Check("no_duplicate_batch", "anomalies",
               f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'DUPLICATE'",
@@ -118,7 +128,7 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{v}' AND explained_by IS NULL",
                   f"No unexplained {v}: {text}.")
             for v, text in (
-                ("SEQUENCE_GAP", "a first sequence beyond the producer's last + 1 in the same epoch"),
+                ("SEQUENCE_GAP", "a first sequence beyond the producer's highest + 1 in the same epoch"),
                 ("SEQUENCE_REGRESSION", "a sequence overlapping or rewinding within an epoch"),
                 ("EPOCH_BUMP_NONZERO", "a new epoch that does not start at sequence 0"),
                 ("FIRST_SEEN_NONZERO", "a producer whose first visible batch does not start at sequence 0"),
@@ -127,13 +137,16 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
         "eviction_gaps": [
             Check("producer_expiration_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, idle_ms, txn_open FROM {{batch}} WHERE explained_by = 'producer_expiration' "
-                  f"AND NOT (idle_ms >= {config.producer_id_expiration_ms} AND NOT txn_open)",
+                  f"AND NOT (idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten})",
                   f"Every gap explained by producer expiration follows at least producer.id.expiration.ms "
-                  f"({config.producer_id_expiration_ms} ms) of idleness with no transaction open."),
+                  f"({config.expiration_ms} ms) of idleness with no transaction open"
+                  + (f" and starts at sequence 0 (profile {config.profile})." if forgotten else ".")),
             Check("partial_history_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'partial_history' "
-                  "AND NOT (verdict = 'FIRST_SEEN_NONZERO' AND prev_base_offset IS NULL)",
-                  "Every gap explained by partial history is the producer's first visible batch."),
+                  f"AND NOT ((verdict = 'FIRST_SEEN_NONZERO' AND prev_base_offset IS NULL){restarted})",
+                  "Every gap explained by partial history is the producer's first visible batch"
+                  + (f" or (profile {config.profile}) a restart after, or a continuation repeating, batches below "
+                     "the log start." if restarted else ".")),
             Check("compaction_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, offset_holes, {missing} AS missing_sequences FROM {{batch}} "
                   f"WHERE explained_by = 'compaction' AND NOT (topic IN ({_quote(config.compacted_topics())}) "
@@ -141,8 +154,9 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
                   "Every gap explained by compaction is on a compacted topic, with offset holes covering the missing sequences."),
             Check("state_loss_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'state_loss' "
-                  f"AND NOT ({_restart_condition(config)})",
-                  "Every break explained by state loss spans a configured broker restart."),
+                  f"AND NOT (({_restart_condition(config)}){forgotten})",
+                  "Every break explained by state loss spans a configured broker restart"
+                  + (f" and starts at sequence 0 (profile {config.profile})." if forgotten else ".")),
             Check("no_zombie_write", "anomalies",  # even when explained: expiration is how a zombie gets in
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'FENCED_ZOMBIE_WRITE'",
                   "No fenced producer (an epoch lower than one already seen) wrote to the log, "

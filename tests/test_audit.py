@@ -245,3 +245,112 @@ def test_each_log_dir_explains_by_its_own_log_start_offset(spark):
     legacy = {(r["file"].split("/")[2], r["producer_id"]): r["explained_by"]
               for r in classify(batches, load_config(None), starts.drop("file")).collect()}
     assert legacy[("b2", 2)] == "partial_history"
+
+
+# --- the broker profile (replay rules §2.9) ---------------------------------------------------------
+DAY = 86_400_000
+PROFILE_NAMES = ("4.x", "kip1228", "4.0", "3.9", "3.4", "2.7", "2.5", "2.4", "2.1")
+
+
+def _profile_log(spark):
+    """One log whose explanations depend on the brokers' version: per topic one producer's batches
+    as (epoch, first sequence or marker type, records, timestamp, transactional)."""
+    from analytics.spark.source import spark_schema
+
+    histories = {
+        "expire-gap": [(0, 0, 1, 0, False), (0, 1, 1, 1000, False), (0, 5, 1, 1000 + 2 * DAY, False)],
+        "expire-zombie": [(2, 0, 1, 0, False), (2, 1, 1, 10, False), (1, 0, 1, 10 + 8 * DAY, False)],
+        "restart-dup": [(0, 0, 2, 0, False), (0, 2, 2, 10, False), (0, 2, 2, 20, False), (0, 4, 1, 30, False)],
+        "evicted": [(0, 0, 2, 0, False), (0, 2, 1, 10, False), (0, 0, 1, 20, False), (0, 1, 2, 30, False),
+                    (0, 3, 1, 40, False)],
+        "tv2": [(3, 0, 1, 0, True), (3, 1, 1, 10, True), (4, "COMMIT", 1, 20, False), (4, 0, 1, 30, True),
+                (4, "COMMIT", 1, 40, False), (4, 1, 1, 50, True), (5, "ABORT", 1, 60, False)],
+    }
+    base = {f: None for f in schema.BATCHES.names}
+    rows = []
+    for pid, (topic, batches) in enumerate(histories.items()):
+        offset = 0
+        for epoch, seq, n, ts, txn in batches:
+            control = seq if isinstance(seq, str) else None
+            first = -1 if control else seq
+            rows.append(base | dict(
+                topic=topic, partition=0, file=f"/logs/{topic}-0/{0:020d}.log", file_position=offset * 100, batch_size=100,
+                magic=2, crc_valid=True, base_offset=offset, last_offset=offset + n - 1, record_count=n,
+                is_transactional=txn or control is not None, is_control=control is not None, base_timestamp=ts,
+                max_timestamp=ts, producer_id=pid, producer_epoch=epoch, base_sequence=first,
+                last_sequence=-1 if control else first + n - 1, control_type=control, coordinator_epoch=1 if control else None))
+            offset += n
+    return spark.createDataFrame(rows, spark_schema(schema.BATCHES)), rows
+
+
+def _under(spark, df, rows, profile):
+    from analytics.audit.config import AuditConfig, Restart
+    from analytics.audit.rules import classify
+    from analytics.replay.reference import replay
+
+    config = AuditConfig(profile=profile, log_start_offsets={("evicted", 0): 3},
+                         broker_restarts=(Restart(offset=4, topic="restart-dup"),))
+    got = {(r["topic"], r["base_offset"]): (r["verdict"], r["explained_by"], r["explanation"])
+           for r in classify(df, config).collect()}
+    reference = replay(rows, config)
+    assert {(b["topic"], b["base_offset"]): reference[(b["file"], b["file_position"])]["explained_by"] for b in rows} \
+        == {k: v[1] for k, v in got.items()}
+    return got
+
+
+def test_the_profile_decides_what_explains_a_break(spark):
+    """The same log under each profile: the explanations follow the broker versions (replay rules §2.9)."""
+    df, rows = _profile_log(spark)
+    got = {p: _under(spark, df, rows, p) for p in PROFILE_NAMES}
+    since = {p: {v: p in names for v, names in {
+        "3.4": ("4.x", "kip1228", "4.0", "3.9", "3.4"), "2.5": ("4.x", "kip1228", "4.0", "3.9", "3.4", "2.7", "2.5"),
+        "2.4": ("4.x", "kip1228", "4.0", "3.9", "3.4", "2.7", "2.5", "2.4"), "4.0": ("4.x", "kip1228", "4.0")}.items()}
+        for p in PROFILE_NAMES}
+    for p in PROFILE_NAMES:
+        v = got[p]
+        # a gap after 2 days idle: producer.id.expiration.ms defaults to 1 day since 3.4, before to 7 days
+        # (transactional.id.expiration.ms); and before 2.5 a forgotten producer could not go on at sequence 5
+        assert v[("expire-gap", 2)][:2] == ("SEQUENCE_GAP", "producer_expiration" if since[p]["3.4"] else None), p
+        # a zombie at sequence 0 after 8 days: every version took it from a forgotten producer
+        assert v[("expire-zombie", 2)][:2] == ("FENCED_ZOMBIE_WRITE", "producer_expiration"), p
+        # the retry of a batch at sequence 2 after a restart lost the state: refused before KIP-360 (2.5)
+        assert v[("restart-dup", 4)][:2] == ("DUPLICATE", "state_loss" if since[p]["2.5"] else None), p
+        # the log start (3) passed the producer's batches: up to 2.3 the broker forgot it and the client
+        # restarted at 0; before 2.5 the batches going on from that restart repeat only deleted sequences
+        assert v[("evicted", 3)][:2] == ("SEQUENCE_REGRESSION", None if since[p]["2.4"] else "partial_history"), p
+        assert v[("evicted", 4)][:2] == ("SEQUENCE_REGRESSION", None if since[p]["2.5"] else "partial_history"), p
+        assert v[("evicted", 6)][:2] == ("OK", None), p
+        # a COMMIT above its transaction's epoch is transactions V2 (4.0+): no rule breaks, but under an
+        # older profile its sentence says so; a fencing ABORT at epoch + 1 is normal in every version
+        commit = v[("tv2", 2)]
+        assert commit[:2] == ("CONTROL_MARKER", None)
+        assert ("transactions V2" in commit[2]) == (not since[p]["4.0"]), (p, commit)
+        assert all("transactions V2" not in v[("tv2", o)][2] for o in (4, 6)) and v[("tv2", 3)][0] == "OK"
+    # where the versions do not differ, neither does anything in the output (but the name the sentence gives)
+    named = {p: {k: (v, e, x.replace(f"profile {p} ", "")) for k, (v, e, x) in got[p].items()} for p in PROFILE_NAMES}
+    for same in (("4.x", "kip1228", "4.0"), ("3.9", "3.4"), ("2.7", "2.5")):
+        assert all(named[p] == named[same[0]] for p in same), same
+    assert got["2.7"] != got["3.9"] != got["4.x"] and got["2.4"] != got["2.5"] and got["2.1"] != got["2.4"]
+
+
+def test_the_profile_is_recorded_and_an_unknown_one_refused(audited, capsys):
+    from analytics.cli import main
+
+    g, target = audited["stale-retry"]
+    config = str(g.truth_dir / "audit.toml")
+    assert main(["audit", target, "--config", config, "--profile", "3.9"]) == 0
+    recorded = read_audit(target)["configuration"]
+    assert recorded["profile"] == "3.9" and recorded["producer_id_expiration_ms"] == 86_400_000
+    capsys.readouterr()
+    assert main(["audit", target, "--profile", "9.9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown profile '9.9'" in err and "2.7, 3.4, 4.0" in err and "4.x" in err
+    bad = g.truth_dir.parent / "bad-profile.toml"
+    bad.write_text('profile = "latest"\n')
+    assert main(["audit", target, "--config", str(bad)]) == 2
+    assert "unknown profile 'latest'" in capsys.readouterr().err
+    assert main(["audit", target]) == 0  # no configuration: the newest profile, its expiration default
+    recorded = read_audit(target)["configuration"]
+    assert recorded["profile"] == "4.x" and recorded["producer_id_expiration_ms"] == 86_400_000
+    assert main(["audit", target, "--config", config]) == 0
+    assert read_audit(target)["configuration"]["profile"] == "2.7"

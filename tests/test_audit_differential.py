@@ -34,7 +34,7 @@ def _row(topic, offset, n, *, pid=-1, epoch=-1, seq=-1, ts=0, txn=False, control
 @st.composite
 def history(draw, topic: str) -> list[dict]:
     pids = draw(st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True))
-    state = {p: {"epoch": draw(st.integers(0, 2)), "seq": draw(st.sampled_from([0, 0, 5, INT_MAX - 2])), "last": None}
+    state = {p: {"epoch": draw(st.integers(0, 2)), "seq": draw(st.sampled_from([0, 0, 5, INT_MAX - 2])), "sent": []}
              for p in pids}
     offset = draw(st.sampled_from([0, 0, 50]))
     ts = 10_000
@@ -42,14 +42,14 @@ def history(draw, topic: str) -> list[dict]:
     for _ in range(draw(st.integers(1, 30))):
         pid = draw(st.sampled_from(pids))
         s = state[pid]
-        action = draw(st.sampled_from(["next"] * 6 + ["gap", "dup", "rewind", "bump", "bump_nonzero", "zombie",
-                                                      "commit", "abort_bump", "txn", "plain", "corrupt", "idle",
+        action = draw(st.sampled_from(["next"] * 6 + ["gap", "dup", "dup_old", "rewind", "reset", "bump", "bump_nonzero",
+                                                      "zombie", "commit", "abort_bump", "txn", "plain", "corrupt", "idle",
                                                       "hole", "old_coordinator"]))
         ts += draw(st.integers(1, 50))
         n = draw(st.integers(1, 4))
         if action == "idle":
             ts += 5_000
-            action = draw(st.sampled_from(["next", "gap", "zombie", "dup"]))
+            action = draw(st.sampled_from(["next", "gap", "zombie", "dup", "reset"]))
         if action == "hole":
             offset += draw(st.integers(1, 6))
             action = "gap"
@@ -60,16 +60,18 @@ def history(draw, topic: str) -> list[dict]:
             ce = 0 if action == "old_coordinator" else 3
             rows.append(_row(topic, offset, 1, pid=pid, epoch=epoch, ts=ts, control="ABORT" if action == "abort_bump" else "COMMIT", ce=ce))
             if epoch != s["epoch"]:
-                s["epoch"], s["seq"] = epoch, 0
+                s["epoch"], s["seq"], s["sent"] = epoch, 0, []
             n = 1
         else:
             epoch, seq = s["epoch"], s["seq"]
             if action == "gap":
                 seq = (seq + draw(st.integers(1, 5))) % (INT_MAX + 1)
-            elif action == "dup" and s["last"]:
-                seq, n = s["last"]
+            elif action in ("dup", "dup_old") and s["sent"]:  # the latest batch, or any earlier one of the epoch
+                seq, n = s["sent"][-1] if action == "dup" else draw(st.sampled_from(s["sent"]))
             elif action == "rewind":
                 seq = max(0, seq - draw(st.integers(1, 3)))
+            elif action == "reset":  # the client restarts its sequences at 0 in the same epoch
+                seq = 0
             elif action == "bump":
                 epoch, seq = epoch + 1, 0
             elif action == "bump_nonzero":
@@ -79,7 +81,13 @@ def history(draw, topic: str) -> list[dict]:
             rows.append(_row(topic, offset, n, pid=pid, epoch=epoch, seq=seq, ts=ts, txn=action == "txn",
                              crc=action != "corrupt"))
             if action != "corrupt":
-                s["epoch"], s["seq"], s["last"] = epoch, (seq + n) % (INT_MAX + 1), (seq, n)
+                if epoch != s["epoch"]:
+                    s["sent"] = []
+                s["sent"].append((seq, n))
+                # after a stale copy or a rewind the client goes on from its own next sequence, or (the
+                # broker having answered as if it were new) from the end of that batch
+                resume = action in ("dup", "dup_old", "rewind") and draw(st.booleans())
+                s["epoch"], s["seq"] = epoch, s["seq"] if resume else (seq + n) % (INT_MAX + 1)
         offset += n
     return rows
 
@@ -92,8 +100,11 @@ def test_spark_and_the_reference_replay_agree(spark, histories, data):
     rows = [r for h in histories for r in h]
     topics = sorted({r["topic"] for r in rows})
     config = AuditConfig(
-        producer_id_expiration_ms=2_000,
+        profile=data.draw(st.sampled_from(["4.x", "3.9", "2.7", "2.5", "2.4", "2.1", "0.11"])),
+        producer_id_expiration_ms=data.draw(st.sampled_from([2_000, 2_000, None])),
         cleanup_policy={t: "compact" for t in data.draw(st.lists(st.sampled_from(topics), max_size=5))},
+        log_start_offsets={(t, 0): data.draw(st.integers(1, 80)) for t in data.draw(st.lists(st.sampled_from(topics),
+                                                                                              max_size=8))},
         broker_restarts=tuple(Restart(offset=data.draw(st.integers(1, 60)), topic=t) for t in data.draw(
             st.lists(st.sampled_from(topics), max_size=4))),
     )
@@ -110,3 +121,57 @@ def _spark_schema():
     from analytics.spark.source import spark_schema
 
     return spark_schema(schema.BATCHES)
+
+
+def _producer_rows(topic: str, batches: list[tuple], pid: int = 1) -> list[dict]:
+    """Consecutive rows of one producer: (epoch, first sequence, records) or (epoch, "ABORT"/"COMMIT")."""
+    rows, offset = [], 0
+    for i, (epoch, seq, *n) in enumerate(batches):
+        if isinstance(seq, str):
+            rows.append(_row(topic, offset, 1, pid=pid, epoch=epoch, ts=1000 + i, control=seq, ce=1))
+            offset += 1
+        else:
+            rows.append(_row(topic, offset, n[0], pid=pid, epoch=epoch, seq=seq, ts=1000 + i))
+            offset += n[0]
+    return rows
+
+
+# Histories whose verdicts (and expected sequence, and the follower state each batch leaves) are
+# fixed: after a copy of an older batch or a rewind, the producer goes on from its highest sequence,
+# and that is in sequence, not a gap (issue 15). Each: topic -> (batches, [(verdict, expected, state)]).
+MARK_CASES = {
+    "dup-of-an-older-batch": (
+        [(0, 0, 3), (0, 3, 2), (0, 5, 3), (0, 3, 2), (0, 8, 2), (0, 10, 1), (0, 13, 1)],
+        [("OK", 0, 2), ("OK", 3, 4), ("OK", 5, 7), ("DUPLICATE", 8, 4), ("OK", 8, 9), ("OK", 10, 10),
+         ("SEQUENCE_GAP", 11, 13)],
+    ),
+    "rewind-then-on": (
+        [(0, 0, 3), (0, 3, 3), (0, 2, 3), (0, 6, 2), (0, 0, 2), (0, 8, 1)],
+        [("OK", 0, 2), ("OK", 3, 5), ("SEQUENCE_REGRESSION", 6, 4), ("OK", 6, 7), ("SEQUENCE_REGRESSION", 8, 1), ("OK", 8, 8)],
+    ),
+    "across-the-wrap": (  # the mark steps over INT_MAX, and a rewind back across it does not lower it
+        [(4, INT_MAX - 5, 3), (4, INT_MAX - 2, 3), (4, 0, 3), (4, INT_MAX - 2, 3), (4, 3, 2), (4, INT_MAX - 1, 3),
+         (4, 5, 1), (4, 9, 1)],
+        [("FIRST_SEEN_NONZERO", 0, INT_MAX - 3), ("OK", INT_MAX - 2, INT_MAX), ("OK", 0, 2), ("DUPLICATE", 3, INT_MAX),
+         ("OK", 3, 4), ("SEQUENCE_REGRESSION", 5, 0), ("OK", 5, 5), ("SEQUENCE_GAP", 6, 9)],
+    ),
+    "epoch-runs": (  # a marker changing the epoch restarts the mark, and so does a zombie's epoch
+        [(1, 0, 5), (1, 5, 2), (1, 0, 5), (2, "ABORT"), (2, 0, 1), (2, 1, 2), (1, 7, 1), (2, 3, 1), (2, 4, 1)],
+        [("OK", 0, 4), ("OK", 5, 6), ("DUPLICATE", 7, 4), ("CONTROL_MARKER", None, -1), ("OK", 0, 0), ("OK", 1, 2),
+         ("FENCED_ZOMBIE_WRITE", 0, 7), ("EPOCH_BUMP_NONZERO", 0, 3), ("OK", 4, 4)],
+    ),
+}
+
+
+def test_a_copy_or_a_rewind_does_not_lower_the_sequence_mark(spark):
+    rows = [r for topic, (batches, _) in MARK_CASES.items() for r in _producer_rows(topic, batches)]
+    config = AuditConfig()
+    got_spark = {(r["topic"], r["base_offset"]): r.asDict() for r in classify(spark.createDataFrame(rows, schema=_spark_schema()), config).collect()}
+    got_reference = {(b["topic"], b["base_offset"]): v for b in rows for k, v in replay(rows, config).items()
+                     if k == (b["file"], b["file_position"])}
+    for topic, (_, want) in MARK_CASES.items():
+        offsets = sorted(o for t, o in got_spark if t == topic)
+        for name, got in (("spark", got_spark), ("reference", got_reference)):
+            seen = [(got[(topic, o)]["verdict"], got[(topic, o)]["expected_sequence"], got[(topic, o)]["state_last_sequence"])
+                    for o in offsets]
+            assert seen == want, (name, topic)

@@ -2,7 +2,7 @@
 
 The §6.5 scenarios S01-S37 run as data, each step with its expected answer. The §6.1/§6.2 rows
 follow as tests with the state checks their upstream tests make, then every profile flag is
-checked by behaviour on all nine profiles, the §2.3 origin table, and the snapshot round trip.
+checked by behaviour on all ten profiles, the version names that resolve to them, the §2.3 origin table, and the snapshot round trip.
 
 Offsets are assigned as a leader does: each appended data batch takes one offset per sequence,
 each appended marker one; rejected and duplicate batches take none. Every rejected or duplicate
@@ -278,6 +278,7 @@ MARKER_ONLY = [
     ("2.4", PF, UPID),
     ("2.5", PF, OOOS),
     ("2.7", IPE, OOOS),
+    ("3.4", IPE, OOOS),
     ("4.0", IPE, OOOS),
     ("4.1", IPE, OOOS),
     ("kip1228", IPE, OOOS),
@@ -374,6 +375,7 @@ UNKNOWN_NONZERO = {
     "2.4": UPID,
     "2.5": OK,
     "2.7": OK,
+    "3.4": OK,
     "4.0": OK,
     "4.1": OK,
     "kip1228": OK,
@@ -603,6 +605,7 @@ EPOCH_MINUS_ONE = {
     "2.4": UPID,
     "2.5": OK,
     "2.7": OK,
+    "3.4": OK,
     "4.0": OK,
     "4.1": OK,
     "kip1228": OK,
@@ -612,6 +615,34 @@ EPOCH_MINUS_ONE = {
 @pytest.mark.parametrize("profile", ALL_PROFILES)
 def test_unknown_producer_with_epoch_minus_one(profile):
     assert Replay(profile).results([D(1, -1, 5)]) == [EPOCH_MINUS_ONE[profile]]
+
+
+# The profile a broker version (or a profile's own name) resolves to (§2.9, §6.5); 0.11.0.x had four parts.
+VERSIONS = [
+    ("0.11.0.2", "0.11"), ("1.1", "1.0"), ("2.0", "1.0"), ("2.0.1", "2.1"), ("2.3.1", "2.1"), ("2.4", "2.4"),
+    ("2.6", "2.5"), ("2.8.2", "2.7"), ("3.3", "2.7"), ("3.4", "3.4"), ("3.9", "3.4"), ("3.9.2", "3.4"),
+    ("4.0.1", "4.0"), ("4.1", "4.1"), ("4.4", "kip1228"), ("4.x", "kip1228"), ("kip1228", "kip1228"),
+]
+
+
+@pytest.mark.parametrize(("name", "profile"), VERSIONS)
+def test_a_broker_version_resolves_to_its_profile(name, profile):
+    assert broker.resolve_profile(name) is PROFILES[profile]
+
+
+@pytest.mark.parametrize("name", ["0.10.2", "5.0", "4", "3.x", "latest", ""])
+def test_an_unknown_profile_names_the_valid_ones_in_one_line(name):
+    with pytest.raises(ValueError, match="unknown profile") as error:
+        broker.resolve_profile(name)
+    assert "\n" not in str(error.value) and all(p in str(error.value) for p in PROFILES)
+
+
+@pytest.mark.parametrize("profile", ALL_PROFILES)
+def test_expiration_default_and_transactions_v2_by_version(profile):
+    # Before 3.4 (KIP-854) producers expired after transactional.id.expiration.ms (7 days); TV2 from 4.0.
+    since_3_4 = broker.PROFILE_STARTS[profile] >= (3, 4, 0)
+    assert PROFILES[profile].default_producer_id_expiration_ms == (EXPIRY if since_3_4 else 7 * EXPIRY)
+    assert PROFILES[profile].transactions_v2 == (broker.PROFILE_STARTS[profile] >= (4, 0, 0))
 
 
 def test_tv2_verification_is_for_transactional_batches():

@@ -15,13 +15,13 @@ SAMPLE = REPO / "data" / "mixed"
 def test_inspect_prints_a_table_and_the_parse_errors(capsys):
     assert main(["inspect", str(SAMPLE)]) == 0
     out = capsys.readouterr().out
-    assert "24 partitions, 35 segments" in out and "zero_filled" in out and "torn-tails-0/00000000000000000000.log" in out
+    assert "26 partitions, 37 segments" in out and "zero_filled" in out and "torn-tails-0/00000000000000000000.log" in out
 
 
 def test_inspect_json_is_machine_readable(capsys):
     assert main(["inspect", str(SAMPLE), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["total"]["partitions"] == 24
+    assert doc["total"]["partitions"] == 26
     assert sorted(e["error_kind"] for e in doc["parse_errors"]) == ["crc_mismatch", "crc_mismatch", "truncated", "zero_filled"]
 
 

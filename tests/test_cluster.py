@@ -104,5 +104,5 @@ def test_spark_submit_runs_the_export_job_on_the_cluster(cluster, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = read_manifest(str(out))
-    assert manifest["rows"]["batches"] == 642 and manifest["files"] == 35
+    assert manifest["rows"]["batches"] == 670 and manifest["files"] == 37
     assert "batches" in proc.stdout

@@ -60,6 +60,8 @@ EXPECTED_VERDICTS = {
     "fenced-zombie": {"OK": 8, "EPOCH_BUMP": 1, "CONTROL_MARKER": 3, "FENCED_ZOMBIE_WRITE": 1},
     "idle-expiration": {"OK": 40, "SEQUENCE_GAP": 1},
     "state-loss-retry": {"OK": 17, "DUPLICATE": 1},
+    # after the stale copy (or overlap) the producer goes on from its highest sequence: OK, not a gap
+    "stale-retry": {"OK": 30, "DUPLICATE": 1, "SEQUENCE_REGRESSION": 1},
     "transactions": {"OK": 42, "CONTROL_MARKER": 20},
     "transactions-v2": {"OK": 12, "CONTROL_MARKER": 6},
     "sequence-wrap": {"OK": 19, "FIRST_SEEN_NONZERO": 1},  # the first visible batch spans the wrap
@@ -86,6 +88,8 @@ def test_faults_are_violations_and_legitimate_breaks_are_explained(generated):
     assert _anomalies(generated["lost-batch"][2]) == [("SEQUENCE_GAP", "violation", None, "lost_batch")]
     assert _anomalies(generated["idle-expiration"][2]) == [("SEQUENCE_GAP", "explained", "producer_expiration", None)]
     assert _anomalies(generated["state-loss-retry"][2]) == [("DUPLICATE", "explained", "state_loss", None)]
+    assert _anomalies(generated["stale-retry"][2]) == [("DUPLICATE", "explained", "state_loss", None),
+                                                        ("SEQUENCE_REGRESSION", "explained", "state_loss", None)]
     assert _anomalies(generated["fenced-zombie"][2]) == [("FENCED_ZOMBIE_WRITE", "explained", "producer_expiration", None)]
     assert _anomalies(generated["sequence-wrap"][2]) == [("FIRST_SEEN_NONZERO", "explained", "partial_history", None)]
     assert _anomalies(generated["corrupt-crc"][2]) == [("CORRUPT", "violation", None, "corrupt")] * 2
@@ -93,6 +97,20 @@ def test_faults_are_violations_and_legitimate_breaks_are_explained(generated):
     compacted = {a[:3] for a in _anomalies(generated["compacted"][2])}
     # a gap between two surviving batches is the cleaner's; a producer first seen mid-sequence lost its head
     assert compacted == {("SEQUENCE_GAP", "explained", "compaction"), ("FIRST_SEEN_NONZERO", "explained", "partial_history")}
+
+
+def test_after_a_stale_copy_the_producer_goes_on_from_its_highest_sequence(generated):
+    """The batch after the copy of an older batch (or an overlapping range) continues the sequence the
+    producer had reached, not the copy's: no sequence is missing, so it is in sequence."""
+    _, tables, truth = generated["stale-retry"]
+    labels = {(t["partition"], t["base_offset"]): t["verdict"] for t in truth["batches"]}
+    for partition in (0, 1):
+        rows = [b for b in tables.table("batches").to_pylist() if b["partition"] == partition]
+        [i] = [i for i, b in enumerate(rows) if labels[(partition, b["base_offset"])] != "OK"]
+        stale, after = rows[i], rows[i + 1]
+        assert stale["base_sequence"] <= rows[i - 1]["last_sequence"]  # a copy or overlap of written sequences
+        assert after["base_sequence"] == max(b["last_sequence"] for b in rows[:i]) + 1 > stale["last_sequence"] + 1
+        assert labels[(partition, after["base_offset"])] == "OK"
 
 
 def test_a_sequence_gap_explained_by_expiration_really_idled_past_it(generated):
@@ -216,10 +234,14 @@ def test_audit_config_beside_the_log_parses_and_names_the_evidence(generated):
     config = tomllib.loads((result.truth_dir / "audit.toml").read_text())
     assert config["producer_id_expiration_ms"] == 86_400_000 and config["profile"] == "4.0"
     assert config["cleanup_policy"] == {"compacted": "compact"}
-    [restart] = config["broker_restarts"]
-    assert (restart["topic"], restart["partition"]) == ("state-loss-retry", 0) and restart["time_ms"] > 0
-    assert restart["offset"] > 0
-    assert config["export_time_ms"] >= restart["time_ms"]
+    restarts = config["broker_restarts"]
+    assert [(r["topic"], r["partition"]) for r in restarts] == [
+        ("state-loss-retry", 0), ("stale-retry", 0), ("stale-retry", 0), ("stale-retry", 1), ("stale-retry", 1)]
+    assert all(r["time_ms"] > 0 and r["offset"] > 0 for r in restarts)
+    assert config["export_time_ms"] >= max(r["time_ms"] for r in restarts)
+    # every scenario's configuration names the simulated brokers' expiration, whatever the profile's default
+    assert tomllib.loads((generated["lost-batch"][0].truth_dir / "audit.toml").read_text())["producer_id_expiration_ms"] \
+        == 86_400_000
 
 
 @pytest.mark.parametrize("name", ["clean", "transactions", "kip360-bump", "every-codec"])

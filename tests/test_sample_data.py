@@ -25,6 +25,6 @@ def test_sample_is_rebuilt_byte_for_byte_from_its_seed(tmp_path):
 def test_sample_holds_every_scenario_and_only_the_labelled_problems():
     inv = take_inventory([SAMPLE])
     topics = {p.topic for p in inv.partitions}
-    assert len(topics) == 19 and "transactions-v2" in topics and "legacy-magic1" in topics
+    assert len(topics) == 20 and "transactions-v2" in topics and "legacy-magic1" in topics and "stale-retry" in topics
     assert sorted(e.error_kind for e in inv.errors) == ["crc_mismatch", "crc_mismatch", "truncated", "zero_filled"]
     assert inv.total["size_bytes"] == inv.total["valid_bytes"] + sum(e.bytes_affected for e in inv.errors)

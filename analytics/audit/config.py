@@ -1,7 +1,7 @@
 """The audit's configuration: a TOML file, every key also a command-line flag.
 
-    profile = "2.7"                       # broker behaviour (replay rules §2.9)
-    producer_id_expiration_ms = 86400000  # producer.id.expiration.ms
+    profile = "3.9"                       # the brokers' Kafka version (replay rules §2.9); default "4.x"
+    producer_id_expiration_ms = 86400000  # producer.id.expiration.ms (default: the profile's)
     transaction_max_timeout_ms = 900000   # transaction.max.timeout.ms
     export_time_ms = 1767490224297        # "now" for hanging transactions (default: newest batch timestamp)
     dedup_key = "key_value"               # or "header:<name>" or "json:<field>"
@@ -28,6 +28,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from analytics.replay.broker import LATEST_PROFILE_NAME, Profile, resolve_profile
+
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata", "__share_group_state"})
 
 
@@ -45,14 +47,33 @@ class Restart:
 
 @dataclass(frozen=True)
 class AuditConfig:
-    profile: str = "2.7"
-    producer_id_expiration_ms: int = 86_400_000
+    """``profile``: the brokers' behaviour by Kafka version (``resolve_profile``: a profile name, ``4.x``
+    or a version such as ``3.9``); an unknown one is a ValueError. ``producer_id_expiration_ms`` None
+    takes the profile's default (:attr:`expiration_ms`)."""
+
+    profile: str = LATEST_PROFILE_NAME
+    producer_id_expiration_ms: int | None = None
     transaction_max_timeout_ms: int = 900_000
     export_time_ms: int | None = None
     dedup_key: str = "key_value"
     cleanup_policy: dict[str, str] = field(default_factory=dict)
     log_start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     broker_restarts: tuple[Restart, ...] = ()
+
+    def __post_init__(self) -> None:
+        resolve_profile(self.profile)
+
+    @property
+    def broker_profile(self) -> Profile:
+        return resolve_profile(self.profile)
+
+    @property
+    def expiration_ms(self) -> int:
+        """producer.id.expiration.ms as configured, else the profile's default (before 3.4 the brokers
+        expired producers after transactional.id.expiration.ms, 7 days; since, after 1 day)."""
+        if self.producer_id_expiration_ms is not None:
+            return self.producer_id_expiration_ms
+        return self.broker_profile.default_producer_id_expiration_ms
 
     def compacted_topics(self) -> list[str]:
         return sorted(t for t, policy in self.cleanup_policy.items() if "compact" in policy)
@@ -98,8 +119,9 @@ def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
     dedup_key = str(doc.get("dedup_key", "key_value"))
     check_dedup_key(dedup_key)
     return AuditConfig(
-        profile=str(doc.get("profile", "2.7")),
-        producer_id_expiration_ms=int(doc.get("producer_id_expiration_ms", 86_400_000)),
+        profile=str(doc.get("profile", LATEST_PROFILE_NAME)),
+        producer_id_expiration_ms=None if doc.get("producer_id_expiration_ms") is None
+        else int(doc["producer_id_expiration_ms"]),
         transaction_max_timeout_ms=int(doc.get("transaction_max_timeout_ms", 900_000)),
         export_time_ms=None if doc.get("export_time_ms") is None else int(doc["export_time_ms"]),
         dedup_key=dedup_key,

@@ -99,7 +99,9 @@ def audit(spark, out: str, config: AuditConfig, history: str | None = None,
         "transactions": {s: txns.get(s, 0) for s in ("COMMITTED", "ABORTED", "OPEN", "HANGING")},
         "record_duplicates": duplicates,
         "snapshot_checks": {s: checks.get(s, 0) for s in ("match", "mismatch", "not_in_log", "not_in_snapshot")},
-        "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time},
+        # the values used: the profile as given, the expiration its default when not configured
+        "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time,
+                                                      "producer_id_expiration_ms": config.expiration_ms},
         "seconds": round(seconds, 3),
         "finished_at_ms": int(time.time() * 1000),
     }

@@ -6,11 +6,14 @@ dir, topic and partition); the partition, producer and duplicate windows cluster
 that key, so Spark reuses the exchange and only sorts, on integers. The rest of ``batches`` joins
 back co-partitioned. Native Column expressions only.
 
-The state before a batch is what the previous visible batch of its producer left (as a follower
-replaying the log would have it): its epoch; the last sequence of the producer's latest data
-batch, or -1 after a marker that changed the epoch; whether a transaction is open; the highest
-coordinator epoch of its markers. Corrupt batches are not replayed. The rules are those of
-``docs/architecture.md`` (labelling rules) and the replay rules §7.3.
+The state before a batch is what the previous visible batches of its producer left: its epoch;
+the producer's highest sequence so far in its current epoch run (the sequence mark: a duplicate
+or a rewind does not lower it; the run restarts when the epoch changes, -1 after a marker that
+changed it; sequences wrap at INT_MAX); whether a transaction is open; the highest coordinator
+epoch of its markers. The state a batch leaves (``state_last_sequence``, ``state_last_offset``)
+is a follower's: the last batch's. Corrupt batches are not replayed. The rules are those of
+``docs/architecture.md`` (labelling rules) and the replay rules §7.3; the broker profile
+(``AuditConfig.profile``, replay rules §2.9) decides which explanations a version allows.
 """
 
 from __future__ import annotations
@@ -150,8 +153,8 @@ def _verdict_of_data() -> Column:
         .when(first_seen, "FIRST_SEEN_NONZERO")
         .when(F.col("producer_epoch") > F.col("prev_epoch"), F.when(base == 0, "EPOCH_BUMP").otherwise("EPOCH_BUMP_NONZERO"))
         .when(F.col("producer_epoch") < F.col("prev_epoch"), "FENCED_ZOMBIE_WRITE")
-        .when(in_sequence(F.col("state_last_seq"), base), "OK")
-        .when(ahead(F.col("state_last_seq"), base), "SEQUENCE_GAP")
+        .when(in_sequence(F.col("seq_mark"), base), "OK")
+        .when(ahead(F.col("seq_mark"), base), "SEQUENCE_GAP")
         .otherwise("SEQUENCE_REGRESSION")
     )
 
@@ -178,18 +181,32 @@ def _explanation(config: AuditConfig) -> Column:
             hit &= F.col("partition") == r.partition
         restarts |= hit
     compacted = F.col("topic").isin(*config.compacted_topics()) if config.compacted_topics() else F.lit(False)
-    missing = seq_distance(F.col("state_last_seq"), F.col("base_sequence"))
+    missing = seq_distance(F.col("seq_mark"), F.col("base_sequence"))
     v = F.col("verdict")
+    profile = config.broker_profile
+    at_zero = F.col("base_sequence") == 0
+    # Before KIP-360 (2.5) a broker that had forgotten a producer refused its non-zero sequences
+    # (UnknownProducerId; OutOfOrderSequence in 0.11): what it took from a forgotten producer starts at 0.
+    forgotten_ok = F.lit(True) if profile.unknown_pid_nonzero_seq_error is None else at_zero
+    partial = (v == "FIRST_SEEN_NONZERO") & (
+        (F.col("log_start_offset") > 0) | (F.col("partition_first_offset") > 0) | compacted)
+    below_start = F.col("log_start_offset") > 0
+    if profile.evicts_below_log_start:
+        # Up to 2.3 the broker forgot a producer once the log start passed its last batch: the client
+        # then restarted at sequence 0 (same producer id and epoch, replay rules §2.8, §3.2).
+        partial |= at_zero & below_start & (F.col("prev_base_offset") < F.col("log_start_offset"))
+    if profile.unknown_pid_nonzero_seq_error is not None:
+        # ... and the batches after such a restart, in sequence with it, repeat sequences that only
+        # batches below the log start hold.
+        partial |= (v.isin("SEQUENCE_REGRESSION", "DUPLICATE") & below_start
+                    & in_sequence(F.col("state_last_seq"), F.col("base_sequence"))
+                    & (F.col("mark_offset") < F.col("log_start_offset")))
     return (
         F.when(v.isin("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"), None)
-        .when(F.coalesce(restarts, F.lit(False)), "state_loss")
-        .when((F.col("idle_ms") >= config.producer_id_expiration_ms) & ~F.col("txn_open"), "producer_expiration")
+        .when(F.coalesce(restarts, F.lit(False)) & forgotten_ok, "state_loss")
+        .when((F.col("idle_ms") >= config.expiration_ms) & ~F.col("txn_open") & forgotten_ok, "producer_expiration")
         .when((v == "SEQUENCE_GAP") & compacted & (missing <= F.col("offset_holes")), "compaction")
-        .when(
-            (v == "FIRST_SEEN_NONZERO")
-            & ((F.col("log_start_offset") > 0) | (F.col("partition_first_offset") > 0) | compacted),
-            "partial_history",
-        )
+        .when(partial, "partial_history")
     )
 
 
@@ -229,7 +246,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         F.when(F.col("crc_valid"), F.greatest(F.coalesce(F.max("last_offset").over(earlier) - F.col("base_offset") + 1,
                                                          F.lit(0)), F.lit(0))).alias("offset_overlap"),
     )
-    # 2. per producer: the state before each batch
+    # 2. per producer: the state before each batch, in three window levels over the same sort
     data = ~F.col("is_control")
     rows = rows.select(
         "*",
@@ -240,16 +257,41 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         F.max("coordinator_epoch").over(BEFORE).alias("prev_coordinator_epoch"),
         F.last(F.when(data & F.col("is_transactional"), F.col("base_offset")), True).over(BEFORE).alias("last_txn_data"),
         F.last(F.when(F.col("is_control"), F.col("base_offset")), True).over(BEFORE).alias("last_marker"),
+        F.last(F.when(data, F.col("last_sequence")), True).over(BEFORE).alias("prev_data_seq"),
     )
-    # the last sequence and offset a row leaves: its own (data), -1 (a marker changing the epoch), or unchanged
+    # the last sequence and offset a row leaves (a follower's state): its own (data), -1 (a marker
+    # changing the epoch), or unchanged
     epoch_changed = F.col("prev_epoch").isNull() | (F.col("producer_epoch") != F.col("prev_epoch"))
     seq_after = F.when(data, F.col("last_sequence")).when(epoch_changed, F.lit(-1))
     offset_after = F.when(data, F.col("last_offset")).when(epoch_changed, F.lit(-1).cast("long"))
+    # The sequence mark: the producer's highest sequence in its current epoch run. Sequences are read
+    # on a line that wraps at INT_MAX: each data batch's last sequence steps from the previous one's
+    # the shorter way round mod 2^31, and ``seq_wraps`` counts the crossings of INT_MAX (back across
+    # it too, for a rewind), so last_sequence + seq_wraps * 2^31 orders the batches of a run.
+    running = BY_PRODUCER.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    step = F.pmod(F.col("last_sequence").cast("long") - F.col("prev_data_seq"), F.lit(SEQ_SPACE))
+    step = F.when(step > SEQ_SPACE // 2, step - SEQ_SPACE).otherwise(step)
+    # (an exact multiple of 2^31: -1, 0 or 1)
+    crossing = F.when(data, ((F.col("prev_data_seq") + step - F.col("last_sequence")) / SEQ_SPACE).cast("int"))
     rows = rows.select(
         "*",
         F.last(seq_after, True).over(BEFORE).alias("state_last_seq"),
         F.last(offset_after, True).over(BEFORE).alias("state_last_off"),
-    ).withColumn(
+        F.sum(epoch_changed.cast("int")).over(running).alias("epoch_run"),
+        F.coalesce(F.sum(crossing).over(running), F.lit(0)).alias("seq_wraps"),
+    )
+    # (profiles before 2.5 also need where the mark lies: the last offset of the batch holding it)
+    with_offset = config.broker_profile.unknown_pid_nonzero_seq_error is not None
+    mark = F.struct(F.col("epoch_run").alias("run"),
+                    (F.col("last_sequence") + F.col("seq_wraps") * SEQ_SPACE).alias("seq"),
+                    *([F.col("last_offset").alias("offset")] if with_offset else []))
+    rows = rows.withColumn("mark", F.max(F.when(data, mark)).over(BEFORE))
+    in_run = F.col("mark.run") == F.col("epoch_run")
+    rows = rows.withColumn("seq_mark", F.when(in_run, F.pmod(F.col("mark.seq"), F.lit(SEQ_SPACE)).cast("int"))
+                           .otherwise(F.lit(-1))) \
+        .withColumn("mark_offset", F.when(in_run, F.col("mark.offset")) if with_offset else F.lit(None).cast("long")) \
+        .drop("mark")
+    rows = rows.withColumn(
         "txn_open",
         F.col("tracked") & F.col("last_txn_data").isNotNull()
         & (F.col("last_marker").isNull() | (F.col("last_txn_data") > F.col("last_marker"))),
@@ -268,14 +310,15 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         "verdict", F.when(~F.col("crc_valid"), "CORRUPT").when(F.col("tracked"), replayed).otherwise(untracked)
     )
     # facts of the replay exist for replayed rows only
-    for name in ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timestamp", "state_last_seq"):
+    for name in ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timestamp", "state_last_seq", "seq_mark",
+                 "mark_offset"):
         rows = rows.withColumn(name, F.when(F.col("tracked"), F.col(name)))
     rows = rows.withColumn("partition_first_offset", F.when(F.col("crc_valid"), F.col("partition_first_offset")))
     rows = rows.withColumn(
         "expected_sequence",
         F.when(~F.col("tracked") | ~data, None)
         .when(epoch_changed, F.lit(0))
-        .otherwise(F.pmod(F.col("state_last_seq").cast("long") + 1, F.lit(SEQ_SPACE)).cast("int")),
+        .otherwise(F.pmod(F.col("seq_mark").cast("long") + 1, F.lit(SEQ_SPACE)).cast("int")),
     )
     if log_starts is not None:
         rows = rows.join(F.broadcast(history_log_starts(dictionary, log_starts)), HISTORY, "left")
@@ -287,13 +330,20 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
             F.when((F.col("topic") == topic) & (F.col("partition") == partition), F.lit(offset)).otherwise(F.col("log_start_offset")),
         )
     rows = rows.withColumn("explained_by", _explanation(config))
+    facts_extra = ()
+    if not config.broker_profile.transactions_v2:
+        # A marker above the epoch of the open transaction's data: a TV2 commit or abort (4.0+), or a
+        # TV1 fencing abort. Its sentence, written after the join from control_type, tells them apart.
+        facts_extra = ("marker_bumps_txn",)
+        rows = rows.withColumn("marker_bumps_txn", F.col("is_control") & F.col("txn_open")
+                               & (F.col("producer_epoch") > F.col("prev_epoch")))
     # The wide columns join back by identity, in many small tasks: both sides hash-partitioned by
     # (history, file_id), which Spark accepts as co-partitioning for the longer join key. Only the
     # narrow facts are shuffled a second time; the sort of the wide rows, the explanations and the
     # write spread evenly over the cores in tasks far smaller than a partition's history, and each
     # output file is sorted by (topic, history, file): row-group statistics let forensic reads skip
     # the other partitions.
-    facts = rows.select(*IDENTITY, *FACT_COLUMNS).repartition(HISTORY, "file_id")
+    facts = rows.select(*IDENTITY, *FACT_COLUMNS, *facts_extra).repartition(HISTORY, "file_id")
     batches.sparkSession.conf.set("spark.sql.requireAllClusterKeysForCoPartition", "false")
     wide = batches.join(files, "file").repartition(HISTORY, "file_id")
     joined = wide.join(facts, list(IDENTITY))
@@ -303,16 +353,18 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         .when(F.col("verdict").isin(*INFO_VERDICTS), "info")
         .when(F.col("explained_by").isNotNull(), "explained")
         .otherwise("violation"),
-    ).withColumn("explanation", _explanation_text())
+    ).withColumn("explanation", _explanation_text(config))
     return joined.select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
 
 
-def _explanation_text() -> Column:
+def _explanation_text(config: AuditConfig) -> Column:
     """A sentence per verdict, from the row's own columns.
 
     The ``ok`` verdicts (nearly every row of a sound log) get a fixed sentence: their epoch and
     sequences are columns of the same row, and a constant costs nothing to build and is stored once
     per Parquet page by dictionary encoding. Every other verdict names its epoch and sequences.
+    Under a profile before transactions V2 (4.0), a COMMIT marker above its transaction's epoch
+    says that only a TV2 coordinator writes one (no broker rule breaks: the verdict stays).
     """
     seen = F.concat_ws("", F.lit("epoch "), F.col("producer_epoch").cast("string"), F.lit(", sequence "),
                        F.col("base_sequence").cast("string"), F.lit(".."), F.col("last_sequence").cast("string"))
@@ -320,6 +372,11 @@ def _explanation_text() -> Column:
     expected = F.concat(F.lit("expected sequence "), F.col("expected_sequence").cast("string"))
     idle = F.concat(F.lit("idle "), F.col("idle_ms").cast("string"), F.lit(" ms since the producer's previous batch"))
     v = F.col("verdict")
+    tv2_commit = F.lit(None).cast("string")
+    if not config.broker_profile.transactions_v2:
+        tv2_commit = F.when(F.col("marker_bumps_txn") & (F.col("control_type") == "COMMIT"), F.lit(
+            f"above its transaction's epoch: a transactions V2 commit (Kafka 4.0+), which a coordinator of "
+            f"profile {config.profile} never writes (it commits at the data's epoch): check the profile"))
     broken = (  # only these can carry an explained_by
         F.when(v == "DUPLICATE", F.concat(F.lit("the same epoch and sequence range as an earlier batch: "), seen))
         .otherwise(F.concat_ws("; ", F.concat(v, F.lit(": "), seen), expected, idle))
@@ -330,6 +387,6 @@ def _explanation_text() -> Column:
         .when(v == "NON_IDEMPOTENT", F.lit("no producer id or a legacy message: not tracked by the broker"))
         .when(v == "CORRUPT", F.lit("CRC mismatch: the batch is not replayed"))
         .when(v == "CONTROL_MARKER", F.concat_ws(" ", F.coalesce(F.col("control_type"), F.lit("control")), F.lit("marker at epoch"),
-                                                 F.col("producer_epoch").cast("string")))
+                                                 F.col("producer_epoch").cast("string"), tv2_commit))
         .otherwise(F.concat(broken, F.coalesce(F.concat(F.lit(" — explained by "), F.col("explained_by")), F.lit(""))))
     )

@@ -57,6 +57,7 @@ def generate(log_dir: str | Path, scenario: str, *, seed: int = 0, scale: int = 
     ctx = Context(log, random.Random(seed), scale)
     for name in names:
         SCENARIOS[name](ctx)
-    meta["audit"] = {"profile": profile} | ctx.config
+    # the simulated brokers' producer.id.expiration.ms, whatever the profile's default
+    meta["audit"] = {"profile": profile, "producer_id_expiration_ms": log.expiration_ms} | ctx.config
     log.write()
     return Generated(log_dir, truth_dir, sum(truth.counts.values()), dict(truth.counts))

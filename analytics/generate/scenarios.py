@@ -228,6 +228,37 @@ def state_loss_retry(ctx: Context) -> None:
         {"topic": "state-loss-retry", "partition": 0, "offset": restart_offset, "time_ms": restart_ms})
 
 
+def stale_retry(ctx: Context) -> None:
+    """A duplicate must not make a gap. A broker in a crash loop (unclean restarts, no snapshot)
+    forgets the producer twice. After the first restart an old request still in flight is written
+    again: on partition 0 a copy of an older batch (not the latest), on partition 1 a range that
+    overlaps two written batches without repeating either. After the second restart the producer
+    goes on from its real next sequence: in sequence with its highest sequence, nothing missing."""
+    parts = [ctx.log.partition("stale-retry", i) for i in range(2)]
+    prod = Producer(ctx, 8600)
+    sent: dict[SimPartition, list[tuple[int, list[RecordSpec]]]] = {p: [] for p in parts}
+    for _ in range(10 * ctx.scale):
+        for p in parts:
+            assert prod.send(p) == APPENDED
+            sent[p].append(prod.last[p])
+
+    def restart(p: SimPartition) -> None:
+        ctx.config.setdefault("broker_restarts", []).append(
+            {"topic": p.topic, "partition": p.partition, "offset": p.next_offset, "time_ms": ctx.tick(100, 200)})
+        p.restart(with_snapshot=False)
+        p.leader_change()
+
+    for p in parts:
+        restart(p)
+        base, records = sent[p][-3]  # two batches older than the latest
+        if p.partition == 1:  # the stale request also holds the next batch's first record
+            records = [*records, sent[p][-2][1][0]]
+        assert p.produce(prod.pid, prod.epoch, base, records, explain="state_loss") == APPENDED
+        restart(p)
+        for _ in range(5 * ctx.scale):
+            assert prod.send(p) == APPENDED
+
+
 def retention_head(ctx: Context) -> None:
     """Retention deleted the head segments: producers first seen mid-sequence, log start above 0."""
     p = ctx.log.partition("retention-head", 0, segment_bytes=4096, keep_segments=True)
@@ -360,6 +391,7 @@ SCENARIOS: dict[str, Callable[[Context], None]] = {
     "fenced-zombie": fenced_zombie,
     "idle-expiration": idle_expiration,
     "state-loss-retry": state_loss_retry,
+    "stale-retry": stale_retry,
     "retention-head": retention_head,
     "compacted": compacted,
     "transactions": transactions,

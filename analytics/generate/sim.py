@@ -464,10 +464,10 @@ class SimLogDir:
         seed: int = 0,
         truth: TruthWriter | None = None,
     ):
-        from analytics.replay.broker import PROFILES
+        from analytics.replay.broker import resolve_profile
 
         self.root = Path(root)
-        self.profile = PROFILES[profile]
+        self.profile = resolve_profile(profile)
         self.profile_name = profile
         self.expiration_ms = expiration_ms
         self.rng = random.Random(seed)

@@ -14,7 +14,8 @@ File paths in the truth are relative to the log directory.
 
 Verdicts follow from the batches that are visible in the log, in offset order per producer,
 with the broker's CLIENT rules (§2.4) against a state that every visible batch updates (as a
-follower's would). Explanations come from what the simulator knows caused an anomaly: an
+follower's would), except that sequences are compared with the producer's highest sequence of
+its epoch run, which a duplicate or a rewind does not lower (``docs/architecture.md``). Explanations come from what the simulator knows caused an anomaly: an
 expiration or a restart it simulated, batches its cleaner or retention removed. A fault it
 injected is a violation with no explanation. An anomaly with neither cause nor fault is a bug
 in the scenario, and generation stops.
@@ -118,6 +119,23 @@ class _Producer:
     txn_first: int | None = None
     coordinator_epoch: int = -1
     history: dict[int, _EpochHistory] = field(default_factory=dict)  # epoch -> visible data batches
+    # The last data batch's last sequence on a line that wraps at INT_MAX (each batch one step from
+    # the previous the shorter way round), and the highest of the current epoch run: the mark a
+    # duplicate or a rewind does not lower (None: the run has no data batch yet).
+    position: int | None = None
+    mark: int | None = None
+
+    @property
+    def seq_mark(self) -> int:
+        return -1 if self.mark is None else self.mark % _SEQ_SPACE
+
+    def advance(self, last: int, new_run: bool) -> None:
+        if self.position is None:
+            self.position = last
+        else:
+            step = (last - self.position) % _SEQ_SPACE
+            self.position += step - _SEQ_SPACE if step > _SEQ_SPACE // 2 else step
+        self.mark = self.position if new_run or self.mark is None else max(self.mark, self.position)
 
     def seen(self, epoch: int, base: int, last: int) -> bool:
         h = self.history.get(epoch)
@@ -219,9 +237,9 @@ class TruthWriter:
             verdict = "EPOCH_BUMP" if b.base_sequence == 0 else "EPOCH_BUMP_NONZERO"
         elif b.producer_epoch < s.epoch:
             verdict = "FENCED_ZOMBIE_WRITE"
-        elif in_sequence(s.last_seq, b.base_sequence):
+        elif in_sequence(s.seq_mark, b.base_sequence):
             verdict = "OK"
-        elif sequence_ahead(s.last_seq, b.base_sequence):
+        elif sequence_ahead(s.seq_mark, b.base_sequence):
             verdict = "SEQUENCE_GAP"
         else:
             verdict = "SEQUENCE_REGRESSION"
@@ -239,9 +257,11 @@ class TruthWriter:
                 explained = "partial_history"  # §7.3: earlier batches are below the log start or cleaned away
             elif verdict == "SEQUENCE_GAP" and b.producer_id in part.removed_by_cleaner and p.compacted:
                 explained = "compaction"
-        # state update, as a follower appends whatever is on disk
+        # state update, as a follower appends whatever is on disk; the mark restarts with the epoch
+        new_run = s is None or b.producer_epoch != s.epoch
         if s is None:
             s = part.producers[b.producer_id] = _Producer(b.producer_epoch, -1, b.max_timestamp)
+        s.advance(b.last_sequence, new_run)
         s.epoch = b.producer_epoch
         s.last_seq = b.last_sequence
         s.last_ts = b.max_timestamp
@@ -266,6 +286,7 @@ class TruthWriter:
             s = part.producers[b.producer_id] = _Producer(b.producer_epoch, -1, b.max_timestamp)
         if b.producer_epoch != s.epoch:
             s.last_seq = -1  # a marker at a new epoch clears the batch cache: the next batch starts at 0
+            s.mark = None
         s.epoch = b.producer_epoch
         s.last_ts = b.max_timestamp
         if b.coordinator_epoch is not None:

@@ -1,8 +1,8 @@
 """The audit's classification as a plain Python state machine: the differential oracle of the Spark job.
 
 One pass per partition in offset order, one state per producer, written the way the rules read
-(``docs/architecture.md``, labelling rules; replay rules §7.3) rather than as window functions, so
-the two implementations can disagree only if one of them is wrong. Too slow for real volumes
+(``docs/architecture.md``, labelling rules and profiles; replay rules §7.3, §2.9) rather than as
+window functions, so the two implementations can disagree only if one of them is wrong. Too slow for real volumes
 (it is what the Spark job is measured against), exact for tests.
 """
 
@@ -21,7 +21,7 @@ SEQ_SPACE = INT_MAX + 1
 @dataclass
 class _State:
     epoch: int
-    last_seq: int
+    last_seq: int  # a follower's: the last data batch's last sequence, -1 after an epoch-changing marker
     last_ts: int
     last_base_offset: int
     cum_holes: int
@@ -29,6 +29,18 @@ class _State:
     txn_open: bool = False
     coordinator_epoch: int | None = None
     seen: set = field(default_factory=set)
+    # The producer's sequences on a line that wraps at INT_MAX: ``position`` is the last data batch's
+    # last sequence on it, each batch a step from the one before the shorter way round mod 2^31.
+    position: int | None = None
+    # The highest position of the current epoch run (None before its first data batch) and the last
+    # offset of the batch holding it.
+    mark: int | None = None
+    mark_offset: int | None = None
+
+    @property
+    def seq_mark(self) -> int:
+        """The sequence mark: the highest sequence so far in this epoch run, -1 if it has no data yet."""
+        return -1 if self.mark is None else self.mark % SEQ_SPACE
 
 
 def log_dir_of(file: str) -> str:
@@ -93,28 +105,38 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
                     verdict = "EPOCH_BUMP" if seq == 0 else "EPOCH_BUMP_NONZERO"
                 elif epoch < s.epoch:
                     verdict = "FENCED_ZOMBIE_WRITE"
-                elif in_sequence(s.last_seq, seq):
+                elif in_sequence(s.seq_mark, seq):
                     verdict = "OK"
-                elif sequence_ahead(s.last_seq, seq):
+                elif sequence_ahead(s.seq_mark, seq):
                     verdict = "SEQUENCE_GAP"
                 else:
                     verdict = "SEQUENCE_REGRESSION"
                 if verdict in ("OK", "EPOCH_BUMP") and s is not None and s.txn_open and not b["is_transactional"]:
                     verdict = "INVALID_TXN_STATE"
-                expected = 0 if s is None or epoch != s.epoch else (s.last_seq + 1) % SEQ_SPACE
+                expected = 0 if s is None or epoch != s.epoch else (s.seq_mark + 1) % SEQ_SPACE
             explained = _explain(verdict, b, s, facts, config, compacted,
                                  log_starts.get((topic, partition)), first_offset)
             out[key] = _row(verdict, explained) | facts | {"expected_sequence": expected}
             # the state after, as a follower appending whatever is on disk
+            new_run = s is None or b["producer_epoch"] != s.epoch
             if s is None:
                 s = producers[b["producer_id"]] = _State(b["producer_epoch"], -1, b["max_timestamp"], b["base_offset"], cum_holes)
             elif b["is_control"] and b["producer_epoch"] != s.epoch:
                 s.last_seq = s.last_offset = -1
+            if new_run:
+                s.mark = s.mark_offset = None
             if b["is_control"]:
                 s.txn_open = False
                 if b["coordinator_epoch"] is not None:
                     s.coordinator_epoch = max(s.coordinator_epoch or b["coordinator_epoch"], b["coordinator_epoch"])
             else:
+                if s.position is None:
+                    s.position = b["last_sequence"]
+                else:  # one step the shorter way round: forward up to 2^30, else back
+                    step = (b["last_sequence"] - s.position) % SEQ_SPACE
+                    s.position += step - SEQ_SPACE if step > SEQ_SPACE // 2 else step
+                if s.mark is None or s.position >= s.mark:
+                    s.mark, s.mark_offset = s.position, b["last_offset"]
                 s.last_seq, s.last_offset = b["last_sequence"], b["last_offset"]
                 s.seen.add((b["producer_epoch"], b["base_sequence"], b["last_sequence"]))
                 s.txn_open = s.txn_open or b["is_transactional"]
@@ -137,24 +159,39 @@ def _row(verdict: str, explained: str | None) -> dict:
 
 
 def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_start, first_offset) -> str | None:
+    """The evidence for a rule break, in order; the profile (replay rules §2.9) says which the brokers allowed."""
     if verdict in ("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"):
         return None
+    profile = config.broker_profile
+    # Before KIP-360 (2.5) a broker that had forgotten the producer took only sequence 0 from it.
+    kip360 = profile.unknown_pid_nonzero_seq_error is None
+    forgotten_ok = kip360 or b["base_sequence"] == 0
     for r in config.broker_restarts:
         if r.topic is not None and r.topic != b["topic"] or r.partition is not None and r.partition != b["partition"]:
             continue
-        if s is None:
+        if s is None or not forgotten_ok:
             continue
         if r.offset is not None and s.last_base_offset < r.offset <= b["base_offset"]:
             return "state_loss"
         if r.offset is None and s.last_ts < r.time_ms <= b["max_timestamp"]:
             return "state_loss"
-    if s is not None and facts["idle_ms"] >= config.producer_id_expiration_ms and not s.txn_open:
+    if s is not None and facts["idle_ms"] >= config.expiration_ms and not s.txn_open and forgotten_ok:
         return "producer_expiration"
     is_compacted = b["topic"] in compacted
     if verdict == "SEQUENCE_GAP" and is_compacted:
-        missing = (b["base_sequence"] - s.last_seq - 1) % SEQ_SPACE
+        missing = (b["base_sequence"] - s.seq_mark - 1) % SEQ_SPACE
         if missing <= facts["offset_holes"]:
             return "compaction"
     if verdict == "FIRST_SEEN_NONZERO" and ((log_start or 0) > 0 or (first_offset or 0) > 0 or is_compacted):
         return "partial_history"
+    if s is not None and (log_start or 0) > 0:
+        # Up to 2.3 the log start passing the producer's last batch made the broker forget it, and the
+        # client restarted at sequence 0.
+        if profile.evicts_below_log_start and b["base_sequence"] == 0 and s.last_base_offset < log_start:
+            return "partial_history"
+        # Before 2.5, the batches after such a restart, in sequence with it, repeat sequences that
+        # only batches below the log start hold.
+        if (not kip360 and verdict in ("SEQUENCE_REGRESSION", "DUPLICATE") and in_sequence(s.last_seq, b["base_sequence"])
+                and s.mark_offset is not None and s.mark_offset < log_start):
+            return "partial_history"
     return None
