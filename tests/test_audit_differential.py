@@ -15,7 +15,7 @@ from analytics.replay.reference import replay
 pytestmark = pytest.mark.spark
 INT_MAX = 2**31 - 1
 COMPARED = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms", "offset_holes",
-            "state_last_sequence", "state_last_offset")
+            "state_last_sequence", "state_last_offset", "expired_offset", "conflict_offset")
 
 
 def _row(topic, offset, n, *, pid=-1, epoch=-1, seq=-1, ts=0, txn=False, control=None, ce=None, crc=True, count=None):
@@ -175,3 +175,95 @@ def test_a_copy_or_a_rewind_does_not_lower_the_sequence_mark(spark):
             seen = [(got[(topic, o)]["verdict"], got[(topic, o)]["expected_sequence"], got[(topic, o)]["state_last_sequence"])
                     for o in offsets]
             assert seen == want, (name, topic)
+
+
+def _timed_rows(topic: str, batches: list[tuple], pid: int = 1) -> list[dict]:
+    """Consecutive rows of one producer: (epoch, first sequence, records, idle ms before it)."""
+    rows, offset, ts = [], 0, 1000
+    for epoch, seq, n, idle in batches:
+        ts += idle
+        rows.append(_row(topic, offset, n, pid=pid, epoch=epoch, seq=seq, ts=ts))
+        offset += n
+    return rows
+
+
+# Histories with an expiration (idle >= 3000 ms) followed by batches repeating or rewinding sequences
+# written before it: the broker, having rebuilt the producer's state from the batches it took since,
+# took them in sequence (the three cases found on a real 4.4 broker), and breaks it would still have
+# refused. topic -> (batches, [(verdict, explained_by, expired_offset, conflict_offset)]).
+EXPIRY_CASES = {
+    "rewind-then-repeats": (  # 0..7 in batches of 2; after the idle a rewind to 2..3, then 4..5 and 6..7 again
+        [(0, 0, 2, 1), (0, 2, 2, 1), (0, 4, 2, 1), (0, 6, 2, 1), (0, 2, 2, 4000), (0, 4, 2, 1), (0, 6, 2, 1), (0, 8, 2, 1)],
+        [("OK", None, None, None), ("OK", None, None, None), ("OK", None, None, None), ("OK", None, None, None),
+         ("DUPLICATE", "producer_expiration", 8, 2), ("DUPLICATE", "producer_expiration", 8, 4),
+         ("DUPLICATE", "producer_expiration", 8, 6), ("OK", None, 8, None)],
+    ),
+    "zombie-then-repeats": (  # epoch 3, sequences 0 and 1; after the idle epoch 1; then 3:0 and 3:1 again
+        [(3, 0, 1, 1), (3, 1, 1, 1), (1, 0, 1, 4000), (3, 0, 1, 1), (3, 1, 1, 1), (3, 2, 1, 1)],
+        [("OK", None, None, None), ("OK", None, None, None), ("FENCED_ZOMBIE_WRITE", "producer_expiration", 2, 1),
+         ("DUPLICATE", "producer_expiration", 2, 0), ("DUPLICATE", "producer_expiration", 2, 1), ("OK", None, 2, None)],
+    ),
+    "jump-then-wrap": (  # 0 and 1; after the idle INT_MAX - 1; then INT_MAX..1, rewriting 0 and 1
+        [(0, 0, 1, 1), (0, 1, 1, 1), (0, INT_MAX - 1, 1, 4000), (0, INT_MAX, 3, 1), (0, 2, 1, 1)],
+        [("OK", None, None, None), ("OK", None, None, None), ("SEQUENCE_REGRESSION", "producer_expiration", 2, 1),
+         ("SEQUENCE_REGRESSION", "producer_expiration", 2, 1), ("OK", None, 2, None)],
+    ),
+    "refused-after-expiry": (  # what the rebuilt state would still refuse stays unexplained
+        [(0, 0, 2, 1), (0, 2, 2, 1), (0, 4, 2, 1), (0, 2, 2, 4000), (0, 0, 2, 1), (0, 6, 2, 1), (0, 4, 2, 1)],
+        [("OK", None, None, None), ("OK", None, None, None), ("OK", None, None, None),
+         ("DUPLICATE", "producer_expiration", 6, 2), ("DUPLICATE", None, 6, 0), ("OK", None, 6, None),
+         ("DUPLICATE", None, 6, 4)],
+    ),
+    "repeat-of-a-batch-after-expiry": (  # the original is after the expiry point: the broker knew it
+        [(0, 0, 2, 1), (0, 5, 2, 4000), (0, 7, 2, 1), (0, 5, 2, 1), (0, 9, 1, 1)],
+        [("OK", None, None, None), ("SEQUENCE_GAP", "producer_expiration", 2, 1), ("OK", None, 2, None),
+         ("DUPLICATE", None, 2, 2), ("OK", None, 2, None)],
+    ),
+}
+
+
+def test_repeats_after_an_expiration_are_explained_when_the_broker_took_them_in_sequence(spark):
+    cases = EXPIRY_CASES
+    rows = [r for topic, (batches, _) in cases.items() for r in _timed_rows(topic, batches)]
+    config = AuditConfig(producer_id_expiration_ms=3000)
+    got_spark = {(r["topic"], r["base_offset"]): r.asDict()
+                 for r in classify(spark.createDataFrame(rows, schema=_spark_schema()), config).collect()}
+    reference = replay(rows, config)
+    got_reference = {(b["topic"], b["base_offset"]): reference[(b["file"], b["file_position"])] for b in rows}
+    for topic, (_, want) in cases.items():
+        offsets = sorted(o for t, o in got_spark if t == topic)
+        for name, got in (("spark", got_spark), ("reference", got_reference)):
+            seen = [tuple(got[(topic, o)][c] for c in ("verdict", "explained_by", "expired_offset", "conflict_offset"))
+                    for o in offsets]
+            assert seen == want, (name, topic)
+
+
+def test_no_expiry_point_while_a_transaction_is_open(spark):
+    """The same repeats, sent by a producer with a transaction open before the idle: no expiration."""
+    rows = _timed_rows("txn", [(0, 0, 2, 1), (0, 2, 2, 1), (0, 4, 2, 4000), (0, 2, 2, 1), (0, 4, 2, 1)])
+    rows[0] |= {"is_transactional": True}
+    config = AuditConfig(producer_id_expiration_ms=3000)
+    got = {r["base_offset"]: r for r in classify(spark.createDataFrame(rows, schema=_spark_schema()), config).collect()}
+    reference = replay(rows, config)
+    for b in rows:
+        ref = reference[(b["file"], b["file_position"])]
+        assert ref["expired_offset"] is None and got[b["base_offset"]]["expired_offset"] is None
+        if ref["verdict"] not in ("OK", "INVALID_TXN_STATE"):
+            assert ref["explained_by"] is None and got[b["base_offset"]]["explained_by"] is None, ref
+
+
+@pytest.mark.parametrize("profile", ["2.4", "0.11"])
+def test_before_kip360_the_expiry_point_is_a_restart_at_zero(spark, profile):
+    """Before 2.5 a forgotten producer got in only at sequence 0: a rewind to 2 after the idle was
+    not taken from a forgotten producer, so it is no expiry point and the repeats after it stay
+    unexplained; a restart at 0 is one."""
+    rows = _timed_rows("at-two", [(0, 0, 2, 1), (0, 2, 2, 1), (0, 4, 2, 1), (0, 2, 2, 4000), (0, 4, 2, 1)]) \
+        + _timed_rows("at-zero", [(0, 0, 2, 1), (0, 2, 2, 1), (0, 4, 2, 1), (0, 0, 2, 4000), (0, 2, 2, 1)], pid=2)
+    config = AuditConfig(profile=profile, producer_id_expiration_ms=3000)
+    got = {(r["topic"], r["base_offset"]): r["explained_by"]
+           for r in classify(spark.createDataFrame(rows, schema=_spark_schema()), config).collect()}
+    reference = replay(rows, config)
+    for b in rows:
+        assert got[(b["topic"], b["base_offset"])] == reference[(b["file"], b["file_position"])]["explained_by"]
+    assert got[("at-two", 6)] is None and got[("at-two", 8)] is None
+    assert got[("at-zero", 6)] == "producer_expiration" and got[("at-zero", 8)] == "producer_expiration"

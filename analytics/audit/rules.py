@@ -57,7 +57,8 @@ REPLAY_COLUMNS = (
 IDENTITY = ("topic", HISTORY, "file_id", "file_position")  # topic first: the joined rows come out sorted for the write
 # What classify adds to the batches columns, in the order batch_verdicts has them.
 VERDICT_COLUMNS = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms",
-                   "offset_holes", "explanation", "txn_open", "offset_overlap", "state_last_sequence", "state_last_offset")
+                   "offset_holes", "explanation", "txn_open", "offset_overlap", "state_last_sequence", "state_last_offset",
+                   "expired_offset", "conflict_offset")
 # Computed before the join back; severity and explanation are derived from these and the wide columns after it.
 FACT_COLUMNS = tuple(c for c in VERDICT_COLUMNS if c not in ("severity", "explanation"))
 
@@ -167,6 +168,14 @@ def _verdict_of_marker() -> Column:
     )
 
 
+def _forgotten_ok(config: AuditConfig) -> Column:
+    """Before KIP-360 (2.5) a broker that had forgotten a producer refused its non-zero sequences
+    (UnknownProducerId; OutOfOrderSequence in 0.11): what it took from a forgotten producer starts at 0."""
+    if config.broker_profile.unknown_pid_nonzero_seq_error is None:
+        return F.lit(True)
+    return F.col("base_sequence") == 0
+
+
 def _explanation(config: AuditConfig) -> Column:
     """``explained_by``: the first piece of evidence, from the row's columns and the configuration."""
     restarts = F.lit(False)
@@ -185,9 +194,18 @@ def _explanation(config: AuditConfig) -> Column:
     v = F.col("verdict")
     profile = config.broker_profile
     at_zero = F.col("base_sequence") == 0
-    # Before KIP-360 (2.5) a broker that had forgotten a producer refused its non-zero sequences
-    # (UnknownProducerId; OutOfOrderSequence in 0.11): what it took from a forgotten producer starts at 0.
-    forgotten_ok = F.lit(True) if profile.unknown_pid_nonzero_seq_error is None else at_zero
+    forgotten_ok = _forgotten_ok(config)
+    # After an expiry point the broker's state is rebuilt from the batches since: a batch repeating or
+    # rewinding sequences written before it (the original copy, or the batch holding the sequence
+    # mark, lies before the expiry point) that this rebuilt state takes in sequence (the previous
+    # batch's epoch and last sequence: a follower's) got in because of the expiration (§7.3,
+    # duplicates after state loss). One the broker would still have refused is not explained.
+    base = F.col("base_sequence")
+    same_epoch = F.col("producer_epoch") == F.col("prev_epoch")
+    taken = (same_epoch & in_sequence(F.col("state_last_seq"), base)) | (
+        (F.col("producer_epoch") > F.col("prev_epoch")) & at_zero)
+    after_expiry = (v.isin("DUPLICATE", "SEQUENCE_GAP", "SEQUENCE_REGRESSION") & taken
+                    & (F.col("conflict_offset") < F.col("expired_offset")))
     partial = (v == "FIRST_SEEN_NONZERO") & (
         (F.col("log_start_offset") > 0) | (F.col("partition_first_offset") > 0) | compacted)
     below_start = F.col("log_start_offset") > 0
@@ -205,6 +223,7 @@ def _explanation(config: AuditConfig) -> Column:
         F.when(v.isin("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"), None)
         .when(F.coalesce(restarts, F.lit(False)) & forgotten_ok, "state_loss")
         .when((F.col("idle_ms") >= config.expiration_ms) & ~F.col("txn_open") & forgotten_ok, "producer_expiration")
+        .when(F.coalesce(after_expiry, F.lit(False)), "producer_expiration")
         .when((v == "SEQUENCE_GAP") & compacted & (missing <= F.col("offset_holes")), "compaction")
         .when(partial, "partial_history")
     )
@@ -231,7 +250,9 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     rows = rows.withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
     rows = rows.withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id"))).repartition(HISTORY)
     # 0. duplicates: an earlier data batch of the producer with the same epoch and sequence range
-    rows = rows.withColumn("dup_rank", F.when(~F.col("is_control"), F.row_number().over(by_range())))
+    #    and the original copy's base offset (the first of the range: same window, same sort)
+    rows = rows.withColumn("dup_rank", F.when(~F.col("is_control"), F.row_number().over(by_range()))) \
+        .withColumn("dup_original", F.when(~F.col("is_control"), F.first("base_offset").over(by_range())))
     # 1. per partition: the offsets before each batch that no batch carries (compaction evidence),
     #    up to a constant: base - the sum of the earlier batches' spans (the difference between two
     #    batches counts the holes between them); the offsets it shares with earlier batches (0 in a
@@ -273,23 +294,31 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     step = F.when(step > SEQ_SPACE // 2, step - SEQ_SPACE).otherwise(step)
     # (an exact multiple of 2^31: -1, 0 or 1)
     crossing = F.when(data, ((F.col("prev_data_seq") + step - F.col("last_sequence")) / SEQ_SPACE).cast("int"))
+    # An expiry point: a batch the producer sent at least producer.id.expiration.ms after its previous
+    # one, with no transaction open (a producer with one never expires) and, before 2.5, at sequence 0
+    # (a forgotten producer's other sequences were refused): there the broker had forgotten it, and
+    # its state since is rebuilt from this batch on. ``expired_offset``: the latest one so far.
+    idle = F.col("max_timestamp") - F.col("prev_max_timestamp")
+    no_txn = F.col("last_txn_data").isNull() | (F.col("last_marker").isNotNull()
+                                                & (F.col("last_txn_data") <= F.col("last_marker")))
+    expiry = (F.col("tracked") & (idle >= config.expiration_ms) & no_txn & _forgotten_ok(config))
     rows = rows.select(
         "*",
+        F.last(F.when(expiry, F.col("base_offset")), True).over(running).alias("expired_offset"),
         F.last(seq_after, True).over(BEFORE).alias("state_last_seq"),
         F.last(offset_after, True).over(BEFORE).alias("state_last_off"),
         F.sum(epoch_changed.cast("int")).over(running).alias("epoch_run"),
         F.coalesce(F.sum(crossing).over(running), F.lit(0)).alias("seq_wraps"),
     )
-    # (profiles before 2.5 also need where the mark lies: the last offset of the batch holding it)
-    with_offset = config.broker_profile.unknown_pid_nonzero_seq_error is not None
+    # (and where the mark lies: the last offset of the batch holding it, the latest on a tie)
     mark = F.struct(F.col("epoch_run").alias("run"),
                     (F.col("last_sequence") + F.col("seq_wraps") * SEQ_SPACE).alias("seq"),
-                    *([F.col("last_offset").alias("offset")] if with_offset else []))
+                    F.col("last_offset").alias("offset"))
     rows = rows.withColumn("mark", F.max(F.when(data, mark)).over(BEFORE))
     in_run = F.col("mark.run") == F.col("epoch_run")
     rows = rows.withColumn("seq_mark", F.when(in_run, F.pmod(F.col("mark.seq"), F.lit(SEQ_SPACE)).cast("int"))
                            .otherwise(F.lit(-1))) \
-        .withColumn("mark_offset", F.when(in_run, F.col("mark.offset")) if with_offset else F.lit(None).cast("long")) \
+        .withColumn("mark_offset", F.when(in_run, F.col("mark.offset"))) \
         .drop("mark")
     rows = rows.withColumn(
         "txn_open",
@@ -311,7 +340,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     )
     # facts of the replay exist for replayed rows only
     for name in ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timestamp", "state_last_seq", "seq_mark",
-                 "mark_offset"):
+                 "mark_offset", "expired_offset"):
         rows = rows.withColumn(name, F.when(F.col("tracked"), F.col(name)))
     rows = rows.withColumn("partition_first_offset", F.when(F.col("crc_valid"), F.col("partition_first_offset")))
     rows = rows.withColumn(
@@ -329,6 +358,14 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
             "log_start_offset",
             F.when((F.col("topic") == topic) & (F.col("partition") == partition), F.lit(offset)).otherwise(F.col("log_start_offset")),
         )
+    # the earlier batch an anomaly conflicts with: the original of a copy, the batch holding the
+    # sequence mark a gap or a rewind is judged against, the previous batch an epoch is judged against
+    v = F.col("verdict")
+    rows = rows.withColumn(
+        "conflict_offset",
+        F.when(v == "DUPLICATE", F.col("dup_original"))
+        .when(v.isin("SEQUENCE_GAP", "SEQUENCE_REGRESSION"), F.col("mark_offset"))
+        .when(v.isin("EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE"), F.col("prev_base_offset")))
     rows = rows.withColumn("explained_by", _explanation(config))
     facts_extra = ()
     if not config.broker_profile.transactions_v2:

@@ -28,7 +28,10 @@ class _State:
     last_offset: int = -1
     txn_open: bool = False
     coordinator_epoch: int | None = None
-    seen: set = field(default_factory=set)
+    seen: dict = field(default_factory=dict)  # (epoch, base, last) -> the first copy's base offset
+    # The base offset of the producer's latest expiry point (a batch after which the broker had
+    # forgotten it, and rebuilt its state from that batch on), None before the first.
+    expired_offset: int | None = None
     # The producer's sequences on a line that wraps at INT_MAX: ``position`` is the last data batch's
     # last sequence on it, each batch a step from the one before the shorter way round mod 2^31.
     position: int | None = None
@@ -51,7 +54,9 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
     """Verdicts of batch rows (dicts with the ``batches`` columns), keyed by (file, file_position).
 
     Each value holds verdict, severity, explained_by, expected_sequence, prev_base_offset, idle_ms
-    and offset_holes; replayed rows also the state they leave (state_last_sequence, state_last_offset).
+    and offset_holes; replayed rows also the state they leave (state_last_sequence, state_last_offset),
+    the latest expiry point (expired_offset) and the earlier batch an anomaly conflicts with
+    (conflict_offset).
     """
     log_starts = dict(log_starts or {}) | config.log_start_offsets
     compacted = set(config.compacted_topics())
@@ -114,6 +119,15 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
                 if verdict in ("OK", "EPOCH_BUMP") and s is not None and s.txn_open and not b["is_transactional"]:
                     verdict = "INVALID_TXN_STATE"
                 expected = 0 if s is None or epoch != s.epoch else (s.seq_mark + 1) % SEQ_SPACE
+            # an expiry point: idle past the expiration with no transaction open (before 2.5: at sequence 0)
+            expiry = (s is not None and facts["idle_ms"] >= config.expiration_ms and not s.txn_open
+                      and _forgotten_ok(b, config))
+            facts["expired_offset"] = b["base_offset"] if expiry else s.expired_offset if s else None
+            facts["conflict_offset"] = (
+                s.seen[(b["producer_epoch"], b["base_sequence"], b["last_sequence"])] if verdict == "DUPLICATE"
+                else s.mark_offset if verdict in ("SEQUENCE_GAP", "SEQUENCE_REGRESSION")
+                else s.last_base_offset if verdict in ("EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE")
+                else None)
             explained = _explain(verdict, b, s, facts, config, compacted,
                                  log_starts.get((topic, partition)), first_offset)
             out[key] = _row(verdict, explained) | facts | {"expected_sequence": expected}
@@ -138,12 +152,13 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
                 if s.mark is None or s.position >= s.mark:
                     s.mark, s.mark_offset = s.position, b["last_offset"]
                 s.last_seq, s.last_offset = b["last_sequence"], b["last_offset"]
-                s.seen.add((b["producer_epoch"], b["base_sequence"], b["last_sequence"]))
+                s.seen.setdefault((b["producer_epoch"], b["base_sequence"], b["last_sequence"]), b["base_offset"])
                 s.txn_open = s.txn_open or b["is_transactional"]
             s.epoch = b["producer_epoch"]
             s.last_ts = b["max_timestamp"]
             s.last_base_offset = b["base_offset"]
             s.cum_holes = cum_holes
+            s.expired_offset = facts["expired_offset"]
             out[key] |= {"state_last_sequence": s.last_seq, "state_last_offset": s.last_offset}
     return out
 
@@ -158,14 +173,18 @@ def _row(verdict: str, explained: str | None) -> dict:
     return {"verdict": verdict, "severity": severity, "explained_by": explained}
 
 
+def _forgotten_ok(b: dict, config: AuditConfig) -> bool:
+    """Before KIP-360 (2.5) a broker that had forgotten the producer took only sequence 0 from it."""
+    return config.broker_profile.unknown_pid_nonzero_seq_error is None or b["base_sequence"] == 0
+
+
 def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_start, first_offset) -> str | None:
     """The evidence for a rule break, in order; the profile (replay rules §2.9) says which the brokers allowed."""
     if verdict in ("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"):
         return None
     profile = config.broker_profile
-    # Before KIP-360 (2.5) a broker that had forgotten the producer took only sequence 0 from it.
     kip360 = profile.unknown_pid_nonzero_seq_error is None
-    forgotten_ok = kip360 or b["base_sequence"] == 0
+    forgotten_ok = _forgotten_ok(b, config)
     for r in config.broker_restarts:
         if r.topic is not None and r.topic != b["topic"] or r.partition is not None and r.partition != b["partition"]:
             continue
@@ -177,6 +196,14 @@ def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_star
             return "state_loss"
     if s is not None and facts["idle_ms"] >= config.expiration_ms and not s.txn_open and forgotten_ok:
         return "producer_expiration"
+    # A batch repeating or rewinding sequences written before the latest expiry point, which the state
+    # the broker rebuilt since (the previous batch's epoch and last sequence) takes in sequence.
+    if s is not None and verdict in ("DUPLICATE", "SEQUENCE_GAP", "SEQUENCE_REGRESSION"):
+        epoch, seq = b["producer_epoch"], b["base_sequence"]
+        taken = (epoch == s.epoch and in_sequence(s.last_seq, seq)) or (epoch > s.epoch and seq == 0)
+        expired, conflict = facts["expired_offset"], facts["conflict_offset"]
+        if taken and expired is not None and conflict is not None and conflict < expired:
+            return "producer_expiration"
     is_compacted = b["topic"] in compacted
     if verdict == "SEQUENCE_GAP" and is_compacted:
         missing = (b["base_sequence"] - s.seq_mark - 1) % SEQ_SPACE
