@@ -13,10 +13,11 @@ offset, the original batch's offset for a duplicate, or the error code) is the g
 After the histories, the broker stops cleanly and its log dir is exported and audited with
 ``producer_id_expiration_ms`` set to the broker's. The log must hold exactly the batches the
 broker appended, and each one's verdict must fit why the broker took it (``expected_verdicts``
-is the mapping, stated in its docstring). One class of it is a strict xfail: batches the broker
-took in sequence after it had taken a rewind or a replay from an expired producer repeat sequences
-written before the expiration; the audit gives them the right verdict (DUPLICATE,
-SEQUENCE_REGRESSION) but no explanation, as it looks only at the idle time before each batch.
+is the mapping, stated in its docstring). Batches the broker took in sequence after it had taken
+a rewind or a replay from an expired producer repeat sequences written before the expiration:
+the audit gives them their verdict (DUPLICATE, SEQUENCE_REGRESSION) explained by
+``producer_expiration``, the expiry point (``expired_offset``) lying after the batch they conflict
+with (``conflict_offset``); ``test_the_audit_explains_repeats_after_an_expiration`` checks them.
 
 Time: a batch carries the wall clock when it is sent (a retry "as is" keeps its first timestamp),
 and the broker keeps its maxTimestamp as the producer's time (its own clock on a LogAppendTime
@@ -649,11 +650,10 @@ def test_the_audit_fits_why_the_broker_took_each_batch(audited):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the audit explains an anomaly by the idle time before the batch itself; a batch that repeats "
-    "sequences written before an expiration, sent in sequence after the broker took a rewind or a "
-    "replay from the expired producer, follows its previous batch closely and is left unexplained"))
 def test_the_audit_explains_repeats_after_an_expiration(audited):
+    """A batch the broker took in sequence after an expiration, repeating or rewinding sequences
+    written before it, is explained by ``producer_expiration`` although it follows its previous
+    batch closely: the audit finds the expiry point between the original and the repeat."""
     repeats = [(run, i, row) for run, i, row in audited.checked if _repeats_after_expiration(run, i, row)]
     if not repeats:
         pytest.skip("no history repeated sequences after an expiration")
