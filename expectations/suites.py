@@ -81,6 +81,18 @@ def _restart_condition(config: AuditConfig) -> str:
     return " OR ".join(parts) or "FALSE"
 
 
+def _batches_in() -> str:
+    """The rows of ``batch_verdicts`` a check joins to (the expiry point or the previous batch of a
+    producer), keyed by their partition folder (one history: a log dir, a topic and a partition)."""
+    return ("SELECT regexp_extract(file, '^(.*)/[^/]*$', 1) AS dir, topic, `partition`, producer_id, base_offset, "
+            "producer_epoch, state_last_sequence, idle_ms, txn_open, base_sequence FROM batch_verdicts")
+
+
+def _same_history(a: str, b: str) -> str:
+    return (f"{b}.dir = regexp_extract({a}.file, '^(.*)/[^/]*$', 1) AND {b}.topic = {a}.topic "
+            f"AND {b}.`partition` = {a}.`partition` AND {b}.producer_id = {a}.producer_id")
+
+
 def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
     """The suites for one audit configuration (the explanation checks restate its thresholds)."""
     missing = f"pmod(CAST(base_sequence AS BIGINT) - expected_sequence, {SEQ_SPACE})"
@@ -136,11 +148,23 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
         ],
         "eviction_gaps": [
             Check("producer_expiration_justified", "anomalies",
-                  f"SELECT {BATCH_COLUMNS}, idle_ms, txn_open FROM {{batch}} WHERE explained_by = 'producer_expiration' "
-                  f"AND NOT (idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten})",
-                  f"Every gap explained by producer expiration follows at least producer.id.expiration.ms "
+                  f"SELECT {BATCH_COLUMNS}, idle_ms, txn_open, expired_offset, conflict_offset FROM ("
+                  f"SELECT a.*, e.base_offset AS expiry_found, p.producer_epoch AS p_epoch, p.state_last_sequence AS p_seq "
+                  f"FROM {{batch}} a LEFT JOIN ({_batches_in()} WHERE idle_ms >= {config.expiration_ms} "
+                  f"AND NOT txn_open{forgotten}) e ON {_same_history('a', 'e')} AND e.base_offset = a.expired_offset "
+                  f"LEFT JOIN ({_batches_in()}) p ON {_same_history('a', 'p')} "
+                  f"AND p.base_offset = a.prev_base_offset) "
+                  f"WHERE explained_by = 'producer_expiration' "
+                  f"AND NOT ((idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten}) "
+                  f"OR (conflict_offset < expired_offset AND expired_offset < base_offset AND expiry_found IS NOT NULL "
+                  f"AND verdict IN ('DUPLICATE', 'SEQUENCE_GAP', 'SEQUENCE_REGRESSION') "
+                  f"AND ((producer_epoch = p_epoch AND (CAST(base_sequence AS BIGINT) = CAST(p_seq AS BIGINT) + 1 "
+                  f"OR (base_sequence = 0 AND p_seq = {SEQ_SPACE - 1}))) OR (producer_epoch > p_epoch AND base_sequence = 0))))",
+                  f"Every break explained by producer expiration follows at least producer.id.expiration.ms "
                   f"({config.expiration_ms} ms) of idleness with no transaction open"
-                  + (f" and starts at sequence 0 (profile {config.profile})." if forgotten else ".")),
+                  + (f" and starts at sequence 0 (profile {config.profile})" if forgotten else "")
+                  + ", or repeats or rewinds sequences written before such a batch of its producer (expired_offset, "
+                    "after conflict_offset) and is in sequence with the state the producer's previous batch left."),
             Check("partial_history_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'partial_history' "
                   f"AND NOT ((verdict = 'FIRST_SEEN_NONZERO' AND prev_base_offset IS NULL){restarted})",

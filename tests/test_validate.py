@@ -177,3 +177,48 @@ def test_data_docs_render_in_a_browser(validated, audited, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     if os.environ.get("SEGAUDIT_UPDATE_SCREENSHOT"):
         shutil.copyfile(shot, DOCS_SCREENSHOT)
+
+
+def test_repeats_after_an_expiration_are_justified_by_their_expiry_point(spark):
+    """producer_expiration_justified accepts a repeat of sequences written before an expiration from
+    its columns (the batch at expired_offset was idle past the threshold with no transaction open,
+    conflict_offset lies before it, the previous batch's state takes it in sequence), and rejects
+    one whose columns do not show that."""
+    from pyspark.sql import functions as F
+
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.rules import classify
+    from expectations.suites import suites
+    from tests.test_audit_differential import EXPIRY_CASES, _spark_schema, _timed_rows
+
+    config = AuditConfig(producer_id_expiration_ms=3000)
+    rows = [r for t in ("rewind-then-repeats", "zombie-then-repeats", "jump-then-wrap")
+            for r in _timed_rows(t, EXPIRY_CASES[t][0])]
+    verdicts = classify(spark.createDataFrame(rows, schema=_spark_schema()), config).cache()
+    [check] = [c for c in suites(config, has_records=False)["eviction_gaps"] if c.id == "producer_expiration_justified"]
+    verdicts.createOrReplaceTempView("batch_verdicts")
+    try:
+        def offending(anomalies):
+            anomalies.createOrReplaceTempView("forged_anomalies")
+            return {(r["topic"], r["offset"]) for r in spark.sql(check.query.replace("{batch}", "forged_anomalies")).collect()}
+
+        anomalies = verdicts.where(F.col("severity") != "ok")
+        repeats = {(r["topic"], r["base_offset"]) for r in anomalies.where(
+            (F.col("explained_by") == "producer_expiration") & (F.col("idle_ms") < 3000)).collect()}
+        assert repeats == {("rewind-then-repeats", 10), ("rewind-then-repeats", 12), ("zombie-then-repeats", 3),
+                           ("zombie-then-repeats", 4), ("jump-then-wrap", 3)}
+        assert offending(anomalies) == set()
+        is_repeat = (F.col("explained_by") == "producer_expiration") & (F.col("idle_ms") < 3000)
+        # the original after the expiry point; out of sequence with the previous batch's state
+        assert offending(anomalies.withColumn("conflict_offset", F.when(is_repeat, F.col("expired_offset"))
+                                              .otherwise(F.col("conflict_offset")))) == repeats
+        assert offending(anomalies.withColumn("base_sequence", F.when(is_repeat, F.pmod(F.col("base_sequence").cast("long") + 5, F.lit(2**31)).cast("int"))
+                                              .otherwise(F.col("base_sequence")))) == repeats
+        # expiry points with a transaction open
+        points = [r["expired_offset"] for r in anomalies.where(is_repeat).collect()]
+        verdicts.withColumn("txn_open", F.col("txn_open") | F.col("base_offset").isin(points)) \
+            .createOrReplaceTempView("batch_verdicts")
+        assert offending(anomalies) == repeats
+    finally:
+        spark.catalog.dropTempView("batch_verdicts")
+        spark.catalog.dropTempView("forged_anomalies")
