@@ -27,7 +27,10 @@ BATCH_FIELDS = (
     "producer_id", "producer_epoch", "base_sequence", "last_sequence", "is_transactional", "is_control",
     "control_type", "coordinator_epoch", "crc_valid", "verdict", "severity", "explained_by", "expected_sequence",
     "prev_base_offset", "idle_ms", "offset_holes", "explanation", "txn_open", "offset_overlap",
+    "expired_offset", "conflict_offset",
 )
+# Columns of batch_verdicts newer than some audits on disk: read as null from those.
+LATER_COLUMNS = ("expired_offset", "conflict_offset")
 VERDICT_MEANING = {
     "OK": "in sequence for its producer and epoch",
     "EPOCH_BUMP": "a higher epoch starting at sequence 0",
@@ -65,7 +68,16 @@ def _verdicts(spark, out: str, topic: str):
     from pyspark.sql import functions as F
 
     # a filter on the partition column: Spark lists and reads the one topic's folder
-    return spark.read.parquet(os.path.join(out, "batch_verdicts")).where(F.col("topic") == topic)
+    return _with_later_columns(spark.read.parquet(os.path.join(out, "batch_verdicts")).where(F.col("topic") == topic))
+
+
+def _with_later_columns(df):
+    from pyspark.sql import functions as F
+
+    for c in LATER_COLUMNS:
+        if c not in df.columns:
+            df = df.withColumn(c, F.lit(None).cast("long"))
+    return df
 
 
 # -- explain --------------------------------------------------------------------------------------
@@ -83,6 +95,8 @@ class Explanation:
     nearest: dict = field(default_factory=dict)  # when no batch holds the offset: the batches around it
     log_dir: str | None = None  # the log dir (broker) whose log is explained
     log_dirs: list[str] = field(default_factory=list)  # every log dir holding batches of the partition
+    # for a break explained by an earlier expiration of its producer: the batch at its expired_offset
+    expiry: dict | None = None
 
 
 def explain(spark, out: str, topic: str, partition: int, offset: int, context: int = 3,
@@ -149,6 +163,10 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
             result.earlier_copy = first and first.asDict()
         if batch["is_transactional"]:
             result.transaction = _transaction_of(spark, out, batch, chosen)
+        if (batch["explained_by"] == "producer_expiration" and batch["expired_offset"] is not None
+                and batch["expired_offset"] < batch["base_offset"]):
+            point = same.where(F.col("base_offset") == batch["expired_offset"]).first()
+            result.expiry = point and point.asDict()
     result.reasoning = _reasoning(batch, result, config)
     if len(holding) > 1:
         result.reasoning.append(f"{len(holding)} batches hold offset {offset}: the log repeats offsets "
@@ -249,15 +267,24 @@ def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
         t = result.transaction
         end = f"ends at {t['end_offset']}" if t["end_offset"] is not None else "has no marker in the log"
         says.append(f"It belongs to a transaction from offset {t['first_offset']} that {end}: {t['status']}.")
-    says.extend(_evidence(b, config))
+    says.extend(_evidence(b, config, result.expiry))
     if b["severity"] == "violation":
         says.append("No evidence in the log or the configuration explains it: a violation.")
     return says
 
 
-def _evidence(b: dict, config: dict) -> list[str]:
-    """Why an ``explained_by`` holds, restated from the row and the configuration."""
+def _evidence(b: dict, config: dict, expiry: dict | None = None) -> list[str]:
+    """Why an ``explained_by`` holds, restated from the row, the configuration and (for a repeat
+    after an expiration) the batch at the producer's expiry point."""
     why = b["explained_by"]
+    expiration = config.get("producer_id_expiration_ms")
+    if why == "producer_expiration" and expiry is not None and b.get("conflict_offset") is not None:
+        original = {"DUPLICATE": "its original batch", "SEQUENCE_GAP": "the batch holding its highest sequence",
+                    "SEQUENCE_REGRESSION": "the batch holding its highest sequence"}.get(b["verdict"], "the batch")
+        return [f"Explained by producer expiration: the producer was idle {_ms(expiry['idle_ms'])} before offset "
+                f"{expiry['base_offset']} (at least producer.id.expiration.ms {_ms(expiration)}, no open "
+                f"transaction), after {original} at offset {b['conflict_offset']}: the broker had forgotten it "
+                "and took this batch in sequence with what the producer wrote since."]
     if why == "producer_expiration":
         return [f"Explained by producer expiration: idle {_ms(b['idle_ms'])} >= producer.id.expiration.ms "
                 f"{_ms(config.get('producer_id_expiration_ms'))} with no open transaction, so the broker had "
@@ -331,7 +358,7 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         scope = f" on topic {topic}" if topic is not None else ""
         raise NotFound(f"producer {producer_id} wrote no batch{scope} in this audit")
     wanted = sorted({(s["topic"], s["partition"]) for s in session_rows})
-    anomalies = spark.read.parquet(os.path.join(out, "anomalies")).where(
+    anomalies = _with_later_columns(spark.read.parquet(os.path.join(out, "anomalies"))).where(
         (F.col("producer_id") == producer_id) & F.col("severity").isin("explained", "violation"))
     if topic is not None:
         anomalies = anomalies.where(F.col("topic") == topic)

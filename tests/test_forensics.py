@@ -208,3 +208,16 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     # its gap is a finding in each log dir, each row naming its own
     findings = text.split("findings (")[1].split("\n\n")[0]
     assert sum(b1 in line for line in findings.splitlines()) == sum(b2 in line for line in findings.splitlines()) >= 1
+
+
+def test_a_repeat_after_an_expiration_is_explained_in_words():
+    """The sentence for a batch explained by an expiration before it, not by its own idle time."""
+    from analytics.forensics import _evidence
+
+    row = {"explained_by": "producer_expiration", "verdict": "DUPLICATE", "idle_ms": 2, "base_offset": 10,
+           "expired_offset": 8, "conflict_offset": 4}
+    [says] = _evidence(row, {"producer_id_expiration_ms": 3000}, {"base_offset": 8, "idle_ms": 4000})
+    assert says == ("Explained by producer expiration: the producer was idle 4,000 ms (4 s) before offset 8 (at least "
+                    "producer.id.expiration.ms 3,000 ms (3 s), no open transaction), after its original batch at "
+                    "offset 4: the broker had forgotten it and took this batch in sequence with what the producer "
+                    "wrote since.")
