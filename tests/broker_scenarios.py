@@ -211,15 +211,15 @@ def wait_for_log_start(cluster: KafkaCluster, topic: str, above: int, timeout: f
     raise TimeoutError(f"{topic}: the log start stayed at {above}")
 
 
-def wait_for_cleaning(log_dir: Path, topic: str, timeout: float = 90) -> int:
-    """Until the cleaner's checkpoint names the topic's partition (the cleaner has compacted it)."""
+def wait_for_cleaning(log_dir: Path, topic: str, beyond: int = 0, timeout: float = 90) -> int:
+    """Until the cleaner's checkpoint for the topic's partition passes ``beyond`` (it has compacted so far)."""
     checkpoint = log_dir / "cleaner-offset-checkpoint"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if checkpoint.exists():
             for line in checkpoint.read_text().splitlines()[2:]:
                 parts = line.split()
-                if len(parts) == 3 and parts[0] == topic and int(parts[2]) > 0:
+                if len(parts) == 3 and parts[0] == topic and int(parts[2]) > beyond:
                     return int(parts[2])
         time.sleep(0.25)
     raise TimeoutError(f"the cleaner did not compact {topic}")

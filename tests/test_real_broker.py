@@ -73,13 +73,19 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
                          delete_retention_ms=100)
     compacted = sc.Facts("compaction", "compacted", "kafka-python, idempotent")
     producer = sc.idempotent_producer(cluster)
-    for i in range(40):
+    for i in range(41):
         sc.send_each(producer, "compacted", range(i, i + 1), compacted, key="hot" if i % 2 == 0 else f"k{i}")
         time.sleep(0.03)
-    time.sleep(0.2)
-    sc.send_each(producer, "compacted", range(40, 41), compacted, key="hot")  # rolls the last data segment
+    # a second producer rewrites the hot key: the first one's last batch loses its record, and the
+    # cleaner keeps it empty (the producer's state must survive); its second send rolls the segment
+    successor = sc.idempotent_producer(cluster)
+    rewritten = []
+    for i in (41, 42):
+        time.sleep(0.2)
+        rewritten += sc.send_each(successor, "compacted", range(i, i + 1), compacted, key="hot")
+    successor.close()
     producer.close()
-    compacted.notes["cleaned_up_to"] = sc.wait_for_cleaning(cluster.node(1).log_dir, "compacted")
+    compacted.notes["cleaned_up_to"] = sc.wait_for_cleaning(cluster.node(1).log_dir, "compacted", beyond=rewritten[0])
     facts["compacted"] = sc._finish(cluster, compacted)
 
     # transactions with Kafka's own Java producer (transactions V2 with a 4.x broker)
@@ -258,6 +264,10 @@ def test_compaction_holes_are_explained(broker_run, audits, spark):
                      ("FIRST_SEEN_NONZERO", "partial_history", "explained")}
     records = _rows(spark, out, "SELECT count(*) AS n FROM records WHERE topic = 'compacted'")[0]["n"]
     assert records < broker_run.facts["compacted"].acknowledged  # the cleaner removed superseded keys
+    # the empty batch the cleaner kept for the first producer's state: no violation
+    empty = _rows(spark, out, "SELECT verdict, severity FROM batch_verdicts WHERE topic = 'compacted' "
+                              "AND record_count = 0 AND NOT is_control")
+    assert empty and all(r["severity"] != "violation" for r in empty)
 
 
 # -- snapshots ---------------------------------------------------------------------------------
@@ -290,35 +300,75 @@ def test_kafka_dump_log_agrees_line_for_line_on_the_brokers_files(broker_run, co
 
 
 # -- the tables of docs/real-broker.md ----------------------------------------------------------
+def _per_topic(spark, out: str, query: str) -> dict:
+    """topic -> the rows of a query grouped by topic (its first column)."""
+    found: dict = {}
+    for r in _rows(spark, out, query):
+        found.setdefault(r[0], []).append(r)
+    return found
+
+
 def test_report_tables(broker_run, audits, spark):
     """Per scenario: what the clients did, what the broker wrote, what the audit said (both copies).
     Written to ``SEGAUDIT_REAL_BROKER_REPORT`` (appended, one section per version) when it is set."""
     lines = [f"### Kafka {broker_run.version}", ""]
     for copy in ("live", "final"):
         code, out = audits[copy]
-        lines += [f"`segaudit run` over the {'copy taken while the broker ran' if copy == 'live' else 'log dir after a clean shutdown'}: exit {code}.", ""]
-        lines += ["| topic | scenario | client | sent | acked | client errors | responses dropped | batches | records | markers | log start | verdicts | record duplicates | transactions |",
+        wrote = _per_topic(spark, out, "SELECT topic, count(*) AS b, coalesce(sum(CASE WHEN is_control THEN 0 "
+                                       "ELSE record_count END), 0) AS r, count_if(is_control) AS m FROM batches GROUP BY topic")
+        starts = _per_topic(spark, out, "SELECT topic, max(log_start_offset) AS s FROM log_start_offsets GROUP BY topic")
+        verdicts = _per_topic(spark, out, "SELECT topic, verdict, explained_by, count(*) AS n FROM batch_verdicts "
+                                          "GROUP BY topic, verdict, explained_by ORDER BY topic, verdict")
+        dups = _per_topic(spark, out, "SELECT topic, count(*) AS n FROM record_duplicates GROUP BY topic")
+        txns = _per_topic(spark, out, "SELECT topic, status, count(*) AS n FROM transactions GROUP BY topic, status "
+                                      "ORDER BY topic, status")
+        where = "the copy taken while the broker ran" if copy == "live" else "the log dir after a clean shutdown"
+        lines += [f"`segaudit run` over {where}: exit {code}.", "",
+                  "| topic | scenario | client | sent | acked | client errors | responses dropped | batches | records | "
+                  "markers | log start | verdicts | record duplicates | transactions |",
                   "|---|---|---|--:|--:|---|--:|--:|--:|--:|--:|---|--:|---|"]
         for topic, f in broker_run.facts.items():
-            wrote = _rows(spark, out, f"SELECT count(*) AS b, coalesce(sum(CASE WHEN is_control THEN 0 ELSE record_count END), 0) AS r, "
-                                      f"count_if(is_control) AS m FROM batches WHERE topic = '{topic}'")[0]
-            start = _rows(spark, out, f"SELECT max(log_start_offset) AS s FROM log_start_offsets WHERE topic = '{topic}'")[0]["s"]
-            verdicts = _rows(spark, out, f"SELECT verdict, explained_by, count(*) AS n FROM batch_verdicts WHERE topic = '{topic}' "
-                                         "GROUP BY verdict, explained_by ORDER BY verdict")
-            dups = _rows(spark, out, f"SELECT count(*) AS n FROM record_duplicates WHERE topic = '{topic}'")[0]["n"]
-            txns = _rows(spark, out, f"SELECT status, count(*) AS n FROM transactions WHERE topic = '{topic}' GROUP BY status ORDER BY status")
-            said = ", ".join(f"{r['verdict']}{'/' + r['explained_by'] if r['explained_by'] else ''} {r['n']}" for r in verdicts)
+            (w,) = wrote[topic]
+            start = starts.get(topic, [{"s": 0}])[0]["s"] or 0
+            said = ", ".join(f"{r['verdict']}{'/' + r['explained_by'] if r['explained_by'] else ''} {r['n']}"
+                             for r in verdicts[topic])
             errors = ", ".join(f"{k} {v}" for k, v in f.errors.items()) or "none"
-            statuses = ", ".join(f"{r['status']} {r['n']}" for r in txns) or "-"
-            lines.append(f"| {topic} | {f.scenario} | {f.client} | {f.sent} | {f.acknowledged} | {errors} | {f.responses_dropped} | "
-                         f"{wrote['b']} | {wrote['r']} | {wrote['m']} | {start if start is not None else 0} | {said} | {dups} | "
-                         f"{statuses} |")
+            statuses = ", ".join(f"{r['status']} {r['n']}" for r in txns.get(topic, [])) or "-"
+            copies = dups.get(topic, [{"n": 0}])[0]["n"]
+            lines.append(f"| {topic} | {f.scenario} | {f.client} | {f.sent} | {f.acknowledged} | {errors} | "
+                         f"{f.responses_dropped} | {w['b']} | {w['r']} | {w['m']} | {start} | {said} | {copies} | {statuses} |")
         lines.append("")
     for run, (files, count) in broker_run.facts["txn"].notes.get("dump_log", {}).items():
-        lines.append(f"- Kafka's DumpLogSegments against `segaudit dump-log`, {run}: {files} files, {count:,} lines, 0 differences")
+        lines.append(f"- Kafka's DumpLogSegments against `segaudit dump-log`, {run}: {files} files, {count:,} lines, "
+                     "0 differences")
     lines.append("")
     target = os.environ.get("SEGAUDIT_REAL_BROKER_REPORT")
     if target:
         with open(target, "a") as fh:
             fh.write("\n".join(lines) + "\n")
-    assert len(lines) > 2 * len(broker_run.facts)
+    assert sum(1 for line in lines if line.startswith("| ") and not line.startswith("| topic")) == 2 * len(broker_run.facts)
+
+
+# -- the broker profile --------------------------------------------------------------------------
+def test_each_profile_reads_the_log_as_its_broker_would(broker_run, audits, spark, tmp_path):
+    """The same log under the 3.9 and the default (4.x) profiles: the same verdicts; a transactions V2
+    commit (a COMMIT above its transaction's epoch, which only a 4.x coordinator writes) is named as
+    such only under a profile before 4.0, and only a 4.x broker's log holds one."""
+    import shutil
+
+    from analytics import cli
+
+    _, final = audits["final"]
+    out = str(tmp_path / "out")
+    shutil.copytree(final, out)
+    assert cli.main(["audit", out, "--config", str(broker_run.config), "--profile", "3.9", "--no-history"]) == 0
+    query = "SELECT topic, base_offset, verdict, explained_by, explanation FROM batch_verdicts"
+    seen = {name: {(r["topic"], r["base_offset"]): (r["verdict"], r["explained_by"], r["explanation"] or "")
+                   for r in _rows(spark, o, query)} for name, o in (("3.9", out), ("4.x", final))}
+    assert {k: v[:2] for k, v in seen["3.9"].items()} == {k: v[:2] for k, v in seen["4.x"].items()}
+    flagged = {k for k, v in seen["3.9"].items() if "transactions V2 commit" in v[2]}
+    assert not any("transactions V2 commit" in v[2] for v in seen["4.x"].values())
+    if broker_run.version.startswith("4."):
+        assert {t for t, _ in flagged} == {"txn", "txn-hang"} and len(flagged) == 4
+    else:
+        assert flagged == set()
