@@ -66,7 +66,8 @@ def offsets(cluster: KafkaCluster, topic: str, partition: int = 0) -> tuple[int,
         admin.close()
 
 
-def _finish(cluster: KafkaCluster, facts: Facts) -> Facts:
+def finish(cluster: KafkaCluster, facts: Facts) -> Facts:
+    """The facts with the partition's log start and end offsets as the broker reports them now."""
     facts.log_start, facts.log_end = offsets(cluster, facts.topic)
     return facts
 
@@ -95,7 +96,7 @@ def lost_acks_kafka_python(cluster: KafkaCluster, proxy: FaultProxy, topic: str,
     finally:
         proxy.set_faults()
         producer.close(timeout=10)
-    return _finish(cluster, facts)
+    return finish(cluster, facts)
 
 
 def lost_acks_confluent(cluster: KafkaCluster, proxy: FaultProxy, topic: str, idempotent: bool, seed: int) -> Facts:
@@ -134,7 +135,7 @@ def lost_acks_confluent(cluster: KafkaCluster, proxy: FaultProxy, topic: str, id
         proxy.set_faults()
         producer.flush(10)
         del producer
-    return _finish(cluster, facts)
+    return finish(cluster, facts)
 
 
 # -- transactions: Kafka's Java producer -------------------------------------------------------
@@ -154,7 +155,7 @@ def java_transactions(cluster: KafkaCluster, topic: str, txn_id: str, steps: lis
         if line.get("zombie_error", "none") != "none":
             facts.error(line["zombie_error"])
     facts.notes["steps"] = steps
-    return _finish(cluster, facts), lines
+    return finish(cluster, facts), lines
 
 
 def wait_for_end_offset(cluster: KafkaCluster, topic: str, at_least: int, timeout: float = 60) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -40,6 +40,7 @@ class BrokerRun:
     live: Path  # copied while the broker ran, the killed producer's transaction still open
     final: Path  # the broker's own log dir after a clean shutdown
     config: Path
+    dump_log: dict = field(default_factory=dict)  # "copy flags" -> (files, lines) compared with Kafka's tool
 
 
 def _config(path: Path) -> Path:
@@ -86,7 +87,7 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
     successor.close()
     producer.close()
     compacted.notes["cleaned_up_to"] = sc.wait_for_cleaning(cluster.node(1).log_dir, "compacted", beyond=rewritten[0])
-    facts["compacted"] = sc._finish(cluster, compacted)
+    facts["compacted"] = sc.finish(cluster, compacted)
 
     # transactions with Kafka's own Java producer (transactions V2 with a 4.x broker)
     facts["txn"], _ = sc.java_transactions(cluster, "txn", "segaudit-txn", TXN_STEPS, timeout_ms=60000)
@@ -106,10 +107,10 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
     sc.send_each(filler, "retention", range(110, 112), retention)
     idle_retention.close()
     filler.close()
-    facts["retention"] = sc._finish(cluster, retention)
+    facts["retention"] = sc.finish(cluster, retention)
     sc.send_each(idle_expiration, "expiration", range(10, 15), expiration)
     idle_expiration.close()
-    facts["expiration"] = sc._finish(cluster, expiration)
+    facts["expiration"] = sc.finish(cluster, expiration)
 
     # a producer killed inside a transaction: copied while it is open, then the coordinator aborts it
     hang, lines = sc.java_transactions(cluster, "txn-hang", "segaudit-hang", ["commit:1", "hang:2"], HANG_TIMEOUT_MS)
@@ -117,7 +118,7 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
     live = copy_log_dir(cluster.node(1).log_dir, root / "live")
     hang.notes["open_at_copy"] = lines[-1]["offsets"]
     hang.notes["marker_offset"] = sc.wait_for_end_offset(cluster, "txn-hang", hang.log_end + 1, timeout=60) - 1
-    facts["txn-hang"] = sc._finish(cluster, hang)
+    facts["txn-hang"] = sc.finish(cluster, hang)
     return facts, live
 
 
@@ -296,7 +297,7 @@ def test_kafka_dump_log_agrees_line_for_line_on_the_brokers_files(broker_run, co
     for flags in (DEEP, DATA):
         compared, lines, differences = compare_with_kafka(broker_run.version, files, flags)
         assert differences == [] and compared == len(files) and lines > 1000
-        broker_run.facts["txn"].notes.setdefault("dump_log", {})[f"{copy} {' '.join(flags)}"] = (compared, lines)
+        broker_run.dump_log[f"{copy} {' '.join(flags)}"] = (compared, lines)
 
 
 # -- the tables of docs/real-broker.md ----------------------------------------------------------
@@ -338,7 +339,7 @@ def test_report_tables(broker_run, audits, spark):
             lines.append(f"| {topic} | {f.scenario} | {f.client} | {f.sent} | {f.acknowledged} | {errors} | "
                          f"{f.responses_dropped} | {w['b']} | {w['r']} | {w['m']} | {start} | {said} | {copies} | {statuses} |")
         lines.append("")
-    for run, (files, count) in broker_run.facts["txn"].notes.get("dump_log", {}).items():
+    for run, (files, count) in broker_run.dump_log.items():
         lines.append(f"- Kafka's DumpLogSegments against `segaudit dump-log`, {run}: {files} files, {count:,} lines, "
                      "0 differences")
     lines.append("")
