@@ -33,9 +33,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analytics import schema
+from analytics.contract import schemas as schema
 from analytics.kafka.fs import is_remote, local_path
-from analytics.kafka.logdir import TABLE_SCHEMAS
+
 
 MANIFEST = "_export.json"
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
@@ -108,7 +108,7 @@ def export(
             source("sidecars").option("sidecarsOut", staging).load().write.format("noop").mode("overwrite").save()
         for table in SIDECAR_TABLES:
             if not os.path.isdir(os.path.join(staging, table)):
-                _write_small(os.path.join(staging, table), TABLE_SCHEMAS[table].empty_table())
+                _write_small(os.path.join(staging, table), schema.READ_SCHEMAS[table].empty_table())
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
         _write_small(os.path.join(staging, "parse_errors"), _read_parts(os.path.join(parts, "parse_errors"), schema.PARSE_ERRORS))
         checkpoints = _read_parts(os.path.join(staging, "checkpoints"), schema.CHECKPOINTS)

@@ -110,7 +110,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
     """
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     summary = read_audit(out)
     config = summary["configuration"]
@@ -305,7 +305,7 @@ def _evidence(b: dict, config: dict, expiry: dict | None = None) -> list[str]:
 def _no_batch_reasoning(spark, out, topic, partition, offset, nearest, log_dir) -> list[str]:
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     below, above = nearest["below"], nearest["above"]
     says = [f"No batch of the export holds offset {offset}."]
@@ -345,7 +345,7 @@ class ProducerHistory:
 def producer_history(spark, out: str, producer_id: int, topic: str | None = None, limit: int = 50) -> ProducerHistory:
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     summary = read_audit(out)
     expiration = summary["configuration"].get("producer_id_expiration_ms")
@@ -396,7 +396,7 @@ def _epoch_changes(spark, out: str, producer_id: int, wanted: list[tuple], limit
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     changes = []
     for t_name in sorted({t for t, _ in wanted}):

@@ -30,7 +30,7 @@ def split_copy(spark, out: Path, target: Path, split: int) -> None:
     """``target``: the export ``out`` with each partition's batches cut into ``split`` offset ranges."""
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     if (target / "_export.json").exists():
         return

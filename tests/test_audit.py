@@ -8,7 +8,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from analytics import schema
+from analytics.contract import schemas as schema
 from analytics.audit.config import load_config
 from analytics.audit.job import audit, read_audit
 from analytics.export import export

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analytics import schema
+from analytics.contract import schemas as schema
 from analytics.audit.config import AuditConfig, Restart
 from analytics.audit.rules import classify
 from analytics.replay.reference import replay

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from analytics.export import read_manifest
-from analytics.kafka.logdir import TABLE_SCHEMAS, read_log_dirs
+from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
+from analytics.kafka.logdir import read_log_dirs
 from analytics.spark.standalone import spark_class, standalone_cluster
 from tests.conftest import REPO
 

@@ -21,7 +21,8 @@ import pytest
 
 from analytics.kafka.dumplog import DumpRecord, parse_dump
 from analytics.kafka.errors import CRC_MISMATCH, STOPS_FILE
-from analytics.kafka.logdir import TABLE_SCHEMAS, read_segment
+from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
+from analytics.kafka.logdir import read_segment
 from analytics.kafka.model import Batch, ParseError
 from analytics.kafka.reader import batches_from_arrow
 from analytics.kafka.util import java_utf8

@@ -13,7 +13,8 @@ import pytest
 from analytics.export import MANIFEST, export, read_manifest
 from analytics.generate import generate
 from analytics.kafka.dumplog import dump_segment
-from analytics.kafka.logdir import TABLE_SCHEMAS, read_log_dirs
+from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
+from analytics.kafka.logdir import read_log_dirs
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.spark

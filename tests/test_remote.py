@@ -14,7 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.kafka.logdir import TABLE_SCHEMAS, read_log_dirs
+from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
+from analytics.kafka.logdir import read_log_dirs
 from tests.conftest import REPO
 
 SAMPLE = (REPO / "data" / "mixed").resolve()

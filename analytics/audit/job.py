@@ -158,7 +158,7 @@ def _sessions(per_file):
     merged per log dir."""
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
         F.min("first_offset").alias("first_offset"),
@@ -190,7 +190,7 @@ def _snapshot_checks(v, per_file, snapshots):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     history, keys = ["log_dir", "topic", "partition"], ["log_dir", "topic", "partition", "producer_id"]
     entries = with_log_dir(snapshots).select(
@@ -278,7 +278,7 @@ def _transactions(v, config: AuditConfig, export_time: int):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     # only transactional data batches open transactions and only markers close them: the rest of the
     # log (most of it, for idempotent producers) never enters the window's sort

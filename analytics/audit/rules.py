@@ -22,6 +22,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+from analytics.contract import HISTORY_KEY
+from analytics.spark.columns import with_log_dir
 
 SEQ_SPACE = 2**31  # sequences run mod 2^31 (DefaultRecordBatch.incrementSequence)
 INT_MAX = SEQ_SPACE - 1
@@ -32,19 +34,12 @@ INFO_VERDICTS = ("NON_IDEMPOTENT", "CONTROL_MARKER")
 # -- windows (functions: a window spec needs an active session) -------------------------------
 # A partition's history is one broker's log: the same topic-partition in two log directories
 # (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
-PARTITION_KEY = ("log_dir", "topic", "partition")
+PARTITION_KEY = HISTORY_KEY
 # Every (log_dir, topic, partition) history gets a small integer id, ``history``, and every file a
 # ``file_id`` (``file_dictionary``): the exchange, the window sorts and the join back key on integers
 # instead of comparing path strings row by row.
 HISTORY = "history"
 ORDER = ("base_offset", "file_position")
-
-
-def with_log_dir(df: DataFrame, levels: int = 2) -> DataFrame:
-    """``log_dir``: ``file`` without its last ``levels`` components (a segment's: the partition folder
-    and the file name; a log-dir checkpoint's: the file name)."""
-    return df.withColumn("log_dir", F.expr(
-        f"substring(file, 1, greatest(length(file) - length(substring_index(file, '/', -{levels})) - 1, 0))"))
 
 
 # The columns the replay reads (plus topic and file_position, which with the file id identify a row):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from analytics import schema
+from analytics.contract import schemas as schema
 from analytics.kafka import errors as E
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
 from analytics.kafka.discovery import LogDir, PartitionDir, discover
@@ -49,7 +49,7 @@ class LogDirTables:
 
     def table(self, name: str) -> pa.Table:
         """One table by its contract name, with its explicit schema."""
-        target = TABLE_SCHEMAS[name]
+        target = schema.READ_SCHEMAS[name]
         rows = getattr(self, name)
         if name in ("batches", "records"):
             if rows is None:
@@ -58,17 +58,6 @@ class LogDirTables:
         return pa.Table.from_pylist([row_dict(r, target) for r in rows], schema=target)
 
 
-TABLE_SCHEMAS = {
-    "batches": schema.BATCHES,
-    "records": schema.RECORDS_RAW,
-    "segments": schema.SEGMENTS,
-    "parse_errors": schema.PARSE_ERRORS,
-    "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
-    "aborted_transactions": schema.ABORTED_TRANSACTIONS,
-    "leader_epochs": schema.LEADER_EPOCHS,
-    "checkpoints": schema.CHECKPOINTS,
-    "partition_metadata": schema.PARTITION_METADATA,
-}
 
 
 def row_dict(obj, target: pa.Schema) -> dict:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from analytics import schema
+from analytics.contract import schemas as schema
 from analytics.kafka import errors as E
 from analytics.kafka import layout as L
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES

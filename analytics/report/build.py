@@ -30,7 +30,7 @@ FINDING = ("explained", "violation")
 def report_data(spark, out: str, history: str | None = None) -> dict:
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     summary = read_audit(out)
     keys = ["log_dir", "topic", "partition"]

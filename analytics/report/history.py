@@ -34,7 +34,7 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
     """One row per (log_dir, topic, partition) of the audit under OUT: ``COUNT_COLUMNS`` and a count per verdict."""
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import with_log_dir
+    from analytics.spark.columns import with_log_dir
 
     keys = ["log_dir", "topic", "partition"]
     v = with_log_dir(spark.read.parquet(os.path.join(out, "batch_verdicts")))

@@ -95,7 +95,7 @@ def parse_paths(value: str) -> list[str]:
 
 
 def arrow_schema(table: str, input_format: str = "segments"):
-    from analytics import schema
+    from analytics.contract import schemas as schema
     from analytics.spark.tasks import SIDECAR_SUMMARY
 
     return {

@@ -24,13 +24,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analytics import schema
+from analytics.contract import schemas as schema
 from analytics.kafka.errors import CRC_MISMATCH
-from analytics.kafka.logdir import SIDECAR_TABLE_OF, TABLE_SCHEMAS, row_dict, stream_segment
+from analytics.kafka.logdir import SIDECAR_TABLE_OF, row_dict, stream_segment
 from analytics.kafka.model import ParseError, SegmentInfo
 from analytics.kafka.sidecars import read_sidecar
 
-SIDECAR_SCHEMAS = {table: TABLE_SCHEMAS[table] for table in SIDECAR_TABLE_OF.values()}
+SIDECAR_SCHEMAS = {table: schema.READ_SCHEMAS[table] for table in SIDECAR_TABLE_OF.values()}
 # What the export's sidecar pass yields per file (the rows themselves go to Parquet).
 SIDECAR_SUMMARY = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("errors", pa.int64())])
 TASK_LOG_ENV = "SEGAUDIT_TASK_LOG"

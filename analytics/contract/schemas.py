@@ -1,4 +1,4 @@
-"""Explicit schemas of every table the reader and the jobs produce, in one place.
+"""Explicit schemas of every table the reader and the stages produce, in one place.
 
 Column names and types follow ``docs/design.md`` (the interface contract); columns after the
 contract's are extensions. Arrow types map one to one onto Spark SQL types (int64 → bigint,
@@ -8,6 +8,8 @@ int32 → int, int16 → smallint, large_binary → binary).
 from __future__ import annotations
 
 import pyarrow as pa
+
+from analytics.contract.vocabulary import SIDECAR_TABLES, TABLES, VERDICTS
 
 BATCHES = pa.schema(
     [
@@ -167,3 +169,123 @@ PARTITION_METADATA = pa.schema(
         ("topic_id", pa.string()),
     ]
 )
+
+LOG_START_OFFSETS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("log_start_offset", pa.int64()),
+        ("file", pa.string()),  # extension: the checkpoint file (its folder is the log dir)
+    ]
+)
+
+# -- the audit's tables -----------------------------------------------------------------------
+BATCH_VERDICTS = pa.schema(
+    [
+        *BATCHES,
+        ("verdict", pa.string()),
+        ("severity", pa.string()),
+        ("explained_by", pa.string()),
+        ("expected_sequence", pa.int32()),
+        ("prev_base_offset", pa.int64()),
+        ("idle_ms", pa.int64()),
+        ("offset_holes", pa.int64()),
+        ("explanation", pa.string()),
+        # extensions: the facts every explanation and check reads from the row itself
+        ("txn_open", pa.bool_()),
+        ("offset_overlap", pa.int64()),
+        ("state_last_sequence", pa.int32()),
+        ("state_last_offset", pa.int64()),
+        ("expired_offset", pa.int64()),
+        ("conflict_offset", pa.int64()),
+    ]
+)
+ANOMALIES = BATCH_VERDICTS  # the rows of batch_verdicts whose severity is not ok
+
+PRODUCER_SESSIONS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("log_dir", pa.string()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("first_timestamp", pa.int64()),
+        ("last_timestamp", pa.int64()),
+        ("batches", pa.int64()),
+        ("records", pa.int64()),
+        ("first_sequence", pa.int32()),
+        ("last_sequence", pa.int32()),
+        *[(v.lower(), pa.int64()) for v in VERDICTS],  # batches per verdict
+    ]
+)
+
+TRANSACTIONS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("first_offset", pa.int64()),
+        ("end_offset", pa.int64()),
+        ("status", pa.string()),
+        ("coordinator_epoch", pa.int32()),
+        ("last_timestamp", pa.int64()),
+        ("log_dir", pa.string()),
+    ]
+)
+
+SNAPSHOT_CHECKS = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("snapshot_offset", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("status", pa.string()),
+        ("expected_epoch", pa.int16()),
+        ("replayed_epoch", pa.int16()),
+        ("expected_last_sequence", pa.int32()),
+        ("replayed_last_sequence", pa.int32()),
+        ("expected_last_offset", pa.int64()),
+        ("replayed_last_offset", pa.int64()),
+        ("log_dir", pa.string()),
+    ]
+)
+
+RECORD_DUPLICATES = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("dedup_key", pa.string()),
+        ("offset", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("first_producer_id", pa.int64()),
+    ]
+)
+
+# Every table under OUT by its contract name (``records`` as written: value replaced by size and hash).
+OUT_SCHEMAS = {
+    "batches": BATCHES,
+    "records": RECORDS,
+    "segments": SEGMENTS,
+    "parse_errors": PARSE_ERRORS,
+    "producer_snapshots": PRODUCER_SNAPSHOTS,
+    "aborted_transactions": ABORTED_TRANSACTIONS,
+    "leader_epochs": LEADER_EPOCHS,
+    "checkpoints": CHECKPOINTS,
+    "partition_metadata": PARTITION_METADATA,
+    "log_start_offsets": LOG_START_OFFSETS,
+    "batch_verdicts": BATCH_VERDICTS,
+    "anomalies": ANOMALIES,
+    "producer_sessions": PRODUCER_SESSIONS,
+    "transactions": TRANSACTIONS,
+    "snapshot_checks": SNAPSHOT_CHECKS,
+    "record_duplicates": RECORD_DUPLICATES,
+}
+# What the reader yields per table (``records`` with the raw value), for the tables it reads.
+READ_SCHEMAS = {**{name: OUT_SCHEMAS[name] for name in (
+    "batches", "segments", "parse_errors", *SIDECAR_TABLES)}, "records": RECORDS_RAW}
+
+assert set(OUT_SCHEMAS) == set(TABLES), "every table of the contract has a schema"

@@ -1,0 +1,141 @@
+"""The words of the interface contract (``docs/design.md``), each written once.
+
+Verdicts and severities, explanations, transaction and snapshot-check statuses, parse-error
+kinds, table and manifest names, and the key of a partition's history. Every module names
+these through this one; none writes a literal copy. Pure Python: the reader, the replay and
+the generator import it without Spark.
+"""
+
+from __future__ import annotations
+
+# -- sequences -------------------------------------------------------------------------------
+INT_MAX = 2**31 - 1
+SEQ_SPACE = INT_MAX + 1  # sequences run mod 2^31 (DefaultRecordBatch.incrementSequence)
+# ProducerStateManager.LATE_TRANSACTION_BUFFER_MS: a transaction open this long past its timeout hangs
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
+
+# -- verdicts (batch_verdicts.verdict) ---------------------------------------------------------
+OK = "OK"
+EPOCH_BUMP = "EPOCH_BUMP"
+NON_IDEMPOTENT = "NON_IDEMPOTENT"
+CONTROL_MARKER = "CONTROL_MARKER"
+DUPLICATE = "DUPLICATE"
+SEQUENCE_GAP = "SEQUENCE_GAP"
+SEQUENCE_REGRESSION = "SEQUENCE_REGRESSION"
+EPOCH_BUMP_NONZERO = "EPOCH_BUMP_NONZERO"
+FENCED_ZOMBIE_WRITE = "FENCED_ZOMBIE_WRITE"
+FIRST_SEEN_NONZERO = "FIRST_SEEN_NONZERO"
+INVALID_TXN_STATE = "INVALID_TXN_STATE"
+MARKER_EPOCH_REGRESSION = "MARKER_EPOCH_REGRESSION"
+COORDINATOR_EPOCH_REGRESSION = "COORDINATOR_EPOCH_REGRESSION"
+CORRUPT = "CORRUPT"
+
+VERDICTS = (
+    OK, EPOCH_BUMP, NON_IDEMPOTENT, CONTROL_MARKER, DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION,
+    EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INVALID_TXN_STATE,
+    MARKER_EPOCH_REGRESSION, COORDINATOR_EPOCH_REGRESSION, CORRUPT,
+)
+OK_VERDICTS = (OK, EPOCH_BUMP)
+INFO_VERDICTS = (NON_IDEMPOTENT, CONTROL_MARKER)
+# Rule breaks that evidence may explain (the broker was right to accept them) ...
+EXPLAINABLE_VERDICTS = (DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION, EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE,
+                        FIRST_SEEN_NONZERO, MARKER_EPOCH_REGRESSION, COORDINATOR_EPOCH_REGRESSION)
+# ... and the verdicts that never carry an explanation
+NEVER_EXPLAINED = (OK, EPOCH_BUMP, NON_IDEMPOTENT, CONTROL_MARKER, CORRUPT, INVALID_TXN_STATE)
+# Broken sequences of one epoch, judged against the producer's sequence mark
+SEQUENCE_VERDICTS = (DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION)
+
+# One sentence per verdict: what the batch is (the design contract's table).
+VERDICT_MEANING = {
+    OK: "in sequence for its producer and epoch",
+    EPOCH_BUMP: "a higher epoch starting at sequence 0",
+    NON_IDEMPOTENT: "no producer id or a legacy message: not tracked by the broker",
+    CONTROL_MARKER: "a COMMIT/ABORT or other control batch that breaks no rule",
+    DUPLICATE: "the same producer, epoch and sequence range as an earlier batch of the partition",
+    SEQUENCE_GAP: "sequences missing: the first sequence is beyond the producer's highest so far + 1",
+    SEQUENCE_REGRESSION: "the sequences overlap or rewind the producer's earlier ones (not an exact copy)",
+    EPOCH_BUMP_NONZERO: "a higher epoch that does not start at sequence 0",
+    FENCED_ZOMBIE_WRITE: "an epoch lower than one already seen: a fenced producer's write",
+    FIRST_SEEN_NONZERO: "the producer's first visible batch does not start at sequence 0",
+    INVALID_TXN_STATE: "a non-transactional batch while the producer's transaction is open",
+    MARKER_EPOCH_REGRESSION: "a marker below the producer's epoch: the leader would have fenced it",
+    COORDINATOR_EPOCH_REGRESSION: "a marker from an older coordinator epoch: the leader would have fenced it",
+    CORRUPT: "CRC mismatch: the batch is not replayed",
+}
+
+# -- severities (batch_verdicts.severity): "did the broker keep its rules?" -----------------------
+SEV_OK, SEV_INFO, SEV_EXPLAINED, SEV_VIOLATION = "ok", "info", "explained", "violation"
+SEVERITIES = (SEV_OK, SEV_INFO, SEV_EXPLAINED, SEV_VIOLATION)
+FINDING_SEVERITIES = (SEV_EXPLAINED, SEV_VIOLATION)
+
+# -- explanations (batch_verdicts.explained_by), in the order the audit tries them ----------------
+STATE_LOSS = "state_loss"
+PRODUCER_EXPIRATION = "producer_expiration"
+COMPACTION = "compaction"
+PARTIAL_HISTORY = "partial_history"
+EXPLANATIONS = (STATE_LOSS, PRODUCER_EXPIRATION, COMPACTION, PARTIAL_HISTORY)
+EXPLANATION_MEANING = {
+    STATE_LOSS: "a broker restart or truncation given in the configuration lies between this batch and the previous one",
+    PRODUCER_EXPIRATION: "the broker had forgotten the producer: idle at least producer.id.expiration.ms, no open transaction",
+    COMPACTION: "offset holes cover the missing sequences on a compacted topic",
+    PARTIAL_HISTORY: "earlier batches are below the log start or missing from the export",
+}
+
+# -- transactions.status ----------------------------------------------------------------------
+COMMITTED, ABORTED, OPEN, HANGING = "COMMITTED", "ABORTED", "OPEN", "HANGING"
+TXN_STATUSES = (COMMITTED, ABORTED, OPEN, HANGING)
+TXN_STATUS_OF_MARKER = {"COMMIT": COMMITTED, "ABORT": ABORTED}
+
+# -- snapshot_checks.status ---------------------------------------------------------------------
+MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT = "match", "mismatch", "not_in_log", "not_in_snapshot"
+SNAPSHOT_STATUSES = (MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT)
+
+# -- parse_errors.error_kind --------------------------------------------------------------------
+# Kinds marked "stops the file" end the walk of a segment: after them the framing cannot be
+# trusted, so the rest of the file is one error.
+TRUNCATED = "truncated"  # an entry runs past the end of the file (stops the file)
+ZERO_FILLED = "zero_filled"  # the rest of the file is zeros: a preallocated segment's tail (stops)
+INVALID_LENGTH = "invalid_length"  # size field negative or below its magic's minimum (stops)
+UNKNOWN_MAGIC = "unknown_magic"  # magic not 0, 1 or 2 (stops)
+CRC_MISMATCH = "crc_mismatch"  # checksum differs; the walk goes on with the next entry
+INVALID_BATCH = "invalid_batch"  # framing fine, header contradicts itself; the walk goes on
+RECORD_DECODE = "record_decode"  # records of a CRC-valid batch do not parse (records level only)
+DECOMPRESSION = "decompression"  # codec unknown, stream corrupt, or over the size cap
+UNKNOWN_FILE = "unknown_file"  # a file in a partition folder that Kafka does not write
+TEMPORARY_FILE = "temporary_file"  # .deleted / .cleaned / .swap files, left for the broker to finish
+UNREADABLE = "unreadable"  # the operating system refused to read it
+CORRUPT_SIDECAR = "corrupt_sidecar"  # a snapshot, index or checkpoint file that does not parse
+ERROR_KINDS = (TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC, CRC_MISMATCH, INVALID_BATCH, RECORD_DECODE,
+               DECOMPRESSION, UNKNOWN_FILE, TEMPORARY_FILE, UNREADABLE, CORRUPT_SIDECAR)
+# Kinds after which the rest of a segment is not walked.
+STOPS_FILE = frozenset({TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC})
+
+# -- tables under OUT, by the stage that writes them ------------------------------------------------
+SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
+EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES)
+AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
+                "record_duplicates")
+# Every table a reader of OUT may query (``sql``, ``explain``): the stages' tables
+TABLES = (*EXPORT_TABLES, *AUDIT_TABLES)
+
+# -- stages and their manifests (written last: a stage without one is not complete) -------------------
+EXPORT, AUDIT, VALIDATE, REPORT = "export", "audit", "validate", "report"
+STAGES = (EXPORT, AUDIT, VALIDATE, REPORT)
+MANIFESTS = {EXPORT: "_export.json", AUDIT: "_audit.json", VALIDATE: "_validation.json", REPORT: "_report.json"}
+SUMMARY = "summary.json"
+VALIDATION_DIR = "validation"
+REPORT_DIR = "report"
+
+# -- the key of a partition's history ---------------------------------------------------------------
+# A partition's history is one broker's log: the same topic-partition in two log directories (two
+# brokers, two clusters) is replayed, counted and shown apart. log_dir is the folder above the
+# partition folder.
+HISTORY_KEY = ("log_dir", "topic", "partition")
+
+
+def log_dir_of(file: str, levels: int = 2) -> str:
+    """The log dir of a file path: ``file`` without its last ``levels`` components (a segment's:
+    the partition folder and the file name; a log-dir checkpoint's: the file name). The Spark
+    expression of the same rule is :func:`analytics.spark.columns.with_log_dir`."""
+    parts = file.rsplit("/", levels)
+    return parts[0] if len(parts) > levels else ""
