@@ -18,7 +18,7 @@ import pytest
 
 from analytics.kafka.layout import INT_MAX
 from analytics.kafka.sidecars import read_snapshot, write_snapshot
-from analytics.replay import broker
+from analytics.replay import broker, rules
 from analytics.replay.broker import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     DEFAULT_PROFILE,
@@ -262,7 +262,7 @@ def test_row01_basic_id_mapping():
     assert replay.results([D(1, 0, 0), D(1, 0, 1)]) == [OK, OK]
     # Upstream feeds the retry to ProducerAppendInfo alone (dedup is UnifiedLog's): out of sequence.
     entry = replay.manager.entry(1)
-    assert broker._check_sequence(entry, 0, 1, CLIENT, DEFAULT_PROFILE, verified_tv2=False).result is OOOS
+    assert rules.check_sequence(entry, 0, 1, CLIENT, DEFAULT_PROFILE, verified_tv2=False).result is OOOS
     # Through the whole leader path the same retry is the duplicate of offset 1.
     assert replay.results([D(1, 0, 1), D(1, 0, 5), D(1, 1, 0), D(1, 0, 0)]) == [Dup(1, 1), OOOS, OK, IPE]
     entry = replay.manager.entry(1)

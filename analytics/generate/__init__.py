@@ -1,5 +1,10 @@
 """``segaudit generate``: write a real Kafka log directory for a named scenario, with its ground truth.
 
+The scenarios (:mod:`.scenarios`) drive producer clients (:mod:`.producers`) against a simulated
+broker (:mod:`.sim`) that decides by the rules of :mod:`analytics.replay.broker`, rewrites
+partitions as the log cleaner does (:mod:`.cleaner`) and writes Kafka's files (:mod:`.files`);
+every batch written is labelled (:mod:`.labels`) and the labels stream to Parquet (:mod:`.truth`).
+
 >>> sorted(SCENARIO_NAMES)[:3]
 ['clean', 'compacted', 'corrupt-crc']
 """
@@ -10,15 +15,17 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from analytics.generate.scenarios import PROFILE_OF, SCENARIO_NAMES, SCENARIOS, Context
+from analytics.generate.producers import Context
+from analytics.generate.scenarios import PROFILE_OF, SCENARIO_NAMES, SCENARIOS
 from analytics.generate.sim import SimLogDir
 from analytics.generate.truth import TruthWriter
+from analytics.replay.profiles import DEFAULT_PROFILE
 
-# mixed runs every scenario in this order; transactions last, so its young open transaction
-# is still OPEN (not HANGING) when the export ends.
 # Record-duplicate truth needs memory per distinct record; past this scale it is not computed.
 RECORD_DUPLICATES_MAX_SCALE = 100
 
+# mixed runs every scenario in this order; transactions last, so its young open transaction
+# is still OPEN (not HANGING) when the export ends.
 MIXED_ORDER = [name for name in SCENARIOS if name != "transactions"] + ["transactions"]
 
 
@@ -48,11 +55,11 @@ def generate(log_dir: str | Path, scenario: str, *, seed: int = 0, scale: int = 
     truth_dir = truth_dir_for(log_dir)
     if truth_dir.exists() and any(truth_dir.iterdir()):
         raise FileExistsError(f"{truth_dir} exists and is not empty")
-    profile = profile or PROFILE_OF.get(scenario, "2.7")
+    profile = profile or PROFILE_OF.get(scenario, DEFAULT_PROFILE.name)
     names = MIXED_ORDER if scenario == "mixed" else [scenario]
     meta = {"scenario": scenario, "seed": seed, "scale": scale, "profile": profile}
     truth = TruthWriter(truth_dir, scenario=meta, record_duplicates=scale <= RECORD_DUPLICATES_MAX_SCALE)
-    log = SimLogDir(log_dir, profile=profile, seed=seed, truth=truth)
+    log = SimLogDir(log_dir, profile=profile, truth=truth)
     log_dir.mkdir(parents=True, exist_ok=True)
     ctx = Context(log, random.Random(seed), scale)
     for name in names:

@@ -1,98 +1,27 @@
 """Named scenarios: producers (idempotent, transactional, plain) against the simulated broker.
 
 Each scenario writes its own topic, so ``mixed`` is simply all of them in one log directory.
-Time is simulated (epoch ms from :data:`T0`), randomness comes from the seed, and ``scale``
-multiplies the bulk of each scenario, so the same seed always gives the same bytes.
+Time is simulated (epoch ms from :data:`analytics.generate.producers.T0`), randomness comes from
+the seed, and ``scale`` multiplies the bulk of each scenario, so the same seed always gives the
+same bytes. A batch that breaks a rule legitimately says why (``explain``, an explanation of the
+contract); one that only a broken broker writes names its ``fault``.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from analytics.generate.sim import SimLogDir, SimPartition
-from analytics.kafka import layout as L
+from analytics.contract import INT_MAX, PRODUCER_EXPIRATION, STATE_LOSS
+from analytics.generate.batches import CORRUPT_FAULT
+from analytics.generate.producers import Context, Producer
+from analytics.generate.sim import SimPartition
 from analytics.kafka.writer import RecordSpec
-from analytics.replay.broker import Result
+from analytics.replay.decisions import Result
 
 APPENDED, DUPLICATE = Result.APPENDED, Result.DUPLICATE
 
-T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DAY_MS = 86_400_000
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-@dataclass
-class Context:
-    log: SimLogDir
-    rng: random.Random
-    scale: int
-    now: int = T0
-    config: dict = field(default_factory=dict)  # contributions to the audit configuration
-
-    def tick(self, low: int = 1, high: int = 40) -> int:
-        self.now += self.rng.randint(low, high)
-        return self.now
-
-    def compacted(self, topic: str) -> None:
-        self.config.setdefault("cleanup_policy", {})[topic] = "compact"
-
-
-class Producer:
-    """A client: keeps its producer id, epoch and next sequence per partition, and its last batch for retries."""
-
-    def __init__(self, ctx: Context, producer_id: int, epoch: int = 0, *, transactional: bool = False,
-                 compression: str = "none", records: tuple[int, int] = (1, 4)):
-        self.ctx = ctx
-        self.pid = producer_id
-        self.epoch = epoch
-        self.transactional = transactional
-        self.compression = compression
-        self.records = records
-        self.next_seq: dict[SimPartition, int] = {}
-        self.last: dict[SimPartition, tuple[int, list[RecordSpec]]] = {}
-        self.counter = 0
-
-    def batch(self, n: int | None = None) -> list[RecordSpec]:
-        n = n or self.ctx.rng.randint(*self.records)
-        now = self.ctx.tick()
-        out = []
-        for _ in range(n):
-            self.counter += 1
-            key = b"k-%d" % self.ctx.rng.randrange(1000)
-            out.append(RecordSpec(key, b'{"p":%d,"e":%d,"n":%d}' % (self.pid, self.epoch, self.counter), now))
-        return out
-
-    def send(self, p: SimPartition, n: int | None = None, *, seq: int | None = None, explain: str | None = None,
-             fault: str | None = None, compression: str | None = None) -> str:
-        """Send the next batch; the sequence advances when the broker acknowledges (written or deduplicated)."""
-        base = self.next_seq.get(p, 0) if seq is None else seq
-        records = self.batch(n)
-        result = p.produce(self.pid, self.epoch, base, records, transactional=self.transactional,
-                           compression=compression or self.compression, explain=explain, fault=fault)
-        if result in (APPENDED, DUPLICATE):
-            self.next_seq[p] = (base + len(records)) % (L.INT_MAX + 1)
-            self.last[p] = (base, records)
-        return result
-
-    def retry(self, p: SimPartition, *, fault: str | None = None, explain: str | None = None) -> str:
-        """Resend the last batch with the same sequence and bytes (its acknowledgement was lost)."""
-        base, records = self.last[p]
-        return p.produce(self.pid, self.epoch, base, records, transactional=self.transactional,
-                         compression=self.compression, fault=fault, explain=explain)
-
-    def bump_epoch(self) -> None:
-        self.epoch += 1
-        self.next_seq.clear()
-
-
-def _commit(ctx: Context, producer: Producer, partitions, kind: str = "COMMIT", *, coordinator_epoch: int = 1,
-            marker_epoch: int | None = None) -> None:
-    for p in partitions:
-        result = p.end_transaction(producer.pid, producer.epoch if marker_epoch is None else marker_epoch, kind,
-                                   coordinator_epoch=coordinator_epoch, timestamp=ctx.tick())
-        assert result == APPENDED, result
 
 
 # -- the scenarios -----------------------------------------------------------------------------
@@ -180,16 +109,16 @@ def fenced_zombie(ctx: Context) -> None:
     for _ in range(3):
         old.send(p)
     # a new instance with the same transactional.id: the coordinator aborts the open transaction at epoch 4
-    _commit(ctx, old, [p], "ABORT", marker_epoch=4)
+    old.end_transaction([p], "ABORT", marker_epoch=4)
     new = Producer(ctx, 7000, epoch=5, transactional=True)
     for _ in range(2 * ctx.scale):
         for _ in range(3):
             new.send(p)
-        _commit(ctx, new, [p])
+        new.end_transaction([p])
     assert old.send(p) in (Result.INVALID_PRODUCER_EPOCH, Result.PRODUCER_FENCED)  # fenced: nothing written
     ctx.now += 2 * DAY_MS
     p.expire(ctx.now)
-    assert old.send(p, explain="producer_expiration") == APPENDED  # after expiry any epoch is accepted
+    assert old.send(p, explain=PRODUCER_EXPIRATION) == APPENDED  # after expiry any epoch is accepted
     ctx.config.setdefault("producer_id_expiration_ms", DAY_MS)
 
 
@@ -204,7 +133,7 @@ def idle_expiration(ctx: Context) -> None:
     ctx.now += DAY_MS + 3_600_000
     p.expire(ctx.now)
     prod.next_seq[p] += 40  # in-flight batches lost while the broker forgot the producer
-    assert prod.send(p, explain="producer_expiration") == APPENDED
+    assert prod.send(p, explain=PRODUCER_EXPIRATION) == APPENDED
     for _ in range(10 * ctx.scale):
         prod.send(p)
     ctx.config.setdefault("producer_id_expiration_ms", DAY_MS)
@@ -221,7 +150,7 @@ def state_loss_retry(ctx: Context) -> None:
     restart_offset = p.next_offset  # "Loading producer state till offset ..." in the broker's log
     p.restart(with_snapshot=False)  # unclean shutdown, no snapshot: producer state is gone
     p.leader_change()
-    assert prod.retry(p, explain="state_loss") == APPENDED
+    assert prod.retry(p, explain=STATE_LOSS) == APPENDED
     for _ in range(5 * ctx.scale):
         prod.send(p)
     ctx.config.setdefault("broker_restarts", []).append(
@@ -253,7 +182,7 @@ def stale_retry(ctx: Context) -> None:
         base, records = sent[p][-3]  # two batches older than the latest
         if p.partition == 1:  # the stale request also holds the next batch's first record
             records = [*records, sent[p][-2][1][0]]
-        assert p.produce(prod.pid, prod.epoch, base, records, explain="state_loss") == APPENDED
+        assert p.produce(prod.pid, prod.epoch, base, records, explain=STATE_LOSS) == APPENDED
         restart(p)
         for _ in range(5 * ctx.scale):
             assert prod.send(p) == APPENDED
@@ -293,10 +222,10 @@ def transactions(ctx: Context) -> None:
     for _ in range(5 * ctx.scale):
         for p in parts:
             committer.send(p)
-        _commit(ctx, committer, parts)
+        committer.end_transaction(parts)
         for p in parts:
             aborter.send(p)
-        _commit(ctx, aborter, parts, "ABORT")
+        aborter.end_transaction(parts, "ABORT")
     hanging = Producer(ctx, 10_002, transactional=True)
     hanging.send(parts[0])  # its coordinator never writes a marker
     ctx.now += 30 * 60 * 1000  # 30 minutes later, other producers still write
@@ -326,9 +255,9 @@ def sequence_wrap(ctx: Context) -> None:
     start = 3_000_000_000
     pid = 12_000
     p = ctx.log.partition("sequence-wrap", 0)
-    p.start_at(start, producers=[(pid, 4, L.INT_MAX - 3, start - 1, ctx.now)])
+    p.start_at(start, producers=[(pid, 4, INT_MAX - 3, start - 1, ctx.now)])
     prod = Producer(ctx, pid, epoch=4, records=(3, 7))
-    prod.next_seq[p] = L.INT_MAX - 2
+    prod.next_seq[p] = INT_MAX - 2
     prod.send(p, 5)  # INT_MAX-2 .. 1: one batch across the wrap
     for _ in range(20 * ctx.scale - 1):
         prod.send(p)
@@ -342,8 +271,8 @@ def corrupt_crc(ctx: Context) -> None:
         prod.send(p)
         if i == 7:
             now = ctx.tick()
-            p.produce_plain([RecordSpec(b"plain", b"corrupted later", now)], fault="corrupt")
-    prod.send(p, fault="corrupt")  # the producer's last batch: nothing after it depends on it
+            p.produce_plain([RecordSpec(b"plain", b"corrupted later", now)], fault=CORRUPT_FAULT)
+    prod.send(p, fault=CORRUPT_FAULT)  # the producer's last batch: nothing after it depends on it
 
 
 def torn_tails(ctx: Context) -> None:

@@ -2,14 +2,14 @@
 
 Each :class:`SimPartition` is a partition leader: client batches go through the producer-state
 rules of :mod:`analytics.replay.broker` (so a retry the broker deduplicates, or a gap it refuses,
-is never written), accepted batches get offsets and are appended to the active segment, and the
-files a broker keeps are written as it would: 20-digit segments rolled at a size, a producer
-snapshot at every roll and at shutdown, ``.txnindex`` entries for aborted transactions, the
-``leader-epoch-checkpoint``, ``partition.metadata`` and the log-dir checkpoints.
+is never written), accepted batches get offsets and are appended to the active segment, which
+rolls at a size with a producer snapshot, and broker events (leader changes, expiration,
+restarts, retention, compaction) change the partition as they would on a broker. The bytes on
+disk are :mod:`analytics.generate.files`'s; the cleaner's rewrites are
+:mod:`analytics.generate.cleaner`'s. :class:`SimLogDir` holds the partitions and the ground truth.
 
 What no correct broker does (a missed deduplication, a lost batch, a flipped byte, a torn or
-zero-filled tail) is injected through the ``fault`` arguments and labelled as such. Retention
-and compaction rewrite the partition as the log cleaner and retention would (§3 of the rules).
+zero-filled tail) is injected through the ``fault`` arguments and labelled as such.
 
 Memory stays bounded: closed segments are written to disk as they roll and only their batch
 index is kept; ground truth streams to Parquet.
@@ -17,64 +17,29 @@ index is kept; ground truth streams to Parquet.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from analytics.contract import CRC_MISMATCH, TRUNCATED, ZERO_FILLED
+from analytics.generate import cleaner
+from analytics.generate.batches import CORRUPT_FAULT, Segment, WrittenBatch
+from analytics.generate.files import PartitionFiles, topic_id, write_log_dir_files
 from analytics.generate.truth import TruthWriter
-from analytics.kafka import layout as L
-from analytics.kafka import sidecars
-from analytics.kafka.model import AbortedTxn, CheckpointEntry, LeaderEpochEntry, SnapshotEntry
+from analytics.kafka.model import AbortedTxn
 from analytics.kafka.util import last_sequence
 from analytics.kafka.writer import (
     RecordSpec,
     build_batch,
-    build_empty_batch,
     build_end_txn_marker,
     build_legacy_message,
     build_legacy_wrapper,
-    segment_file_name,
 )
-from analytics.replay.broker import Origin, ProducerSnapshotEntry, ProducerStateManager, Result
+from analytics.replay.broker import ProducerStateManager
+from analytics.replay.decisions import Origin, Result
+from analytics.replay.entries import NO_COORDINATOR_EPOCH, NO_OFFSET, ProducerSnapshotEntry
+from analytics.replay.profiles import DEFAULT_PRODUCER_ID_EXPIRATION_MS, DEFAULT_PROFILE, resolve_profile
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024
-CORRUPT = "corrupt"  # the fault of a batch whose bytes change on disk after it was written
-
-
-@dataclass(slots=True)
-class WrittenBatch:
-    """What the simulator keeps of a batch it wrote: enough to compact, label and rebuild it."""
-
-    base_offset: int
-    last_offset: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_transactional: bool
-    is_control: bool
-    max_timestamp: int
-    records: tuple[RecordSpec, ...] | None  # None for control batches
-    data: bytes
-    compression: str = "none"
-    partition_leader_epoch: int = 0
-    control_type: str | None = None
-    coordinator_epoch: int | None = None
-    explain: str | None = None  # why an anomaly here is legitimate (producer_expiration, ...)
-    fault: str | None = None  # an injected fault the broker would never allow
-    aborted: bool = False  # data of a transaction that ended in ABORT
-    magic: int = L.MAGIC_V2
-
-    @property
-    def last_sequence(self) -> int:
-        return last_sequence(self.base_sequence, self.last_offset - self.base_offset)
-
-
-@dataclass(slots=True)
-class Segment:
-    base_offset: int
-    batches: list[WrittenBatch] = field(default_factory=list)
-    size: int = 0
 
 
 class SimPartition:
@@ -82,7 +47,7 @@ class SimPartition:
 
     def __init__(
         self,
-        log: "SimLogDir",
+        log: SimLogDir,
         topic: str,
         partition: int,
         *,
@@ -103,7 +68,7 @@ class SimPartition:
         self.log_start_offset = 0
         self.leader_epoch = 0
         self.leader_epochs: list[tuple[int, int]] = [(0, 0)]
-        self.snapshots: dict[int, list] = {}
+        self.snapshots: dict[int, list[ProducerSnapshotEntry]] = {}
         self.aborted: list[tuple[int, AbortedTxn]] = []  # (segment base offset, entry)
         self.txn_first: dict[int, int] = {}  # open transactions: pid -> first offset
         self.txn_batches: dict[int, list[WrittenBatch]] = {}
@@ -111,8 +76,7 @@ class SimPartition:
         self.tail: bytes = b""  # a torn or zero-filled tail written after the last batch
         self.tail_kind: str | None = None
         self.keep_segments = keep_segments
-        self._out = None  # streaming: the active segment's open file
-        self._out_path: Path | None = None
+        self.files = PartitionFiles(log.root / self.name, self._label)
 
     @property
     def name(self) -> str:
@@ -139,8 +103,8 @@ class SimPartition:
         """
         n = len(records)
         max_ts = max(r.timestamp for r in records)
-        # A "corrupt" batch was written correctly and damaged on disk later; other faults are broker bugs.
-        origin = Origin.REPLICATION if fault and fault != CORRUPT else Origin.CLIENT
+        # A corrupt batch was written correctly and damaged on disk later; other faults are broker bugs.
+        origin = Origin.REPLICATION if fault and fault != CORRUPT_FAULT else Origin.CLIENT
         data = build_batch(
             self.next_offset,
             records,
@@ -239,51 +203,37 @@ class SimPartition:
             self.aborted.append((self.segments[-1].base_offset, entry))
         return Result.APPENDED
 
-    def _snapshot_if_rolling(self, size: int) -> list | None:
+    def _snapshot_if_rolling(self, size: int) -> list[ProducerSnapshotEntry] | None:
         """The producer state before this append, when the append will roll the segment."""
-        active = self.segments[-1]
-        return self.state.snapshot() if active.size and active.size + size > self.segment_bytes else None
+        return self.state.snapshot() if self._rolls(size) else None
 
-    def _append(self, batch: WrittenBatch, before: list | None = None) -> None:
+    def _rolls(self, size: int) -> bool:
         active = self.segments[-1]
-        if active.size and active.size + len(batch.data) > self.segment_bytes:
+        return bool(active.size) and active.size + size > self.segment_bytes
+
+    def _append(self, batch: WrittenBatch, before: list[ProducerSnapshotEntry] | None = None) -> None:
+        if self._rolls(len(batch.data)):
             self.roll(before)
-            active = self.segments[-1]
+        active = self.segments[-1]
         if self.keep_segments:
             active.batches.append(batch)
         else:  # streaming: straight to the segment file, labelled as it is written
-            if self._out is None:
-                self._open_segment(active)
-            self._emit(self._out, self._out_path, active.size, batch)
+            self.files.append(active, batch)
         active.size += len(batch.data)
         self.next_offset = batch.last_offset + 1
 
-    def _open_segment(self, seg: Segment) -> None:
-        part = self.log.root / self.name
-        part.mkdir(parents=True, exist_ok=True)
-        self._out_path = part / segment_file_name(seg.base_offset)
-        self._out = open(self._out_path, "wb")  # noqa: SIM115 (closed at roll or write)
+    def _label(self, path: Path, position: int, batch: WrittenBatch) -> None:
+        """Ground truth for a batch that has just been written at ``position`` of ``path``."""
+        file = self.log.relative(path)
+        self.log.truth.batch(self, batch, file, position, corrupt=batch.is_corrupt)
+        if batch.is_corrupt:
+            self.log.truth.parse_error(self, file, position, CRC_MISMATCH, len(batch.data))
 
-    def _emit(self, f, path: Path, position: int, b: WrittenBatch) -> None:
-        """Write one batch at ``position`` of its segment file and label it."""
-        data = b.data
-        corrupt = b.fault == CORRUPT
-        if corrupt:
-            data = bytearray(data)
-            data[-1] ^= 0x5A  # inside the records: covered by the CRC, framing intact
-        f.write(data)
-        rel = self.log.relative(path)
-        self.log.truth.batch(self, b, rel, position, corrupt=corrupt)
-        if corrupt:
-            self.log.truth.parse_error(self, rel, position, "crc_mismatch", len(data))
-
-    def roll(self, snapshot: list | None = None) -> None:
+    def roll(self, snapshot: list[ProducerSnapshotEntry] | None = None) -> None:
         """Start a new segment at the log end offset, taking a producer snapshot there (as Kafka does):
         the state up to but excluding that offset (``snapshot``, when the state has moved past it)."""
         self.snapshots[self.next_offset] = snapshot if snapshot is not None else self.state.snapshot()
-        if self._out is not None:
-            self._out.close()
-            self._out = None
+        self.files.close_active()
         self.segments.append(Segment(self.next_offset))
 
     def start_at(self, offset: int, *, producers: Sequence[tuple[int, int, int, int, int]] = ()) -> None:
@@ -294,9 +244,10 @@ class SimPartition:
         self.next_offset = self.log_start_offset = offset
         self.segments = [Segment(offset)]
         self.leader_epochs = [(self.leader_epoch, offset)]
-        self.state.load_snapshot(
-            [ProducerSnapshotEntry(pid, epoch, seq, last, 0, ts, -1, -1) for pid, epoch, seq, last, ts in producers]
-        )
+        self.state.load_snapshot([
+            ProducerSnapshotEntry(pid, epoch, seq, last, 0, ts, NO_COORDINATOR_EPOCH, NO_OFFSET)
+            for pid, epoch, seq, last, ts in producers
+        ])
 
     # -- broker events ------------------------------------------------------------------------
     def leader_change(self) -> None:
@@ -327,129 +278,52 @@ class SimPartition:
         self.log_start_offset = self.segments[0].base_offset
         self.snapshots = {o: s for o, s in self.snapshots.items() if o >= self.log_start_offset}
         self.aborted = [(s, e) for s, e in self.aborted if s >= self.log_start_offset]
-        self.leader_epochs = _truncate_epochs(self.leader_epochs, self.log_start_offset)
+        self.leader_epochs = cleaner.truncate_epochs(self.leader_epochs, self.log_start_offset)
         self.state.on_log_start_offset(self.log_start_offset)
 
     def compact(self) -> None:
         """One cleaner pass over the closed segments (LogCleaner.cleanInto, MemoryRecords.filterTo)."""
         if not self.keep_segments:
             raise ValueError("compaction needs SimPartition(keep_segments=True)")
-        closed = self.segments[:-1]
-        if not closed:
+        if len(self.segments) < 2:
             return
-        upper = self.segments[-1].base_offset
-        latest: dict[bytes | None, int] = {}
-        for seg in self.segments:
-            for b in seg.batches:
-                if b.records and not b.aborted:
-                    for i, r in enumerate(b.records):
-                        latest[r.key] = b.base_offset + (i if r.offset_delta is None else r.offset_delta)
         last_data = {e.producer_id: e.last_offset for e in self.state.snapshot()}
-        for seg in closed:
-            kept = []
-            for b in seg.batches:
-                survivor = _clean_batch(b, latest, last_data, upper)
-                if survivor is None:
-                    self.log.truth.deleted(self, b, by_cleaner=True)
-                    continue
-                kept.append(survivor)
-            seg.batches = kept
-            seg.size = sum(len(b.data) for b in kept)
-        self.cleaner_offset = upper
+        for b in cleaner.compact(self.segments, last_data):
+            self.log.truth.deleted(self, b, by_cleaner=True)
+        self.cleaner_offset = self.segments[-1].base_offset
 
     # -- faults -------------------------------------------------------------------------------
     def torn_tail(self, fraction: float = 0.5) -> None:
         """The broker died mid-write: part of one more batch ends the active segment."""
         data = build_batch(self.next_offset, [RecordSpec(b"torn", b"x" * 64, 0)], producer_id=999_999, producer_epoch=0,
                            base_sequence=0, partition_leader_epoch=self.leader_epoch)
-        self.tail, self.tail_kind = data[: max(1, int(len(data) * fraction))], "truncated"
+        self.tail, self.tail_kind = data[: max(1, int(len(data) * fraction))], TRUNCATED
         if self.tail[:8] == bytes(8) and self.tail.count(0) == len(self.tail):
-            self.tail_kind = "zero_filled"
+            self.tail_kind = ZERO_FILLED
 
     def zero_filled_tail(self, size: int = 4096) -> None:
         """A preallocated segment (log.preallocate) after an unclean shutdown: zeros after the last batch."""
-        self.tail, self.tail_kind = bytes(size), "zero_filled"
+        self.tail, self.tail_kind = bytes(size), ZERO_FILLED
 
     # -- files --------------------------------------------------------------------------------
-    def write(self, root: Path, *, clean_shutdown: bool = True) -> None:
-        part = root / self.name
-        part.mkdir(parents=True, exist_ok=True)
+    def write(self, *, clean_shutdown: bool = True) -> None:
+        """Shut down: a last snapshot when clean, the segments (kept ones written now), the tail and
+        the sidecars."""
         if clean_shutdown:
             self.snapshots[self.next_offset] = self.state.snapshot()
         if self.keep_segments:
-            for seg in self.segments:
-                path = part / segment_file_name(seg.base_offset)
-                with open(path, "wb") as f:
-                    position = 0
-                    for b in seg.batches:
-                        self._emit(f, path, position, b)
-                        position += len(b.data)
-            tail_path = path
+            tail_path = self.files.write_segments(self.segments)
         else:
-            if self._out is None:  # Kafka keeps an (empty) active segment
-                self._open_segment(self.segments[-1])
-            self._out.close()
-            self._out = None
-            tail_path = self._out_path
+            tail_path = self.files.finish_streaming(self.segments[-1])
         if self.tail:
-            with open(tail_path, "ab") as f:
-                f.write(self.tail)
-            self.log.truth.parse_error(self, self.log.relative(tail_path), self.segments[-1].size, self.tail_kind, len(self.tail))
-        for offset, entries in sorted(self.snapshots.items()):
-            rows = [SnapshotEntry(self.topic, self.partition, offset, *e) for e in entries]
-            (part / segment_file_name(offset, ".snapshot")).write_bytes(sidecars.write_snapshot(rows))
-        by_segment: dict[int, list[AbortedTxn]] = {}
-        for seg_base, entry in self.aborted:
-            by_segment.setdefault(seg_base, []).append(entry)
-        for seg_base, entries in by_segment.items():
-            (part / segment_file_name(seg_base, ".txnindex")).write_bytes(sidecars.write_txnindex(entries))
-        epochs = [LeaderEpochEntry(self.topic, self.partition, e, o) for e, o in self.leader_epochs]
-        (part / "leader-epoch-checkpoint").write_bytes(sidecars.write_leader_epoch_checkpoint(epochs))
-        (part / "partition.metadata").write_bytes(sidecars.write_partition_metadata(self.log.topic_id(self.topic)))
-
-
-def _truncate_epochs(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
-    """LeaderEpochFileCache.truncateFromStart: the epoch covering ``start`` now starts there."""
-    kept = [(e, o) for e, o in epochs if o > start]
-    covering = [(e, o) for e, o in epochs if o <= start]
-    return ([(covering[-1][0], start)] if covering else []) + kept
-
-
-def _clean_batch(b: WrittenBatch, latest: dict, last_data: dict[int, int], upper: int) -> WrittenBatch | None:
-    """The cleaner's verdict on one batch: None to drop it, else the batch as it is rewritten."""
-    if b.is_control:
-        return b  # markers stay until their delete horizon, which one pass never reaches
-    if b.aborted:
-        survivors = []
-    elif b.magic < L.MAGIC_V2:
-        return b  # legacy entries: kept as they are (the cleaner would convert them; not simulated)
-    else:
-        survivors = [
-            (i, r) for i, r in enumerate(b.records)
-            if latest.get(r.key) == b.base_offset + (i if r.offset_delta is None else r.offset_delta)
-        ]
-    if survivors and len(survivors) == len(b.records or ()):
-        return b
-    keep_empty = (b.producer_id >= 0 and last_data.get(b.producer_id) == b.last_offset) or b.last_offset + 1 == upper
-    if not survivors:
-        if not keep_empty:
-            return None
-        data = build_empty_batch(
-            b.base_offset, b.last_offset, producer_id=b.producer_id, producer_epoch=b.producer_epoch,
-            base_sequence=b.base_sequence, max_timestamp=b.max_timestamp, is_transactional=b.is_transactional,
-            partition_leader_epoch=b.partition_leader_epoch,
+            self.files.append_tail(tail_path, self.tail)
+            self.log.truth.parse_error(
+                self, self.log.relative(tail_path), self.segments[-1].size, self.tail_kind, len(self.tail)
+            )
+        self.files.write_sidecars(
+            self.topic, self.partition, snapshots=self.snapshots, aborted=self.aborted,
+            leader_epochs=self.leader_epochs, topic_id=topic_id(self.topic),
         )
-        return replace(b, records=(), data=data)
-    records = tuple(
-        RecordSpec(r.key, r.value, r.timestamp, r.headers, i if r.offset_delta is None else r.offset_delta)
-        for i, r in survivors
-    )
-    data = build_batch(
-        b.base_offset, records, compression=b.compression, producer_id=b.producer_id, producer_epoch=b.producer_epoch,
-        base_sequence=b.base_sequence, is_transactional=b.is_transactional, partition_leader_epoch=b.partition_leader_epoch,
-        last_offset_delta=b.last_offset - b.base_offset, max_timestamp=b.max_timestamp,
-    )
-    return replace(b, records=records, data=data)
 
 
 class SimLogDir:
@@ -459,18 +333,13 @@ class SimLogDir:
         self,
         root: Path,
         *,
-        profile: str = "2.7",
-        expiration_ms: int = 86_400_000,
-        seed: int = 0,
+        profile: str = DEFAULT_PROFILE.name,
+        expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         truth: TruthWriter | None = None,
     ):
-        from analytics.replay.broker import resolve_profile
-
         self.root = Path(root)
         self.profile = resolve_profile(profile)
-        self.profile_name = profile
         self.expiration_ms = expiration_ms
-        self.rng = random.Random(seed)
         self.partitions: list[SimPartition] = []
         self.truth = truth if truth is not None else TruthWriter(None)
 
@@ -483,26 +352,10 @@ class SimLogDir:
         """A file's path inside the log directory, as ground truth names it (portable across machines)."""
         return path.relative_to(self.root).as_posix()
 
-    def topic_id(self, topic: str) -> str:
-        """A stable base64url topic id (Uuid.toString form) derived from the name."""
-        import base64
-        import hashlib
-
-        return base64.urlsafe_b64encode(hashlib.sha256(topic.encode()).digest()[:16]).decode().rstrip("=")
-
     def write(self, *, clean_shutdown: bool = True) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        for p in sorted(self.partitions, key=lambda p: (p.topic, p.partition)):
-            p.write(self.root, clean_shutdown=clean_shutdown)
         parts = sorted(self.partitions, key=lambda p: (p.topic, p.partition))
-        checkpoints = {
-            "log-start-offset-checkpoint": ("log-start-offset", [(p, p.log_start_offset) for p in parts]),
-            "recovery-point-offset-checkpoint": ("recovery-point-offset", [(p, p.next_offset) for p in parts]),
-            "replication-offset-checkpoint": ("replication-offset", [(p, p.next_offset) for p in parts]),
-            "cleaner-offset-checkpoint": ("cleaner-offset", [(p, p.cleaner_offset) for p in parts if p.cleaner_offset is not None]),
-        }
-        for name, (kind, rows) in checkpoints.items():
-            entries = [CheckpointEntry(kind, p.topic, p.partition, offset) for p, offset in rows]
-            (self.root / name).write_bytes(sidecars.write_offset_checkpoint(entries))
-        (self.root / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=segaudit-generated\n")
+        for p in parts:
+            p.write(clean_shutdown=clean_shutdown)
+        write_log_dir_files(self.root, parts)
         self.truth.finish(self)

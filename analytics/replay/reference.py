@@ -8,14 +8,36 @@ window functions, so the two implementations can disagree only if one of them is
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
 
 from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
-from analytics.kafka.layout import INT_MAX
+from analytics.contract import (
+    COMPACTION,
+    CONTROL_MARKER,
+    COORDINATOR_EPOCH_REGRESSION,
+    CORRUPT,
+    DUPLICATE,
+    EPOCH_BUMP,
+    EPOCH_BUMP_NONZERO,
+    FENCED_ZOMBIE_WRITE,
+    FIRST_SEEN_NONZERO,
+    INVALID_TXN_STATE,
+    MARKER_EPOCH_REGRESSION,
+    NEVER_EXPLAINED,
+    NON_IDEMPOTENT,
+    OK,
+    OK_VERDICTS,
+    PARTIAL_HISTORY,
+    PRODUCER_EXPIRATION,
+    SEQ_SPACE,
+    SEQUENCE_GAP,
+    SEQUENCE_REGRESSION,
+    SEQUENCE_VERDICTS,
+    STATE_LOSS,
+    log_dir_of,
+)
 from analytics.kafka.util import in_sequence, sequence_ahead
-
-SEQ_SPACE = INT_MAX + 1
+from analytics.replay.severity import severity
 
 
 @dataclass
@@ -46,10 +68,6 @@ class _State:
         return -1 if self.mark is None else self.mark % SEQ_SPACE
 
 
-def log_dir_of(file: str) -> str:
-    return posixpath.dirname(posixpath.dirname(file))
-
-
 def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str, int], int] | None = None) -> dict:
     """Verdicts of batch rows (dicts with the ``batches`` columns), keyed by (file, file_position).
 
@@ -73,7 +91,7 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
         for b in rows:
             key = (b["file"], b["file_position"])
             if not b["crc_valid"]:
-                out[key] = _row("CORRUPT", None)
+                out[key] = _row(CORRUPT, None)
                 continue
             # offsets from the partition's first up to this batch that no batch carries
             cum_holes = b["base_offset"] - first_offset - carried
@@ -81,8 +99,8 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
             tracked = (b["magic"] == 2 and b["producer_id"] >= 0 and not (b["is_control"] and b["record_count"] == 0)
                        and topic not in INTERNAL_TOPICS)
             if not tracked:
-                verdict = ("CONTROL_MARKER" if b["is_control"] and b["magic"] == 2
-                           else "NON_IDEMPOTENT" if b["producer_id"] < 0 or b["magic"] < 2 else "OK")
+                verdict = (CONTROL_MARKER if b["is_control"] and b["magic"] == 2
+                           else NON_IDEMPOTENT if b["producer_id"] < 0 or b["magic"] < 2 else OK)
                 out[key] = _row(verdict, None)
                 continue
             s = producers.get(b["producer_id"])
@@ -93,40 +111,40 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
             }
             if b["is_control"]:
                 if s is not None and b["producer_epoch"] < s.epoch:
-                    verdict = "MARKER_EPOCH_REGRESSION"
+                    verdict = MARKER_EPOCH_REGRESSION
                 elif (s is not None and s.coordinator_epoch is not None and b["coordinator_epoch"] is not None
                       and b["coordinator_epoch"] < s.coordinator_epoch):
-                    verdict = "COORDINATOR_EPOCH_REGRESSION"
+                    verdict = COORDINATOR_EPOCH_REGRESSION
                 else:
-                    verdict = "CONTROL_MARKER"
+                    verdict = CONTROL_MARKER
                 expected = None
             else:
                 seq, epoch = b["base_sequence"], b["producer_epoch"]
                 if s is not None and (epoch, seq, b["last_sequence"]) in s.seen:
-                    verdict = "DUPLICATE"
+                    verdict = DUPLICATE
                 elif s is None:
-                    verdict = "OK" if seq == 0 else "FIRST_SEEN_NONZERO"
+                    verdict = OK if seq == 0 else FIRST_SEEN_NONZERO
                 elif epoch > s.epoch:
-                    verdict = "EPOCH_BUMP" if seq == 0 else "EPOCH_BUMP_NONZERO"
+                    verdict = EPOCH_BUMP if seq == 0 else EPOCH_BUMP_NONZERO
                 elif epoch < s.epoch:
-                    verdict = "FENCED_ZOMBIE_WRITE"
+                    verdict = FENCED_ZOMBIE_WRITE
                 elif in_sequence(s.seq_mark, seq):
-                    verdict = "OK"
+                    verdict = OK
                 elif sequence_ahead(s.seq_mark, seq):
-                    verdict = "SEQUENCE_GAP"
+                    verdict = SEQUENCE_GAP
                 else:
-                    verdict = "SEQUENCE_REGRESSION"
-                if verdict in ("OK", "EPOCH_BUMP") and s is not None and s.txn_open and not b["is_transactional"]:
-                    verdict = "INVALID_TXN_STATE"
+                    verdict = SEQUENCE_REGRESSION
+                if verdict in OK_VERDICTS and s is not None and s.txn_open and not b["is_transactional"]:
+                    verdict = INVALID_TXN_STATE
                 expected = 0 if s is None or epoch != s.epoch else (s.seq_mark + 1) % SEQ_SPACE
             # an expiry point: idle past the expiration with no transaction open (before 2.5: at sequence 0)
             expiry = (s is not None and facts["idle_ms"] >= config.expiration_ms and not s.txn_open
                       and _forgotten_ok(b, config))
             facts["expired_offset"] = b["base_offset"] if expiry else s.expired_offset if s else None
             facts["conflict_offset"] = (
-                s.seen[(b["producer_epoch"], b["base_sequence"], b["last_sequence"])] if verdict == "DUPLICATE"
-                else s.mark_offset if verdict in ("SEQUENCE_GAP", "SEQUENCE_REGRESSION")
-                else s.last_base_offset if verdict in ("EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE")
+                s.seen[(b["producer_epoch"], b["base_sequence"], b["last_sequence"])] if verdict == DUPLICATE
+                else s.mark_offset if verdict in (SEQUENCE_GAP, SEQUENCE_REGRESSION)
+                else s.last_base_offset if verdict in (EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE)
                 else None)
             explained = _explain(verdict, b, s, facts, config, compacted,
                                  log_starts.get((topic, partition)), first_offset)
@@ -164,13 +182,7 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
 
 
 def _row(verdict: str, explained: str | None) -> dict:
-    if verdict in ("OK", "EPOCH_BUMP"):
-        severity = "ok"
-    elif verdict in ("NON_IDEMPOTENT", "CONTROL_MARKER"):
-        severity = "info"
-    else:
-        severity = "explained" if explained else "violation"
-    return {"verdict": verdict, "severity": severity, "explained_by": explained}
+    return {"verdict": verdict, "severity": severity(verdict, explained), "explained_by": explained}
 
 
 def _forgotten_ok(b: dict, config: AuditConfig) -> bool:
@@ -180,7 +192,7 @@ def _forgotten_ok(b: dict, config: AuditConfig) -> bool:
 
 def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_start, first_offset) -> str | None:
     """The evidence for a rule break, in order; the profile (replay rules §2.9) says which the brokers allowed."""
-    if verdict in ("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "CORRUPT", "INVALID_TXN_STATE"):
+    if verdict in NEVER_EXPLAINED:
         return None
     profile = config.broker_profile
     kip360 = profile.unknown_pid_nonzero_seq_error is None
@@ -191,34 +203,35 @@ def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_star
         if s is None or not forgotten_ok:
             continue
         if r.offset is not None and s.last_base_offset < r.offset <= b["base_offset"]:
-            return "state_loss"
+            return STATE_LOSS
         if r.offset is None and s.last_ts < r.time_ms <= b["max_timestamp"]:
-            return "state_loss"
+            return STATE_LOSS
     if s is not None and facts["idle_ms"] >= config.expiration_ms and not s.txn_open and forgotten_ok:
-        return "producer_expiration"
+        return PRODUCER_EXPIRATION
     # A batch repeating or rewinding sequences written before the latest expiry point, which the state
     # the broker rebuilt since (the previous batch's epoch and last sequence) takes in sequence.
-    if s is not None and verdict in ("DUPLICATE", "SEQUENCE_GAP", "SEQUENCE_REGRESSION"):
+    if s is not None and verdict in SEQUENCE_VERDICTS:
         epoch, seq = b["producer_epoch"], b["base_sequence"]
         taken = (epoch == s.epoch and in_sequence(s.last_seq, seq)) or (epoch > s.epoch and seq == 0)
         expired, conflict = facts["expired_offset"], facts["conflict_offset"]
         if taken and expired is not None and conflict is not None and conflict < expired:
-            return "producer_expiration"
+            return PRODUCER_EXPIRATION
     is_compacted = b["topic"] in compacted
-    if verdict == "SEQUENCE_GAP" and is_compacted:
+    if verdict == SEQUENCE_GAP and is_compacted:
         missing = (b["base_sequence"] - s.seq_mark - 1) % SEQ_SPACE
         if missing <= facts["offset_holes"]:
-            return "compaction"
-    if verdict == "FIRST_SEEN_NONZERO" and ((log_start or 0) > 0 or (first_offset or 0) > 0 or is_compacted):
-        return "partial_history"
+            return COMPACTION
+    if verdict == FIRST_SEEN_NONZERO and ((log_start or 0) > 0 or (first_offset or 0) > 0 or is_compacted):
+        return PARTIAL_HISTORY
     if s is not None and (log_start or 0) > 0:
         # Up to 2.3 the log start passing the producer's last batch made the broker forget it, and the
         # client restarted at sequence 0.
         if profile.evicts_below_log_start and b["base_sequence"] == 0 and s.last_base_offset < log_start:
-            return "partial_history"
+            return PARTIAL_HISTORY
         # Before 2.5, the batches after such a restart, in sequence with it, repeat sequences that
         # only batches below the log start hold.
-        if (not kip360 and verdict in ("SEQUENCE_REGRESSION", "DUPLICATE") and in_sequence(s.last_seq, b["base_sequence"])
+        if (not kip360 and verdict in (SEQUENCE_REGRESSION, DUPLICATE)
+                and in_sequence(s.last_seq, b["base_sequence"])
                 and s.mark_offset is not None and s.mark_offset < log_start):
-            return "partial_history"
+            return PARTIAL_HISTORY
     return None
