@@ -1,7 +1,7 @@
 """The severity of a verdict (``docs/design.md``): did the broker keep its rules?
 
-One rule for every pure-Python labeller (the reference replay, the generator's ground truth); the
-audit's Spark job states the same rule as a Column expression.
+One rule for every pure-Python labeller (the audit's reference replay, the generator's ground
+truth); the audit's Spark job states the same rule as a Column expression.
 
 >>> from analytics.contract import COMPACTION, CONTROL_MARKER, CORRUPT, OK, SEQUENCE_GAP
 >>> [severity(OK, None), severity(CONTROL_MARKER, None), severity(SEQUENCE_GAP, COMPACTION),
