@@ -8,7 +8,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from analytics.report.render import Scale, esc, human_ms, nice_ticks, render, write_report
+from analytics.report.render import render, write_report
+from analytics.report.svg import Scale, nice_ticks
+from analytics.report.values import esc, human_ms
 
 EVIL_TOPIC = "<script>alert(1)</script>"
 EVIL_EXPLANATION = '"><img src=x onerror=alert(1)>'
@@ -68,7 +70,9 @@ def sample() -> dict:
             "record_duplicates": 4,
             "snapshot_checks": {"match": 3, "mismatch": 1, "not_in_log": 0, "not_in_snapshot": 0},
             "configuration": {"producer_id_expiration_ms": 7 * DAY_MS, "transaction_max_timeout_ms": 900_000,
-                              "profile": "2.7", "cleanup_policy": {"orders": "compact"}},
+                              "profile": "2.7", "cleanup_policy": {"orders": "compact"},
+                              "broker_restarts": [{"topic": "orders", "partition": 0, "offset": 26,
+                                                   "time_ms": T0 - DAY_MS}]},
             "seconds": 12.3,
             "unknown_future_key": [1, 2],
         },
@@ -251,7 +255,76 @@ def test_summary_numbers(page):
     assert '<tr class="zero"><td class="mono">CORRUPT</td>' in summary
     assert "7 d" in summary and "15 min" in summary
     assert "run-42" in summary and "exp-41" in summary and "12.3 s" in summary
-    assert "/data/kafka-logs" in summary
+    assert "/<wbr>data/<wbr>kafka-logs" in summary
+
+
+def _config_cells(page: str) -> dict[str, str]:
+    """The configuration table of the summary: setting -> value cell (HTML)."""
+    rows = re.findall(r'<tr><td><span class="mono">([^<]+)</span></td><td>(.*?)</td></tr>', _section(page, "summary"))
+    return dict(rows)
+
+
+def test_configuration_values_are_readable(page):
+    cells = _config_cells(page)
+    assert cells["producer_id_expiration_ms"] == '604,800,000 ms <span class="muted">(7 d)</span>'
+    assert cells["transaction_max_timeout_ms"] == '900,000 ms <span class="muted">(15 min)</span>'
+    assert cells["profile"] == "2.7"
+    assert cells["cleanup_policy"] == "orders = compact"
+    assert cells["broker_restarts"] == ('topic = orders, partition = 0, offset = 26, time_ms = 1,763,613,600,000 '
+                                        '<span class="muted">(2025-11-20 04:40:00 UTC)</span>')
+    assert "{&quot;" not in _section(page, "summary") and "&quot;:" not in _section(page, "summary")
+
+
+def test_configuration_lists_and_nested_tables():
+    data = sample()
+    data["summary"]["configuration"] = {
+        "topics": ["orders", "payments"], "log_start_offsets": {"orders:0": 5, "orders:1": 7},
+        "broker_restarts": [{"offset": 26}, {"offset": 31}], "flags": {"on": True, "limits": {"retry_ms": 250}},
+        "export_time_ms": T0, "empty": {}}
+    cells = _config_cells(render(data))
+    assert cells["topics"] == "orders, payments"
+    assert cells["log_start_offsets"] == "orders:0 = 5<br>orders:1 = 7"
+    assert cells["broker_restarts"] == "offset = 26<br>offset = 31"
+    assert cells["flags"] == "on = true<br>limits = {retry_ms = 250 ms}"
+    assert cells["export_time_ms"] == '1,763,700,000,000 <span class="muted">(2025-11-21 04:40:00 UTC)</span>'
+    assert cells["empty"] == "—"
+
+
+AXIS_TITLES = {"timeline": ("offset", "batches per bin"), "sequence": ("base offset", "sequence number"),
+               "idle": ("resumption (numbered by topic, partition, offset)", "idle time before resuming (log scale)"),
+               "trend": ("audit run time (UTC)", "batches")}
+
+
+@pytest.mark.parametrize("kind", AXIS_TITLES)
+def test_every_chart_labels_both_axes(page, kind):
+    chart = _chart(page, kind)
+    x_title, y_title = AXIS_TITLES[kind]
+    assert re.findall(r'class="cap x-title">([^<]*)<', chart) == [x_title]
+    assert re.findall(r'class="cap y-title">([^<]*)<', chart) == [y_title]
+    x_ticks = re.findall(r'text-anchor="middle" class="lbl">([^<]*)<', chart)
+    y_ticks = re.findall(r'text-anchor="end" class="lbl">([^<]*)<', chart)
+    assert x_ticks and y_ticks, kind
+
+
+def test_idle_chart_numbers_the_resumptions(page):
+    idle = _chart(page, "idle")
+    assert re.findall(r'text-anchor="middle" class="lbl">([^<]*)<', idle) == ["1", "2"]
+    assert re.findall(r'text-anchor="end" class="lbl">([^<]*)<', idle) == ["1 min", "10 min", "1 h", "6 h", "1 d",
+                                                                          "7 d"]
+
+
+def test_long_paths_wrap_at_separators():
+    data = sample()
+    deep = "/mnt/broker-7/" + "/".join(f"very-long-folder-name-{i}" for i in range(8)) + "/kafka-logs"
+    for part in (data["partitions"][0], data["timelines"][0], data["producers"][0]):
+        part["log_dir"] = deep
+    data["summary"]["inputs"] = [deep]
+    page = render(data)
+    wrapped = esc(deep).replace("/", "/<wbr>")
+    assert deep not in page
+    for sid in ("summary", "partitions", "timelines", "producers"):
+        assert wrapped in _section(page, sid), sid
+    assert "break-all" not in page  # a path breaks between folders, not inside a folder's name
 
 
 def test_validation_badges(page):

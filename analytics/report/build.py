@@ -12,7 +12,12 @@ import os
 import time
 
 from analytics.audit.job import read_audit
-from analytics.report.history import default_history_path, read_history
+from analytics.contract import (
+    ABORTED, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, OPEN, REPORT_DIR, SEQUENCE_GAP,
+    SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
+)
+from analytics.errors import StageMissing
+from analytics.report.history import default_history_path, read_history, verdict_column
 from analytics.report.render import write_report
 
 MAX_PARTITIONS = 200
@@ -24,7 +29,19 @@ MAX_POINTS = 1500
 MAX_IDLE = 1000
 MAX_TRANSACTIONS = 200
 MAX_DUPLICATES = 200
-FINDING = ("explained", "violation")
+KEYS = list(HISTORY_KEY)
+
+
+def _key(row) -> tuple:
+    """The history key (log dir, topic, partition) of a row or dict."""
+    return tuple(row[k] for k in KEYS)
+
+
+def _severity_counts():
+    """One count column per severity, named after it: the batches of that severity."""
+    from pyspark.sql import functions as F
+
+    return [F.sum((F.col("severity") == s).cast("long")).alias(s) for s in SEVERITIES]
 
 
 def report_data(spark, out: str, history: str | None = None) -> dict:
@@ -33,36 +50,35 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
     from analytics.spark.columns import with_log_dir
 
     summary = read_audit(out)
-    keys = ["log_dir", "topic", "partition"]
     v = with_log_dir(spark.read.parquet(os.path.join(out, "batch_verdicts")))
-    sev = {s: F.sum((F.col("severity") == s).cast("long")).alias(s) for s in ("ok", "info", "explained", "violation")}
-    per_partition = v.groupBy(*keys).agg(
+    per_partition = v.groupBy(*KEYS).agg(
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
         F.min("base_offset").alias("first_offset"), F.max("last_offset").alias("last_offset"),
         F.min("max_timestamp").alias("first_timestamp"), F.max("max_timestamp").alias("last_timestamp"),
-        *sev.values(),
+        *_severity_counts(),
     )
-    verdict_counts = v.groupBy(*keys, "verdict").count()
-    per_partition = per_partition.withColumn("findings", F.col("explained") + F.col("violation")).cache()
+    verdict_counts = v.groupBy(*KEYS, "verdict").count()
+    per_partition = per_partition.withColumn("findings", F.col(SEV_EXPLAINED) + F.col(SEV_VIOLATION)).cache()
     try:
         partitions_total = per_partition.count()
-        ranked = per_partition.orderBy(F.col("violation").desc(), F.col("explained").desc(), *keys).limit(MAX_PARTITIONS)
+        ranked = per_partition.orderBy(
+            F.col(SEV_VIOLATION).desc(), F.col(SEV_EXPLAINED).desc(), *KEYS).limit(MAX_PARTITIONS)
         partitions = [r.asDict() for r in ranked.collect()]
         verdicts_of = {}
-        shown = spark.createDataFrame([(p["log_dir"], p["topic"], p["partition"]) for p in partitions] or [("", "", -1)],
+        shown = spark.createDataFrame([_key(p) for p in partitions] or [("", "", -1)],
                                       "log_dir string, topic string, partition int")
-        for r in verdict_counts.join(F.broadcast(shown), keys).collect():
-            verdicts_of.setdefault((r["log_dir"], r["topic"], r["partition"]), {})[r["verdict"]] = r["count"]
+        for r in verdict_counts.join(F.broadcast(shown), KEYS).collect():
+            verdicts_of.setdefault(_key(r), {})[r["verdict"]] = r["count"]
         for p in partitions:
-            p["severities"] = {s: p.pop(s) for s in ("ok", "info", "explained", "violation")}
-            p["verdicts"] = verdicts_of.get((p["log_dir"], p["topic"], p["partition"]), {})
+            p["severities"] = {s: p.pop(s) for s in SEVERITIES}
+            p["verdicts"] = verdicts_of.get(_key(p), {})
         with_findings = per_partition.where(F.col("findings") > 0).orderBy(
-            F.col("violation").desc(), F.col("findings").desc(), *keys).limit(MAX_TIMELINES)
-        timelines = _timelines(v, [r.asDict() for r in with_findings.collect()], keys)
+            F.col(SEV_VIOLATION).desc(), F.col("findings").desc(), *KEYS).limit(MAX_TIMELINES)
+        timelines = _timelines(v, [r.asDict() for r in with_findings.collect()])
     finally:
         per_partition.unpersist()
-    producers = _producers(v, keys)
+    producers = _producers(v)
     expiration = summary["configuration"].get("producer_id_expiration_ms")
     idle = _idle(spark, out, v)
     return {
@@ -82,7 +98,7 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
     }
 
 
-def _timelines(v, partitions: list[dict], keys: list[str]) -> list[dict]:
+def _timelines(v, partitions: list[dict]) -> list[dict]:
     """Severity counts in ``BINS`` equal offset ranges, and up to ``MAX_MARKS`` findings, per partition."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -90,33 +106,30 @@ def _timelines(v, partitions: list[dict], keys: list[str]) -> list[dict]:
     if not partitions:
         return []
     spark = v.sparkSession
-    ranges = spark.createDataFrame([(p["log_dir"], p["topic"], p["partition"], p["first_offset"], p["last_offset"])
-                                    for p in partitions],
+    ranges = spark.createDataFrame([(*_key(p), p["first_offset"], p["last_offset"]) for p in partitions],
                                    "log_dir string, topic string, partition int, lo long, hi long")
-    rows = v.join(F.broadcast(ranges), keys)
+    rows = v.join(F.broadcast(ranges), KEYS)
     width = F.greatest((F.col("hi") - F.col("lo") + 1) / BINS, F.lit(1.0))
     binned = rows.withColumn("bin", F.least(F.floor((F.col("base_offset") - F.col("lo")) / width), F.lit(BINS - 1)).cast("int"))
-    counts = binned.groupBy(*keys, "bin", "lo", "hi").agg(
-        *[F.sum((F.col("severity") == s).cast("long")).alias(s) for s in ("ok", "info", "explained", "violation")])
+    counts = binned.groupBy(*KEYS, "bin", "lo", "hi").agg(*_severity_counts())
     bins: dict[tuple, list[dict]] = {}
     for r in counts.collect():
         w = max((r["hi"] - r["lo"] + 1) / BINS, 1.0)
         start = r["lo"] + int(r["bin"] * w)
         end = min(r["lo"] + int((r["bin"] + 1) * w) - 1, r["hi"])
-        bins.setdefault((r["log_dir"], r["topic"], r["partition"]), []).append(
-            {"start": start, "end": max(end, start), "ok": r["ok"], "info": r["info"], "explained": r["explained"],
-             "violation": r["violation"]})
-    found = rows.where(F.col("severity").isin(*FINDING))
-    numbered = found.withColumn("n", F.row_number().over(Window.partitionBy(*keys).orderBy("base_offset", "file_position")))
+        bins.setdefault(_key(r), []).append(
+            {"start": start, "end": max(end, start)} | {s: r[s] for s in SEVERITIES})
+    found = rows.where(F.col("severity").isin(*FINDING_SEVERITIES))
+    numbered = found.withColumn("n", F.row_number().over(Window.partitionBy(*KEYS).orderBy("base_offset", "file_position")))
     marks: dict[tuple, list[dict]] = {}
     for r in numbered.where(F.col("n") <= MAX_MARKS).select(
-            *keys, F.col("base_offset").alias("offset"), F.col("max_timestamp").alias("timestamp"), "verdict", "severity",
-            "producer_id", "explained_by", "explanation").orderBy(*keys, "offset").collect():
+            *KEYS, F.col("base_offset").alias("offset"), F.col("max_timestamp").alias("timestamp"), "verdict", "severity",
+            "producer_id", "explained_by", "explanation").orderBy(*KEYS, "offset").collect():
         d = r.asDict()
-        marks.setdefault((d.pop("log_dir"), d.pop("topic"), d.pop("partition")), []).append(d)
+        marks.setdefault(tuple(d.pop(k) for k in KEYS), []).append(d)
     out = []
     for p in partitions:
-        k = (p["log_dir"], p["topic"], p["partition"])
+        k = _key(p)
         out.append({"log_dir": p["log_dir"], "topic": p["topic"], "partition": p["partition"],
                     "first_offset": p["first_offset"], "last_offset": p["last_offset"],
                     "bins": sorted(bins.get(k, []), key=lambda b: b["start"]), "marks": marks.get(k, []),
@@ -124,15 +137,15 @@ def _timelines(v, partitions: list[dict], keys: list[str]) -> list[dict]:
     return out
 
 
-def _producers(v, keys: list[str]) -> list[dict]:
+def _producers(v) -> list[dict]:
     """The producers with the most findings, each with its batches in one partition (ok ones thinned)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    pkeys = [*keys, "producer_id"]
-    worst = (v.where(F.col("severity").isin(*FINDING) & (F.col("producer_id") >= 0))
+    pkeys = [*KEYS, "producer_id"]
+    worst = (v.where(F.col("severity").isin(*FINDING_SEVERITIES) & (F.col("producer_id") >= 0))
              .groupBy(*pkeys).agg(F.count("*").alias("findings"),
-                                  F.sum((F.col("severity") == "violation").cast("long")).alias("violations"))
+                                  F.sum((F.col("severity") == SEV_VIOLATION).cast("long")).alias("violations"))
              .orderBy(F.col("violations").desc(), F.col("findings").desc(), *pkeys).limit(MAX_PRODUCERS))
     chosen = [r.asDict() for r in worst.collect()]
     if not chosen:
@@ -144,7 +157,7 @@ def _producers(v, keys: list[str]) -> list[dict]:
     w = Window.partitionBy(*pkeys)
     ordered = Window.partitionBy(*pkeys).orderBy("base_offset", "file_position")
     thinned = rows.withColumn("total", F.count("*").over(w)).withColumn("n", F.row_number().over(ordered)).where(
-        (F.col("severity") != "ok") | (F.col("n") % F.greatest(F.ceil(F.col("total") / MAX_POINTS), F.lit(1)) == 0)
+        (F.col("severity") != SEV_OK) | (F.col("n") % F.greatest(F.ceil(F.col("total") / MAX_POINTS), F.lit(1)) == 0)
         | (F.col("n") == 1) | (F.col("n") == F.col("total")))
     points: dict[tuple, list[dict]] = {}
     totals: dict[tuple, int] = {}
@@ -172,7 +185,8 @@ def _idle(spark, out: str, v) -> list[dict]:
     cols = ["topic", "partition", "producer_id", F.col("base_offset").alias("offset"), "idle_ms", "verdict", "severity",
             "explained_by"]
     found = spark.read.parquet(os.path.join(out, "anomalies")).where(
-        F.col("severity").isin(*FINDING) & F.col("idle_ms").isNotNull()).select(*cols).limit(MAX_IDLE // 2)
+        F.col("severity").isin(*FINDING_SEVERITIES) & F.col("idle_ms").isNotNull()
+    ).select(*cols).limit(MAX_IDLE // 2)
     longest = v.where(F.col("idle_ms").isNotNull()).select(*cols).orderBy(F.col("idle_ms").desc()).limit(MAX_IDLE // 2)
     rows = found.union(longest).distinct().orderBy("topic", "partition", "offset").collect()
     return [r.asDict() for r in rows]
@@ -182,8 +196,8 @@ def _transactions(spark, out: str, summary: dict) -> dict:
     from pyspark.sql import functions as F
 
     t = spark.read.parquet(os.path.join(out, "transactions"))
-    order = F.when(F.col("status") == "HANGING", 0).when(F.col("status") == "OPEN", 1).when(
-        F.col("status") == "ABORTED", 2).otherwise(3)
+    status = F.col("status")  # the unfinished first
+    order = F.when(status == HANGING, 0).when(status == OPEN, 1).when(status == ABORTED, 2).otherwise(3)
     rows = t.orderBy(order, "topic", "partition", "first_offset").limit(MAX_TRANSACTIONS).select(
         "topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset", "status", "last_timestamp")
     return {"counts": summary["transactions"], "rows": [r.asDict() for r in rows.collect()],
@@ -220,7 +234,7 @@ def _validation(out: str) -> dict | None:
 
     try:
         doc = read_results(out)
-    except (OSError, ValueError):
+    except (StageMissing, OSError, ValueError):  # not validated yet, or results unreadable: no section
         return None
     checks = []
     for suite, body in doc.get("suites", {}).items():
@@ -239,8 +253,9 @@ def _history(spark, path: str) -> list[dict]:
         return []
     runs = h.groupBy("run_time_ms", "run_id").agg(
         F.sum("batches").alias("batches"), F.sum("records").alias("records"),
-        F.sum("violations").alias("violation"), F.sum("explained").alias("explained"),
-        F.sum("duplicate").alias("duplicates"), F.sum("sequence_gap").alias("gaps"),
+        F.sum("violations").alias(SEV_VIOLATION), F.sum("explained").alias(SEV_EXPLAINED),
+        F.sum(verdict_column(DUPLICATE)).alias("duplicates"),
+        F.sum(verdict_column(SEQUENCE_GAP)).alias("gaps"),
         F.sum("hanging_transactions").alias("hanging"),
     ).orderBy("run_time_ms", "run_id")
     return [r.asDict() for r in runs.collect()]
@@ -249,4 +264,4 @@ def _history(spark, path: str) -> list[dict]:
 def write(spark, out: str, history: str | None = None) -> str:
     """Write ``OUT/report/index.html``; ``history`` defaults to the folder beside OUT."""
     data = report_data(spark, out, history if history is not None else default_history_path(out))
-    return write_report(data, os.path.join(out, "report", "index.html"))
+    return write_report(data, os.path.join(out, REPORT_DIR, "index.html"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from analytics.audit.job import VERDICTS
+from analytics.contract import HANGING, HISTORY_KEY, SEQUENCE_GAP, SEV_EXPLAINED, SEV_VIOLATION, VERDICTS
 
 # Per-partition counts, in order; one column per verdict follows (its name in lower case).
 COUNT_COLUMNS = ("batches", "records", "violations", "explained", "explained_gaps", "hanging_transactions")
@@ -25,6 +25,11 @@ METRIC_HELP = {
 }
 
 
+def verdict_column(verdict: str) -> str:
+    """The history's column counting the batches of ``verdict``: its name in lower case."""
+    return verdict.lower()
+
+
 def default_history_path(out: str) -> str:
     """``OUT.history``: beside OUT, not inside it (the audit replaces OUT's tables on every run)."""
     return out.rstrip("/") + ".history"
@@ -36,22 +41,23 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
 
     from analytics.spark.columns import with_log_dir
 
-    keys = ["log_dir", "topic", "partition"]
+    keys = list(HISTORY_KEY)
     v = with_log_dir(spark.read.parquet(os.path.join(out, "batch_verdicts")))
     counts = v.groupBy(*keys).agg(
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
-        F.sum((F.col("severity") == "violation").cast("long")).alias("violations"),
-        F.sum((F.col("severity") == "explained").cast("long")).alias("explained"),
-        F.sum(((F.col("verdict") == "SEQUENCE_GAP") & (F.col("severity") == "explained")).cast("long")).alias("explained_gaps"),
-        *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
+        F.sum((F.col("severity") == SEV_VIOLATION).cast("long")).alias("violations"),
+        F.sum((F.col("severity") == SEV_EXPLAINED).cast("long")).alias("explained"),
+        F.sum(((F.col("verdict") == SEQUENCE_GAP) & (F.col("severity") == SEV_EXPLAINED)).cast("long"))
+        .alias("explained_gaps"),
+        *[F.sum((F.col("verdict") == name).cast("long")).alias(verdict_column(name)) for name in VERDICTS],
     )
-    hanging = spark.read.parquet(os.path.join(out, "transactions")).where(F.col("status") == "HANGING") \
+    hanging = spark.read.parquet(os.path.join(out, "transactions")).where(F.col("status") == HANGING) \
         .groupBy(*keys).agg(F.count("*").alias("hanging_transactions"))
     return counts.join(hanging, keys, "left").select(
         F.lit(run_time_ms).cast("long").alias("run_time_ms"), F.lit(run_id).alias("run_id"), *keys,
         *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in COUNT_COLUMNS],
-        *[F.col(name.lower()) for name in VERDICTS],
+        *[F.col(verdict_column(name)) for name in VERDICTS],
     )
 
 
@@ -96,18 +102,20 @@ def prometheus_text(rows: list[dict], run_time_ms: int, prefix: str = "segaudit"
     segaudit_batches{log_dir="/d",topic="t\\"x",partition="0"} 3
     """
     lines = []
-    names = [c for c in (*COUNT_COLUMNS, *[v.lower() for v in VERDICTS]) if any(c in r for r in rows)]
-    for name in names:
-        metric = f"{prefix}_{name}" if name in COUNT_COLUMNS else f"{prefix}_verdict_batches"
-        if name in COUNT_COLUMNS or name == VERDICTS[0].lower():
+    columns = [(c, None) for c in COUNT_COLUMNS] + [(verdict_column(v), v) for v in VERDICTS]
+    for name, verdict in columns:  # verdict: None for a count of its own, else the verdict the column counts
+        if not any(name in r for r in rows):
+            continue
+        metric = f"{prefix}_{name}" if verdict is None else f"{prefix}_verdict_batches"
+        if verdict is None or verdict == VERDICTS[0]:
             help_text = METRIC_HELP.get(name, "Batches per verdict of the audit.")
             lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-        for r in sorted(rows, key=lambda r: (r["log_dir"], r["topic"], r["partition"])):
+        for r in sorted(rows, key=lambda r: tuple(r[k] for k in HISTORY_KEY)):
             if name not in r:
                 continue
             labels = f'log_dir="{_label(r["log_dir"])}",topic="{_label(r["topic"])}",partition="{r["partition"]}"'
-            if metric.endswith("_verdict_batches"):
-                labels += f',verdict="{name.upper()}"'
+            if verdict is not None:
+                labels += f',verdict="{verdict}"'
             lines.append(f"{metric}{{{labels}}} {int(r[name] or 0)}")
     lines += [f"# HELP {prefix}_last_run_timestamp_seconds When the audit these counts come from finished.",
               f"# TYPE {prefix}_last_run_timestamp_seconds gauge",

@@ -1,0 +1,158 @@
+"""The page's sections after the summary, one function each: ``data`` (the whole report dict) in,
+one ``<section>`` out. A section whose part of the data is missing or empty says so rather than
+disappearing, so the page always has the same outline."""
+
+from __future__ import annotations
+
+from analytics.contract import (
+    ABORTED, COMMITTED, HANGING, OPEN, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, TXN_STATUSES,
+)
+from analytics.report.charts import (
+    SHAPE_NAMES, TREND_SERIES, idle_chart, minibar, sequence_chart, timeline_chart, trend_chart,
+)
+from analytics.report.markup import badge, details, nothing, section, showing, span, table
+from analytics.report.style import MUTED
+from analytics.report.svg import SEVERITY_LEGEND, legend
+from analytics.report.values import (
+    DASH, as_dict, as_int, as_list, esc, fmt, fmt_id, fmt_path, fmt_time, is_num, partition_name,
+)
+
+# Validation statuses (``build._validation``) drawn in the severity palette.
+STATUS_SEVERITY = {"pass": SEV_OK, "warn": SEV_EXPLAINED, "fail": SEV_VIOLATION}
+TXN_SEVERITY = {COMMITTED: SEV_OK, ABORTED: SEV_INFO, OPEN: SEV_EXPLAINED, HANGING: SEV_VIOLATION}
+
+
+def validation(data: dict) -> str:
+    v = data.get("validation")
+    if not isinstance(v, dict):
+        return section("validation", "Validation", nothing("no validation results (segaudit validate OUT)"))
+
+    def status(c: dict) -> str:
+        st = c.get("status")
+        return st if st in STATUS_SEVERITY else ("pass" if c.get("success") else "fail")
+
+    rows = [[esc(c.get("suite", "")), span("mono", esc(c.get("check", ""))), esc(c.get("description", "")),
+             span("num", fmt(c.get("unexpected"))), badge(status(c), STATUS_SEVERITY[status(c)])]
+            for c in map(as_dict, as_list(v.get("checks")))]
+    if v.get("success"):
+        overall = badge("all expectations met", SEV_OK)
+    else:
+        overall = badge("expectations failed", SEV_VIOLATION)
+    headers = ["suite", "check", "description", "unexpected rows", "status"]
+    checks = table(headers, rows) if rows else nothing("no checks")
+    return section("validation", "Validation", f"<p>{overall}</p>{checks}")
+
+
+def _verdict_chips(verdicts: dict) -> str:
+    return " ".join(span("chip mono", f"{esc(k)} {fmt(as_int(v))}") for k, v in verdicts.items() if as_int(v))
+
+
+def partitions(data: dict) -> str:
+    parts = [as_dict(p) for p in as_list(data.get("partitions"))]
+    if not parts:
+        return section("partitions", "Partitions", nothing("no partitions"))
+    rows = [[esc(p.get("topic", "")), span("num", fmt_id(p.get("partition"))),
+             span("mono muted path", fmt_path(p.get("log_dir", ""))), span("num", fmt(p.get("batches"))),
+             span("num", fmt(p.get("records"))),
+             span("num", f"{fmt(p.get('first_offset'))} – {fmt(p.get('last_offset'))}"),
+             minibar(as_dict(p.get("severities"))), _verdict_chips(as_dict(p.get("verdicts")))]
+            for p in parts]
+    headers = ["topic", "partition", "log dir", "batches", "records", "offsets", "severities", "verdicts"]
+    note = showing(len(parts), data.get("partitions_total"), "partitions")
+    return section("partitions", "Partitions", note + table(headers, rows))
+
+
+def timelines(data: dict) -> str:
+    items = [as_dict(t) for t in as_list(data.get("timelines"))]
+    if not items:
+        return section("timelines", "Timelines", nothing("no partition has explained or violating batches"))
+    blocks = []
+    for i, t in enumerate(items):
+        marks = as_list(t.get("marks"))
+        head = (f"<b>{esc(partition_name(t))}</b> {span('muted mono path', fmt_path(t.get('log_dir', '')))} "
+                f"<span class='muted'>offsets {fmt(t.get('first_offset'))}–{fmt(t.get('last_offset'))}, "
+                f"{fmt(as_int(t.get('marks_total'), len(marks)))} findings</span>")
+        note = showing(len(marks), t.get("marks_total"), "findings")
+        blocks.append(details(i, head, timeline_chart(t) + note))
+    return section("timelines", "Timelines", "".join(blocks) + legend(SEVERITY_LEGEND))
+
+
+def producers(data: dict) -> str:
+    items = [p for p in map(as_dict, as_list(data.get("producers"))) if as_list(p.get("points"))]
+    if not items:
+        return section("producers", "Producers", nothing("no producer with findings"))
+    blocks = []
+    for i, p in enumerate(items):
+        chart, kinds = sequence_chart(p)
+        shapes = legend([(name, kind, MUTED) for kind, name in SHAPE_NAMES.items() if kind in kinds]
+                        + SEVERITY_LEGEND[1:])
+        epochs = ", ".join(fmt_id(e) for e in as_list(p.get("epochs"))) or DASH
+        points = as_list(p.get("points"))
+        head = (f"<b>producer {fmt_id(p.get('producer_id'))}</b> in <b>{esc(partition_name(p))}</b> "
+                + span("muted", f"epochs {epochs} · {span('mono path', fmt_path(p.get('log_dir', '')))}"))
+        note = showing(len(points), p.get("points_total"), "batches")
+        blocks.append(details(i, head, chart + shapes + note))
+    return section("producers", "Producers", "".join(blocks))
+
+
+def idle(data: dict) -> str:
+    """Idle time before each resumption, ordered by topic, partition and offset; the threshold is
+    the one the report was built with, else the audit configuration's expiration."""
+    idle_data = as_dict(data.get("idle"))
+    pts = sorted((q for q in map(as_dict, as_list(idle_data.get("points"))) if is_num(q.get("idle_ms"))),
+                 key=lambda q: (str(q.get("topic")), as_int(q.get("partition")), as_int(q.get("offset"))))
+    if not pts:
+        return section("idle", "Producer idle times", nothing("no producer resumptions"))
+    config = as_dict(as_dict(data.get("summary")).get("configuration"))
+    candidates = (idle_data.get("threshold_ms"), config.get("producer_id_expiration_ms"))
+    threshold = next((v for v in candidates if is_num(v)), None)
+    note = (f'<p class="note">{fmt(len(pts))} resumptions: those with findings plus the largest idle times. '
+            "Above the line the broker may have expired the producer's state.</p>")
+    return section("idle", "Producer idle times", idle_chart(pts, threshold) + legend(SEVERITY_LEGEND) + note)
+
+
+def transactions(data: dict) -> str:
+    txn = as_dict(data.get("transactions"))
+    counts = as_dict(txn.get("counts")) or as_dict(as_dict(data.get("summary")).get("transactions"))
+    chips = " ".join(badge(f"{k} {fmt(as_int(counts.get(k)))}", TXN_SEVERITY[k]) for k in TXN_STATUSES)
+    rows = [as_dict(r) for r in as_list(txn.get("rows"))]
+    if not rows:
+        return section("transactions", "Transactions", f"<p>{chips}</p>" + nothing("no transactions"))
+    headers = ["topic", "partition", "producer", "epoch", "first offset", "end offset", "status",
+               "last timestamp"]
+    cells = table(headers, [
+        [esc(r.get("topic", "")), fmt_id(r.get("partition")), fmt_id(r.get("producer_id")),
+         fmt_id(r.get("producer_epoch")), fmt(r.get("first_offset")), fmt(r.get("end_offset")),
+         badge(r.get("status", "?"), TXN_SEVERITY.get(str(r.get("status")), SEV_INFO)),
+         fmt_time(r.get("last_timestamp"))]
+        for r in rows])
+    return section("transactions", "Transactions",
+                   f"<p>{chips}</p>" + showing(len(rows), txn.get("rows_total"), "transactions") + cells)
+
+
+def record_duplicates(data: dict) -> str:
+    """Extra copies of records (``record_duplicates``), with the key decoded as text: keys are
+    arbitrary bytes from producers, so they reach the page only through ``esc``."""
+    dup = as_dict(data.get("record_duplicates"))
+    rows = [as_dict(r) for r in as_list(dup.get("rows"))]
+    if not rows:
+        what = "no records exported (export with records)" if not dup else "no record repeats its dedup key"
+        return section("duplicates", "Record duplicates", nothing(what))
+    headers = ["topic", "partition", "offset", "first copy at", "producer", "first producer", "key (as text)"]
+    cells = table(headers, [
+        [esc(r.get("topic", "")), fmt_id(r.get("partition")), fmt(r.get("offset")),
+         fmt(r.get("first_offset")), fmt_id(r.get("producer_id")), fmt_id(r.get("first_producer_id")),
+         span("mono", esc(r.get("key_text", "")))]
+        for r in rows])
+    note = f"<p>dedup key: {span('mono', esc(dup.get('dedup_key', '')))}</p>"
+    shown = showing(len(rows), dup.get("rows_total"), "copies")
+    return section("duplicates", "Record duplicates", note + shown + cells)
+
+
+def trend(data: dict) -> str:
+    runs = [r for r in map(as_dict, as_list(data.get("history"))) if is_num(r.get("run_time_ms"))]
+    if not runs:
+        return section("trend", "Trend", nothing("no audit history"))
+    note = '<p class="note">Trends need more runs: only one audit run so far.</p>' if len(runs) == 1 else ""
+    return section("trend", "Trend", trend_chart(runs) + legend(
+        [(label, "dot", hue) for _, label, hue, _ in TREND_SERIES]) + note)

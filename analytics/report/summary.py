@@ -1,0 +1,123 @@
+"""The summary section: headline cards, the count of every verdict, the run's facts and the
+configuration the audit used, each value in a form people read (durations, times, lists, tables)."""
+
+from __future__ import annotations
+
+from analytics.contract import (
+    DUPLICATE, HANGING, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK,
+    SEV_VIOLATION, SEVERITIES, VERDICTS,
+)
+from analytics.report.markup import badge, nothing, section, span, table
+from analytics.report.values import (
+    DASH, as_dict, as_int, as_list, esc, fmt, fmt_path, fmt_time, human_ms, is_num,
+)
+
+
+def summary(data: dict) -> str:
+    """The ``summary`` section, from ``data["summary"]`` (the audit's ``summary.json``) and ``data["out"]``."""
+    s = as_dict(data.get("summary"))
+    chips = _severity_chips(as_dict(s.get("severities")))
+    return section("summary", "Summary", (
+        f'<div class="cards">{_cards(s)}</div><p class="chips">{chips}</p>'
+        f'<div class="cols"><div><h3>Verdicts</h3>{_verdict_table(as_dict(s.get("verdicts")))}</div>'
+        f"<div><h3>Run</h3>{_facts(s, data.get('out'))}"
+        f"<h3>Configuration</h3>{_configuration(as_dict(s.get('configuration')))}</div></div>"))
+
+
+def _cards(s: dict) -> str:
+    verdicts, sev = as_dict(s.get("verdicts")), as_dict(s.get("severities"))
+    txn, snap = as_dict(s.get("transactions")), as_dict(s.get("snapshot_checks"))
+    record_dups = s.get("record_duplicates")
+    snap_other = (f"{as_int(snap.get(NOT_IN_LOG)):,} not in log, "
+                  f"{as_int(snap.get(NOT_IN_SNAPSHOT)):,} not in snapshot")
+    cards = [  # (label, value, severity of a non-zero value, what it counts)
+        ("batches", sum(as_int(v) for v in verdicts.values()), SEV_OK, "all verdicts"),
+        ("violations", as_int(sev.get(SEV_VIOLATION)), SEV_VIOLATION, "unexplained rule breaks"),
+        ("explained", as_int(sev.get(SEV_EXPLAINED)), SEV_EXPLAINED, "rule breaks with evidence"),
+        ("duplicates", as_int(verdicts.get(DUPLICATE)), SEV_EXPLAINED, f"{DUPLICATE} batches"),
+        ("sequence gaps", as_int(verdicts.get(SEQUENCE_GAP)), SEV_EXPLAINED, f"{SEQUENCE_GAP} batches"),
+        ("hanging transactions", as_int(txn.get(HANGING)), SEV_VIOLATION, "open past the timeout"),
+        ("record duplicates", record_dups if is_num(record_dups) else None, SEV_EXPLAINED,
+         "extra record copies" if is_num(record_dups) else "not computed (export without --records)"),
+        ("snapshot mismatches", as_int(snap.get(MISMATCH)), SEV_VIOLATION, snap_other),
+    ]
+    return "".join(
+        f'<div class="card {"sev-" + tone if is_num(v) and v > 0 and tone != SEV_OK else ""}">'
+        f'<div class="card-value">{fmt(v)}</div><div class="card-label">{esc(label)}</div>'
+        f'<div class="card-sub">{esc(sub)}</div></div>' for label, v, tone, sub in cards)
+
+
+def _severity_chips(counts: dict) -> str:
+    return " ".join(badge(f"{name} {fmt(as_int(counts.get(name)))}", name) for name in SEVERITIES)
+
+
+def _verdict_table(counts: dict) -> str:
+    """Every verdict of the contract in its order, zeros greyed (the full vocabulary stays listed);
+    verdicts the contract does not know follow, sorted."""
+    names = list(VERDICTS) + sorted(str(k) for k in counts if k not in VERDICTS)
+    rows = "".join(
+        f'<tr class="{"" if as_int(counts.get(n)) else "zero"}"><td class="mono">{esc(n)}</td>'
+        f'<td class="num">{fmt(as_int(counts.get(n)))}</td></tr>' for n in names)
+    return ('<table class="verdicts"><thead><tr><th>verdict</th><th>batches</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>")
+
+
+def _facts(s: dict, out) -> str:
+    inputs = "".join(f"<li class='mono path'>{fmt_path(p)}</li>" for p in as_list(s.get("inputs")))
+    inputs = inputs or f"<li>{DASH}</li>"
+    facts = [("run id", esc(s.get("run_id") or DASH)),
+             ("export run id", esc(s.get("export_run_id") or DASH)),
+             ("audit time", f"{fmt(s.get('seconds'))} s" if is_num(s.get("seconds")) else DASH),
+             ("output", span("mono path", fmt_path(out or DASH))), ("inputs", f"<ul>{inputs}</ul>")]
+    return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
+
+
+def _configuration(config: dict) -> str:
+    if not config:
+        return nothing("no configuration")
+    rows = [[span("mono", esc(k)), config_value(str(k), v)] for k, v in config.items()]
+    return table(["setting", "value"], rows)
+
+
+def config_value(key: str, v) -> str:
+    """A configuration value as HTML people read: a table (cleanup policies) as one ``key = value``
+    line per entry; a list comma-separated or, when its entries are tables (broker restarts), one
+    line each; durations in ms with the duration beside them; epoch times with the UTC time.
+
+    >>> config_value("cleanup_policy", {"orders": "compact", "logs": "delete"})
+    'orders = compact<br>logs = delete'
+    >>> config_value("producer_id_expiration_ms", 604_800_000)
+    '604,800,000 ms <span class="muted">(7 d)</span>'
+    """
+    if isinstance(v, dict):
+        return "<br>".join(f"{esc(k)} = {_inline(str(k), x)}" for k, x in v.items()) or DASH
+    if isinstance(v, list):
+        if any(isinstance(x, dict) for x in v):
+            return "<br>".join(_pairs(x) if isinstance(x, dict) else _inline(key, x) for x in v) or DASH
+        return ", ".join(_inline(key, x) for x in v) or DASH
+    return _scalar(key, v)
+
+
+def _inline(key: str, v) -> str:
+    """A value nested in a table or list, on one line: tables in braces, lists in brackets (as TOML)."""
+    if isinstance(v, dict):
+        return "{" + _pairs(v) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_inline(key, x) for x in v) + "]"
+    return _scalar(key, v)
+
+
+def _pairs(entries: dict) -> str:
+    return ", ".join(f"{esc(k)} = {_inline(str(k), x)}" for k, x in entries.items())
+
+
+def _scalar(key: str, v) -> str:
+    """A single value; its key gives the unit: ``time_ms`` and ``*_time_ms`` an epoch time (a restart's,
+    the export's), any other ``*_ms`` a duration."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if is_num(v) and (key == "time_ms" or key.endswith("_time_ms")):
+        return f"{fmt(v)} {span('muted', esc(f'({fmt_time(v)})'))}"
+    if is_num(v) and key.endswith("_ms"):
+        return f"{fmt(v)} ms" + (f" {span('muted', esc(f'({human_ms(v)})'))}" if abs(v) >= 1000 else "")
+    return fmt(v)
