@@ -10,17 +10,29 @@ nothing large is collected to the driver.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from analytics.audit.job import read_audit
-
-# Every table an export or an audit writes, registered by ``sql`` as a view of its name.
-TABLES = (
-    "batches", "records", "segments", "parse_errors", "producer_snapshots", "log_start_offsets",
-    "aborted_transactions", "checkpoints", "leader_epochs",
-    "batch_verdicts", "anomalies", "producer_sessions", "transactions", "record_duplicates", "snapshot_checks",
+from analytics.publish import Store
+from analytics.contract import (
+    ABORTED,
+    COMPACTION,
+    CORRUPT,
+    DUPLICATE,
+    FINDING_SEVERITIES,
+    HANGING,
+    NON_IDEMPOTENT,
+    OPEN,
+    PARTIAL_HISTORY,
+    PRODUCER_EXPIRATION,
+    SEQUENCE_GAP,
+    SEQUENCE_REGRESSION,
+    SEV_VIOLATION,
+    STATE_LOSS,
+    TABLES,
+    VERDICT_MEANING,
 )
+
 # The columns an explanation shows for a batch and its neighbours.
 BATCH_FIELDS = (
     "topic", "partition", "file", "file_position", "base_offset", "last_offset", "record_count", "max_timestamp",
@@ -31,34 +43,23 @@ BATCH_FIELDS = (
 )
 # Columns of batch_verdicts newer than some audits on disk: read as null from those.
 LATER_COLUMNS = ("expired_offset", "conflict_offset")
-VERDICT_MEANING = {
-    "OK": "in sequence for its producer and epoch",
-    "EPOCH_BUMP": "a higher epoch starting at sequence 0",
-    "NON_IDEMPOTENT": "no producer id, or a legacy message: the broker tracks no sequence for it",
-    "CONTROL_MARKER": "a transaction marker that breaks no rule",
-    "DUPLICATE": "the same producer, epoch and sequence range as an earlier batch of the partition",
-    "SEQUENCE_GAP": "the same epoch, but the first sequence is beyond the highest one seen + 1",
-    "SEQUENCE_REGRESSION": "the same epoch, overlapping or rewinding sequences that are not an exact duplicate",
-    "EPOCH_BUMP_NONZERO": "a higher epoch that does not start at sequence 0",
-    "FENCED_ZOMBIE_WRITE": "an epoch lower than one the producer already used: a fenced (zombie) producer wrote",
-    "FIRST_SEEN_NONZERO": "the producer's first visible batch does not start at sequence 0",
-    "INVALID_TXN_STATE": "a non-transactional batch while the producer's transaction was open",
-    "MARKER_EPOCH_REGRESSION": "a marker with an epoch lower than the producer's: the leader would have fenced it",
-    "COORDINATOR_EPOCH_REGRESSION": "a marker from an older transaction coordinator than an earlier marker's",
-    "CORRUPT": "the CRC does not match: the batch is not replayed",
-}
 
 
 class NotFound(Exception):
     """The audit holds nothing for the question asked."""
 
 
+def _table(spark, out: str, name: str):
+    """A table under OUT as a DataFrame."""
+    return spark.read.parquet(Store(out).path(name))
+
+
 def register_views(spark, out: str) -> list[str]:
     """Every table present under OUT as a temporary view of its name; returns the names registered."""
     names = []
     for name in TABLES:
-        path = os.path.join(out, name)
-        if os.path.isdir(path):
+        path = Store(out).path(name)
+        if Store(out).is_dir(name):
             spark.read.parquet(path).createOrReplaceTempView(name)
             names.append(name)
     return names
@@ -68,7 +69,7 @@ def _verdicts(spark, out: str, topic: str):
     from pyspark.sql import functions as F
 
     # a filter on the partition column: Spark lists and reads the one topic's folder
-    return _with_later_columns(spark.read.parquet(os.path.join(out, "batch_verdicts")).where(F.col("topic") == topic))
+    return _with_later_columns(_table(spark, out, "batch_verdicts").where(F.col("topic") == topic))
 
 
 def _with_later_columns(df):
@@ -116,7 +117,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
     config = summary["configuration"]
     rows = _verdicts(spark, out, topic).where(F.col("partition") == partition)
     # the partition's log dirs, from the segments table (a row per file read: small)
-    segments = with_log_dir(spark.read.parquet(os.path.join(out, "segments")).where(
+    segments = with_log_dir(_table(spark, out, "segments").where(
         (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("batch_count") > 0)))
     dirs = [r[0] for r in segments.select("log_dir").distinct().orderBy("log_dir").collect()]
     if not dirs:
@@ -154,7 +155,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
             same.where(F.col("base_offset") < batch["base_offset"]).orderBy(F.col("base_offset").desc()).limit(context).collect())]
         result.after = [r.asDict() for r in
                         same.where(F.col("base_offset") > batch["base_offset"]).orderBy("base_offset").limit(context).collect()]
-        if batch["verdict"] == "DUPLICATE":
+        if batch["verdict"] == DUPLICATE:
             first = same.where((F.col("producer_epoch") == batch["producer_epoch"])
                                & (F.col("base_sequence") == batch["base_sequence"])
                                & (F.col("last_sequence") == batch["last_sequence"])
@@ -163,7 +164,7 @@ def explain(spark, out: str, topic: str, partition: int, offset: int, context: i
             result.earlier_copy = first and first.asDict()
         if batch["is_transactional"]:
             result.transaction = _transaction_of(spark, out, batch, chosen)
-        if (batch["explained_by"] == "producer_expiration" and batch["expired_offset"] is not None
+        if (batch["explained_by"] == PRODUCER_EXPIRATION and batch["expired_offset"] is not None
                 and batch["expired_offset"] < batch["base_offset"]):
             point = same.where(F.col("base_offset") == batch["expired_offset"]).first()
             result.expiry = point and point.asDict()
@@ -191,8 +192,8 @@ def _other_log_dirs(result: Explanation, holding: list[str]) -> list[str]:
 def _transaction_of(spark, out: str, batch: dict, log_dir: str) -> dict | None:
     from pyspark.sql import functions as F
 
-    path = os.path.join(out, "transactions")
-    if not os.path.isdir(path):
+    path = Store(out).path("transactions")
+    if not Store(out).is_dir("transactions"):
         return None
     t = spark.read.parquet(path)
     if "log_dir" in t.columns:
@@ -231,7 +232,7 @@ def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
     """The verdict in words: what the broker expected, what the log shows, and the evidence."""
     verdict = b["verdict"]
     says = [f"{verdict}: {VERDICT_MEANING.get(verdict, verdict)}."]
-    if b["producer_id"] is None or b["producer_id"] < 0 or verdict in ("NON_IDEMPOTENT", "CORRUPT"):
+    if b["producer_id"] is None or b["producer_id"] < 0 or verdict in (NON_IDEMPOTENT, CORRUPT):
         return says + ([b["explanation"]] if b["explanation"] else [])
     seen = f"producer {b['producer_id']} epoch {b['producer_epoch']}"
     if b["is_control"]:
@@ -268,7 +269,7 @@ def _reasoning(b: dict, result: Explanation, config: dict) -> list[str]:
         end = f"ends at {t['end_offset']}" if t["end_offset"] is not None else "has no marker in the log"
         says.append(f"It belongs to a transaction from offset {t['first_offset']} that {end}: {t['status']}.")
     says.extend(_evidence(b, config, result.expiry))
-    if b["severity"] == "violation":
+    if b["severity"] == SEV_VIOLATION:
         says.append("No evidence in the log or the configuration explains it: a violation.")
     return says
 
@@ -278,24 +279,24 @@ def _evidence(b: dict, config: dict, expiry: dict | None = None) -> list[str]:
     after an expiration) the batch at the producer's expiry point."""
     why = b["explained_by"]
     expiration = config.get("producer_id_expiration_ms")
-    if why == "producer_expiration" and expiry is not None and b.get("conflict_offset") is not None:
-        original = {"DUPLICATE": "its original batch", "SEQUENCE_GAP": "the batch holding its highest sequence",
-                    "SEQUENCE_REGRESSION": "the batch holding its highest sequence"}.get(b["verdict"], "the batch")
+    if why == PRODUCER_EXPIRATION and expiry is not None and b.get("conflict_offset") is not None:
+        original = {DUPLICATE: "its original batch", SEQUENCE_GAP: "the batch holding its highest sequence",
+                    SEQUENCE_REGRESSION: "the batch holding its highest sequence"}.get(b["verdict"], "the batch")
         return [f"Explained by producer expiration: the producer was idle {_ms(expiry['idle_ms'])} before offset "
                 f"{expiry['base_offset']} (at least producer.id.expiration.ms {_ms(expiration)}, no open "
                 f"transaction), after {original} at offset {b['conflict_offset']}: the broker had forgotten it "
                 "and took this batch in sequence with what the producer wrote since."]
-    if why == "producer_expiration":
+    if why == PRODUCER_EXPIRATION:
         return [f"Explained by producer expiration: idle {_ms(b['idle_ms'])} >= producer.id.expiration.ms "
                 f"{_ms(config.get('producer_id_expiration_ms'))} with no open transaction, so the broker had "
                 "forgotten the producer and accepted its next batch as new."]
-    if why == "partial_history":
+    if why == PARTIAL_HISTORY:
         return ["Explained by partial history: the producer's earlier batches lie below the log start "
                 "(deleted by retention or compaction) or outside the export."]
-    if why == "compaction":
+    if why == COMPACTION:
         return ["Explained by compaction: the topic is compacted and the offset holes between the two batches "
                 f"({b['offset_holes']}) cover the missing sequences."]
-    if why == "state_loss":
+    if why == STATE_LOSS:
         restarts = config.get("broker_restarts") or []
         return [f"Explained by state loss: a broker restart given in the configuration ({restarts}) lies between "
                 "the producer's previous batch and this one."]
@@ -309,9 +310,9 @@ def _no_batch_reasoning(spark, out, topic, partition, offset, nearest, log_dir) 
 
     below, above = nearest["below"], nearest["above"]
     says = [f"No batch of the export holds offset {offset}."]
-    starts_path = os.path.join(out, "log_start_offsets")
+    starts_path = Store(out).path("log_start_offsets")
     start = None
-    if os.path.isdir(starts_path):
+    if Store(out).is_dir("log_start_offsets"):
         starts = spark.read.parquet(starts_path).where((F.col("topic") == topic) & (F.col("partition") == partition))
         if "file" in starts.columns:  # the checkpoint of the log dir explained (exports before it kept no file)
             starts = with_log_dir(starts, levels=1).where(F.col("log_dir") == log_dir)
@@ -349,7 +350,7 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
 
     summary = read_audit(out)
     expiration = summary["configuration"].get("producer_id_expiration_ms")
-    sessions = spark.read.parquet(os.path.join(out, "producer_sessions")).where(F.col("producer_id") == producer_id)
+    sessions = _table(spark, out, "producer_sessions").where(F.col("producer_id") == producer_id)
     if topic is not None:
         sessions = sessions.where(F.col("topic") == topic)
     order = ["first_timestamp", "topic", "partition", "producer_epoch", *(["log_dir"] if "log_dir" in sessions.columns else [])]
@@ -358,8 +359,8 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
         scope = f" on topic {topic}" if topic is not None else ""
         raise NotFound(f"producer {producer_id} wrote no batch{scope} in this audit")
     wanted = sorted({(s["topic"], s["partition"]) for s in session_rows})
-    anomalies = _with_later_columns(spark.read.parquet(os.path.join(out, "anomalies"))).where(
-        (F.col("producer_id") == producer_id) & F.col("severity").isin("explained", "violation"))
+    anomalies = _with_later_columns(_table(spark, out, "anomalies")).where(
+        (F.col("producer_id") == producer_id) & F.col("severity").isin(*FINDING_SEVERITIES))
     if topic is not None:
         anomalies = anomalies.where(F.col("topic") == topic)
     changes = _epoch_changes(spark, out, producer_id, wanted, limit)
@@ -367,14 +368,14 @@ def producer_history(spark, out: str, producer_id: int, topic: str | None = None
     findings = [r.asDict() for r in with_log_dir(anomalies).select(*BATCH_FIELDS, "log_dir")
                 .orderBy("topic", "partition", "base_offset", "log_dir").limit(limit).collect()]
     txns, txns_total = [], 0
-    tpath = os.path.join(out, "transactions")
-    if os.path.isdir(tpath):
+    tpath = Store(out).path("transactions")
+    if Store(out).is_dir("transactions"):
         t = spark.read.parquet(tpath).where(F.col("producer_id") == producer_id)
         if topic is not None:
             t = t.where(F.col("topic") == topic)
         txns_total = t.count()
-        order = F.when(F.col("status") == "HANGING", 0).when(F.col("status") == "OPEN", 1).when(
-            F.col("status") == "ABORTED", 2).otherwise(3)
+        order = F.when(F.col("status") == HANGING, 0).when(F.col("status") == OPEN, 1).when(
+            F.col("status") == ABORTED, 2).otherwise(3)
         txns = [r.asDict() for r in t.orderBy(order, "topic", "partition", "first_offset").limit(limit).collect()]
     # pauses: only the partitions the producer wrote, read by topic folder and partition
     idle_rows = []

@@ -12,7 +12,7 @@ export's ``batches`` table:
 - ``Spark classify``: ``analytics.audit.rules.classify`` alone, writing ``batch_verdicts``, the
   same output as the two cases below;
 - ``DuckDB``: the same classification in SQL (``bench/classify_duckdb.sql``), threads = cores;
-- ``pure Python``: the reference replay (``analytics.replay.reference``), one topic-partition at
+- ``pure Python``: the reference replay (``analytics.audit.reference``), one topic-partition at
   a time, including reading the rows with pyarrow (skipped above ``--python-max`` batches);
 - ``default memory``: ``segaudit audit`` in a fresh driver at Spark's default driver memory
   (1 GiB) and ``spark.driver.maxResultSize=8m``, twice: in local mode (the driver is the executor,
@@ -111,7 +111,7 @@ def python_case(out: Path, config: AuditConfig) -> tuple[float, Counter]:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    from analytics.replay.reference import replay
+    from analytics.audit.reference import replay
 
     t0 = time.perf_counter()
     dataset = ds.dataset(out / "batches", format="parquet", partitioning="hive")

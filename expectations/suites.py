@@ -17,12 +17,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analytics.audit.config import AuditConfig
+from analytics.contract import (
+    DECOMPRESSION,
+    INVALID_BATCH,
+    INVALID_LENGTH,
+    RECORD_DECODE,
+    SEQ_SPACE,
+    TRUNCATED,
+    UNKNOWN_MAGIC,
+)
 
 # What a failing check samples: where the row is and what the audit said of it.
 BATCH_COLUMNS = ("topic, `partition`, base_offset AS offset, producer_id, producer_epoch, base_sequence, "
                  "last_sequence, verdict, explained_by, explanation")
-SEQ_SPACE = 2**31
-STRUCTURAL_ERRORS = ("truncated", "invalid_length", "unknown_magic", "invalid_batch", "decompression", "record_decode")
+STRUCTURAL_ERRORS = (TRUNCATED, INVALID_LENGTH, UNKNOWN_MAGIC, INVALID_BATCH, DECOMPRESSION, RECORD_DECODE)
 
 
 # The table each suite is validated against (its GX batch); checks on other tables read them

@@ -2,8 +2,8 @@
 
 Writes ``OUT/validation/results.json`` (one entry per suite and check: success, severity, the
 count of offending rows and a sample of them) and the Data Docs site
-``OUT/validation/data_docs/index.html``. Both are built in a staging folder and moved into
-place, results.json last, so a crash leaves the previous validation whole.
+``OUT/validation/data_docs/index.html``, published as one stage (:mod:`analytics.publish`,
+``_validation.json`` last), so a crash leaves the previous validation whole.
 
 The GX context is ephemeral: the suites live in ``expectations.suites`` and are rebuilt from
 the audit's own configuration (``summary.json``) on every run, so a validation always checks
@@ -20,12 +20,14 @@ import os
 import re
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from analytics.audit.config import config_from_mapping
 from analytics.audit.job import read_audit
+from analytics.contract import AUDIT, VALIDATE, VALIDATION_DIR
+from analytics.errors import InputError, UsageError
+from analytics.publish import Store, publication, read_manifest
 from expectations.suites import SUITE_TABLES, ValidationConfig, suites, with_allowance
 
 VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates")
@@ -64,53 +66,47 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     import great_expectations as gx
 
     started = time.monotonic()
-    out = os.path.abspath(out)
+    store = Store(out)
     summary = read_audit(out)
     config = config_from_mapping(summary["configuration"])
     validation = validation or ValidationConfig()
     frames = {}
     for name in VIEWS:
-        path = os.path.join(out, name)
-        if os.path.isdir(path):
-            frames[name] = spark.read.parquet(path)
+        if store.is_dir(name):
+            frames[name] = spark.read.parquet(store.path(name))
             frames[name].createOrReplaceTempView(name)
     declared = suites(config, has_records="record_duplicates" in frames)
-    unknown = sorted((set(validation.allow) | validation.warn) - {c.id for checks in declared.values() for c in checks})
+    known = sorted(c.id for checks in declared.values() for c in checks)
+    unknown = sorted((set(validation.allow) | validation.warn) - set(known))
     if unknown:
-        raise ValueError(f"unknown check ids in the validation configuration: {', '.join(unknown)}")
-
-    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-    final = os.path.join(out, "validation")
-    staging = os.path.join(out, f".validation-staging-{run_id}")
-    docs = os.path.join(staging, "data_docs")
-    os.makedirs(docs)
-    try:
+        raise UsageError(f"unknown check ids in the validation configuration: {', '.join(unknown)}; "
+                         f"the checks are: {', '.join(known)}")
+    with publication(out, VALIDATE, built_from={AUDIT: read_manifest(out, AUDIT)["run_id"]}) as run:
+        docs = run.path(VALIDATION_DIR, "data_docs")
+        os.makedirs(docs)
         # GX prints to stdout (a notice for every query that reads a second table); stdout is
         # the command's data, so the GX section runs with stdout set aside.
         with contextlib.redirect_stdout(io.StringIO()):
             results = _run_suites(gx, declared, frames, validation, docs)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    seconds = time.monotonic() - started
-    result = ValidationResult(out, results, seconds, os.path.join(final, "data_docs", "index.html"))
-    document = {
-        "run_id": run_id,
-        "audit_run_id": summary["run_id"],
-        "success": result.success,
-        "suites": {
-            name: {
-                "success": result.suite_success(name),
-                "table": SUITE_TABLES[name],
-                "checks": [dataclasses.asdict(c) for c in results if c.suite == name],
-            }
-            for name in declared
-        },
-        "seconds": round(seconds, 3),
-    }
-    make_offline(docs)
-    Path(staging, "results.json.tmp").write_text(json.dumps(document, indent=2, default=str) + "\n")
-    _swap(final, staging)
+        seconds = time.monotonic() - started
+        result = ValidationResult(out, results, seconds, store.path(VALIDATION_DIR, "data_docs", "index.html"))
+        document = {
+            "run_id": run.run_id,
+            "audit_run_id": summary["run_id"],
+            "success": result.success,
+            "suites": {
+                name: {
+                    "success": result.suite_success(name),
+                    "table": SUITE_TABLES[name],
+                    "checks": [dataclasses.asdict(c) for c in results if c.suite == name],
+                }
+                for name in declared
+            },
+            "seconds": round(seconds, 3),
+        }
+        make_offline(docs)
+        Path(run.path(VALIDATION_DIR, "results.json")).write_text(json.dumps(document, indent=2, default=str) + "\n")
+        run.publish({"success": result.success})
     return result
 
 
@@ -157,7 +153,9 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str) -
                 check_id = meta.get("check")
                 check = next(c for c in checks if c.id == check_id)
                 if r.exception_info and r.exception_info.get("raised_exception"):
-                    raise RuntimeError(f"{suite_name}.{check_id}: {r.exception_info.get('exception_message')}")
+                    message = str(r.exception_info.get("exception_message") or "").strip().splitlines() or ["?"]
+                    raise InputError(f"Great Expectations could not run the check {suite_name}.{check_id} "
+                                     f"over {table}: {message[0]}")
                 rows = (r.result or {}).get("details", {}).get("unexpected_rows") or []
                 results.append(CheckResult(
                     suite=suite_name, id=check_id, description=check.description, success=bool(r.success),
@@ -210,17 +208,11 @@ def make_offline(site: str) -> None:
 
 
 def read_results(out: str) -> dict:
-    return json.loads(Path(out, "validation", "results.json").read_text())
+    """``results.json`` of the complete validation under ``out``."""
+    read_manifest(out, VALIDATE)
+    return json.loads(Store(out).read_text(f"{VALIDATION_DIR}/results.json"))
 
 
 def _jsonable_row(row) -> dict:
     row = row if isinstance(row, dict) else dict(row)
     return {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in row.items()}
-
-
-def _swap(final: str, staging: str) -> None:
-    """Replace OUT/validation by the staged one; results.json appears last."""
-    if os.path.isdir(final):
-        shutil.rmtree(final)
-    os.replace(staging, final)
-    os.replace(os.path.join(final, "results.json.tmp"), os.path.join(final, "results.json"))

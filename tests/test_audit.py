@@ -170,7 +170,7 @@ def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark)
     every status and replayed state equals a brute-force search of the batches below the offset."""
     import random
 
-    from analytics.audit.job import _per_file, _snapshot_checks
+    from analytics.audit.tables import per_file as _per_file, snapshot_checks as _snapshot_checks
     from analytics.spark.source import spark_schema
 
     rng = random.Random(11)
@@ -286,7 +286,7 @@ def _profile_log(spark):
 def _under(spark, df, rows, profile):
     from analytics.audit.config import AuditConfig, Restart
     from analytics.audit.rules import classify
-    from analytics.replay.reference import replay
+    from analytics.audit.reference import replay
 
     config = AuditConfig(profile=profile, log_start_offsets={("evicted", 0): 3},
                          broker_restarts=(Restart(offset=4, topic="restart-dup"),))

@@ -1,5 +1,5 @@
 """Differential: random producer histories give identical verdicts from the Spark job and the
-pure-Python reference replay (``analytics.replay.reference``)."""
+pure-Python reference replay (``analytics.audit.reference``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from analytics.contract import schemas as schema
 from analytics.audit.config import AuditConfig, Restart
 from analytics.audit.rules import classify
-from analytics.replay.reference import replay
+from analytics.audit.reference import replay
 
 pytestmark = pytest.mark.spark
 INT_MAX = 2**31 - 1

@@ -58,3 +58,20 @@ def test_generate_rejects_unknown_scenario_and_profile(tmp_path, capsys):
     assert "unknown scenario 'nope'" in capsys.readouterr().err
     assert main(["generate", str(tmp_path / "g"), "--scenario", "clean", "--profile", "9.9"]) == 2
     assert "unknown profile '9.9'" in capsys.readouterr().err
+
+
+def test_inspect_keeps_the_log_dirs_of_a_partition_apart(tmp_path, capsys):
+    """The same topic-partition in two log dirs (two brokers) is two rows, as the audit keeps two histories."""
+    import shutil
+
+    first, second = tmp_path / "broker-1", tmp_path / "broker-2"
+    shutil.copytree(SAMPLE / "clean-0", first / "clean-0")
+    shutil.copytree(SAMPLE / "clean-0", second / "clean-0")
+    (second / "clean-0" / "00000000000000000000.log").unlink()  # the second replica lost its first segment
+    assert main(["inspect", str(first), str(second), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["partitions"]
+    assert [(r["topic"], r["partition"], r["log_dir"]) for r in rows] == [
+        ("clean", 0, str(first)), ("clean", 0, str(second))]
+    assert rows[0]["segments"] == rows[1]["segments"] + 1
+    assert main(["inspect", str(first), str(second)]) == 0
+    assert "log_dir" in capsys.readouterr().out.splitlines()[0]

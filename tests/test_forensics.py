@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from analytics import cli
+from analytics.contract import EXIT_OK, EXIT_USAGE
 from analytics.forensics import explain, producer_history
 
 pytestmark = pytest.mark.spark
@@ -38,7 +39,7 @@ def _golden(name: str, text: str, audited_entry) -> None:
 def test_explain_a_sequence_gap(audited, capsys):
     code, out, _ = _cli(["explain", audited["lost-batch"][1], "--topic", "lost-batch", "--partition", "0",
                          "--offset", "26"], capsys)
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     _golden("explain_lost_batch.txt", out, audited["lost-batch"])
     # the reasoning names what the broker expected and what it saw, and the idle time against the threshold
     assert "The broker expected sequence 26 but saw 29." in out
@@ -76,7 +77,7 @@ def test_explain_an_offset_no_batch_holds(spark, audited, capsys):
     assert e.batches == [] and e.nearest["below"] is None and e.nearest["above"]["base_offset"] == holes
     assert e.reasoning[0] == f"No batch of the export holds offset {holes - 1}."
     code, _, err = _cli(["explain", out, "--topic", "compacted", "--partition", "7", "--offset", "0"], capsys)
-    assert code == cli.EXIT_USAGE and "compacted-7 has no batches" in err
+    assert code == EXIT_USAGE and "compacted-7 has no batches" in err
 
 
 def test_explain_reads_only_its_topic(spark, audited, tmp_path):
@@ -96,7 +97,7 @@ def test_explain_reads_only_its_topic(spark, audited, tmp_path):
 
 def test_producer_history_of_a_fenced_zombie(audited, capsys):
     code, out, _ = _cli(["producer", audited["fenced-zombie"][1], "--producer-id", "7000"], capsys)
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     _golden("producer_fenced_zombie.txt", out, audited["fenced-zombie"])
 
 
@@ -119,16 +120,16 @@ def test_producer_with_a_hanging_transaction_and_an_unknown_one(spark, audited, 
     h = producer_history(spark, out, pid)
     assert h.transactions[0]["status"] == "HANGING"
     code, _, err = _cli(["producer", out, "--producer-id", "123456789"], capsys)
-    assert code == cli.EXIT_USAGE and "producer 123456789 wrote no batch" in err
+    assert code == EXIT_USAGE and "producer 123456789 wrote no batch" in err
     code, _, err = _cli(["producer", out, "--producer-id", str(pid), "--topic", "elsewhere"], capsys)
-    assert code == cli.EXIT_USAGE and "on topic elsewhere" in err
+    assert code == EXIT_USAGE and "on topic elsewhere" in err
 
 
 def test_sql_formats(audited, capsys):
     _, out = audited["missed-dedup"]
     query = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDER BY verdict"
     code, table, _ = _cli(["sql", out, query], capsys)
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     _golden("sql_missed_dedup.txt", table, audited["missed-dedup"])
     _, text, _ = _cli(["sql", out, query, "--format", "csv"], capsys)
     assert list(csv.reader(io.StringIO(text))) == [["verdict", "n"], ["DUPLICATE", "1"], ["OK", "30"]]
@@ -144,11 +145,11 @@ def test_sql_sees_every_table_and_reports_bad_queries_in_one_line(audited, capsy
         "batches", "records", "segments", "parse_errors", "producer_snapshots", "log_start_offsets",
         "batch_verdicts", "anomalies", "producer_sessions", "transactions", "record_duplicates", "snapshot_checks"))
     code, text, _ = _cli(["sql", out, union, "--format", "csv"], capsys)
-    assert code == cli.EXIT_OK and len(text.splitlines()) == 13
+    assert code == EXIT_OK and len(text.splitlines()) == 13
     code, _, err = _cli(["sql", out, "SELECT * FROM nope"], capsys)
-    assert code == cli.EXIT_USAGE and "TABLE_OR_VIEW_NOT_FOUND" in err and len(err.strip().splitlines()) == 1
+    assert code == EXIT_USAGE and "TABLE_OR_VIEW_NOT_FOUND" in err and len(err.strip().splitlines()) == 1
     code, text, err = _cli(["sql", out, "SELECT * FROM batch_verdicts", "--limit", "3"], capsys)
-    assert code == cli.EXIT_OK and len(text.splitlines()) == 5 and "first 3 rows" in err
+    assert code == EXIT_OK and len(text.splitlines()) == 5 and "first 3 rows" in err
 
 
 def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, capsys):
@@ -193,7 +194,7 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
 
     code, text, _ = _cli(["explain", out, "--topic", "lost-batch", "--partition", "0", "--offset", "26",
                           "--log-dir", "b2"], capsys)
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert text.splitlines()[0] == f"lost-batch-0 offset 26 in {b2}"
     assert f"in {b2}/lost-batch-0/" in text and f"{b1}/" not in text.split("\n\n")[0]
 
@@ -202,7 +203,7 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     single = {s["producer_epoch"]: s["batches"] for s in producer_history(spark, out, pid).sessions
               if s["log_dir"] == b1}
     code, text, _ = _cli(["producer", out, "--producer-id", str(pid)], capsys)
-    assert code == cli.EXIT_OK
+    assert code == EXIT_OK
     assert f"batches {sum(single.values()):,}," in text.splitlines()[0] and "log dirs 2" in text.splitlines()[0]
     assert text.count(b1) >= len(single) and text.count(b2) >= len(single)
     # its gap is a finding in each log dir, each row naming its own

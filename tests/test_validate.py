@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from analytics import cli
+from analytics.contract import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 from expectations.suites import SUITE_TABLES, ValidationConfig
 from expectations.validate import read_results, validate
 
@@ -114,17 +115,17 @@ def test_results_json_and_data_docs(validated, audited):
 
 
 def test_cli_exit_codes(spark, audited, capsys):
-    assert cli.main(["validate", audited["clean"][1]]) == cli.EXIT_OK
+    assert cli.main(["validate", audited["clean"][1]]) == EXIT_OK
     assert "expectations passed" in capsys.readouterr().out
-    assert cli.main(["validate", audited["lost-batch"][1]]) == cli.EXIT_VIOLATION
+    assert cli.main(["validate", audited["lost-batch"][1]]) == EXIT_VIOLATION
     out = capsys.readouterr().out
     assert "no_unexplained_sequence_gap" in out and "FAIL" in out
-    assert cli.main(["validate", audited["lost-batch"][1], "--warn", "no_unexplained_sequence_gap"]) == cli.EXIT_OK
+    assert cli.main(["validate", audited["lost-batch"][1], "--warn", "no_unexplained_sequence_gap"]) == EXIT_OK
     assert "WARN" in capsys.readouterr().out
 
 
 def test_validate_refuses_a_folder_without_an_audit(tmp_path, capsys):
-    assert cli.main(["validate", str(tmp_path)]) == cli.EXIT_USAGE
+    assert cli.main(["validate", str(tmp_path)]) == EXIT_USAGE
     assert "no complete audit" in capsys.readouterr().err
 
 
@@ -135,7 +136,7 @@ def test_run_is_export_audit_and_validate(spark, tmp_path, capsys):
     config = g.truth_dir / "audit.toml"
     code = cli.main(["run", str(g.log_dir), "--out", str(tmp_path / "out"), "--config", str(config)])
     captured = capsys.readouterr()
-    assert code == cli.EXIT_VIOLATION
+    assert code == EXIT_VIOLATION
     assert "DUPLICATE" in captured.out and "expectations passed" in captured.out
     assert "validating" in captured.err
     results = json.loads((tmp_path / "out" / "validation" / "results.json").read_text())

@@ -45,21 +45,22 @@ NEVER_EXPLAINED = (OK, EPOCH_BUMP, NON_IDEMPOTENT, CONTROL_MARKER, CORRUPT, INVA
 # Broken sequences of one epoch, judged against the producer's sequence mark
 SEQUENCE_VERDICTS = (DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION)
 
-# One sentence per verdict: what the batch is (the design contract's table).
+# One sentence per verdict: what the batch is. The sentences of OK, EPOCH_BUMP, NON_IDEMPOTENT and
+# CORRUPT are also the ``explanation`` column of those rows (stored once per Parquet page).
 VERDICT_MEANING = {
     OK: "in sequence for its producer and epoch",
     EPOCH_BUMP: "a higher epoch starting at sequence 0",
     NON_IDEMPOTENT: "no producer id or a legacy message: not tracked by the broker",
-    CONTROL_MARKER: "a COMMIT/ABORT or other control batch that breaks no rule",
+    CONTROL_MARKER: "a transaction marker that breaks no rule",
     DUPLICATE: "the same producer, epoch and sequence range as an earlier batch of the partition",
-    SEQUENCE_GAP: "sequences missing: the first sequence is beyond the producer's highest so far + 1",
-    SEQUENCE_REGRESSION: "the sequences overlap or rewind the producer's earlier ones (not an exact copy)",
+    SEQUENCE_GAP: "the same epoch, but the first sequence is beyond the highest one seen + 1",
+    SEQUENCE_REGRESSION: "the same epoch, overlapping or rewinding sequences that are not an exact duplicate",
     EPOCH_BUMP_NONZERO: "a higher epoch that does not start at sequence 0",
-    FENCED_ZOMBIE_WRITE: "an epoch lower than one already seen: a fenced producer's write",
+    FENCED_ZOMBIE_WRITE: "an epoch lower than one the producer already used: a fenced (zombie) producer wrote",
     FIRST_SEEN_NONZERO: "the producer's first visible batch does not start at sequence 0",
-    INVALID_TXN_STATE: "a non-transactional batch while the producer's transaction is open",
-    MARKER_EPOCH_REGRESSION: "a marker below the producer's epoch: the leader would have fenced it",
-    COORDINATOR_EPOCH_REGRESSION: "a marker from an older coordinator epoch: the leader would have fenced it",
+    INVALID_TXN_STATE: "a non-transactional batch while the producer's transaction was open",
+    MARKER_EPOCH_REGRESSION: "a marker with an epoch lower than the producer's: the leader would have fenced it",
+    COORDINATOR_EPOCH_REGRESSION: "a marker from an older transaction coordinator than an earlier marker's",
     CORRUPT: "CRC mismatch: the batch is not replayed",
 }
 
@@ -139,3 +140,11 @@ def log_dir_of(file: str, levels: int = 2) -> str:
     expression of the same rule is :func:`analytics.spark.columns.with_log_dir`."""
     parts = file.rsplit("/", levels)
     return parts[0] if len(parts) > levels else ""
+
+# -- exit codes of every command and job ------------------------------------------------------------
+EXIT_OK = 0  # done; every expectation met
+EXIT_VIOLATION = 1  # done; the data violates an expectation (only this means a finding)
+EXIT_USAGE = 2  # bad usage, unreadable input, a missing or stale stage: one line on stderr
+EXIT_BUG = 3  # a failure segaudit did not expect: one line asking for a report
+EXIT_SIGINT = 130  # interrupted (Ctrl-C): 128 + SIGINT
+EXIT_SIGTERM = 143  # terminated: 128 + SIGTERM

@@ -1,0 +1,198 @@
+"""The audit's tables derived from ``batch_verdicts``: producer sessions, transactions, snapshot
+checks, and record duplicates from ``records``. Each a function ``DataFrame -> DataFrame`` whose
+result the stage (:mod:`analytics.audit.job`) conforms to the contract's schema and writes.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from analytics.audit.config import AuditConfig
+from analytics.contract import (
+    ABORTED,
+    COMMITTED,
+    HANGING,
+    LATE_TRANSACTION_BUFFER_MS,
+    MATCH,
+    MISMATCH,
+    NOT_IN_LOG,
+    NOT_IN_SNAPSHOT,
+    OPEN,
+    VERDICTS,
+)
+from analytics.spark.columns import with_log_dir
+
+
+def per_file(v):
+    """One row per (topic, partition, producer_id, producer_epoch, file) of the idempotent batches:
+    what ``producer_sessions`` sums per log dir, and the offsets of the batches that leave producer
+    state (``first_state_offset``, ``last_state_offset``) that ``snapshot_checks`` searches. Small
+    (segment files x producers x epochs): one pass over ``batch_verdicts`` serves both tables."""
+
+    data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
+    on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
+    on_state = F.when(F.col("state_last_sequence").isNotNull(), F.col("base_offset"))
+    return data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
+        F.min("base_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.min("max_timestamp").alias("first_timestamp"),
+        F.max("max_timestamp").alias("last_timestamp"),
+        F.count("*").alias("batches"),
+        F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).alias("records"),
+        F.min_by(on_data("base_sequence"), on_data("base_offset")).alias("first_sequence"),
+        F.min(on_data("base_offset")).alias("first_data_offset"),
+        F.max_by(on_data("last_sequence"), on_data("base_offset")).alias("last_sequence"),
+        F.max(on_data("base_offset")).alias("last_data_offset"),
+        F.min(on_state).alias("first_state_offset"),
+        F.max(on_state).alias("last_state_offset"),
+        *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
+    )
+
+
+def producer_sessions(per_file):
+    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict: the
+    per-file rows of ``per_file`` (each file names its log dir, so no batch row is parsed for it)
+    merged per log dir."""
+
+
+    return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
+        F.min("first_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.min("first_timestamp").alias("first_timestamp"),
+        F.max("last_timestamp").alias("last_timestamp"),
+        F.sum("batches").alias("batches"),
+        F.sum("records").alias("records"),
+        F.min_by("first_sequence", "first_data_offset").alias("first_sequence"),
+        F.max_by("last_sequence", "last_data_offset").alias("last_sequence"),
+        *[F.sum(name.lower()).alias(name.lower()) for name in VERDICTS],
+    )
+
+
+def snapshot_checks(v, per_file, snapshots):
+    """Each broker snapshot entry against the replayed state of its producer just below the snapshot offset.
+
+    The replayed state after a batch is on its row (``producer_epoch``, ``state_last_sequence``,
+    ``state_last_offset``), so the state at a snapshot offset S is that of the producer's last batch
+    below S. That batch is either the producer's last in its segment file, or in a file whose
+    offsets straddle S: the per-file rows of ``per_file`` (shared with ``producer_sessions``) find
+    those, one filtered scan fetches them, and the search runs on these few rows (a binary search in
+    the partition's sorted snapshot offsets, in native expressions): no sort of the log. The small
+    remainder (producers x snapshots) carries each state forward to later snapshots. Producers the
+    log shows before a snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state
+    lost); entries of producers with no batch below the snapshot are ``not_in_log`` (their batches
+    are gone, or never were).
+    """
+
+    history, keys = ["log_dir", "topic", "partition"], ["log_dir", "topic", "partition", "producer_id"]
+    entries = with_log_dir(snapshots).select(
+        *keys, "snapshot_offset", F.lit(True).alias("in_snapshot"), "producer_epoch", "last_sequence", "last_offset")
+    points = entries.groupBy(*history).agg(F.array_sort(F.collect_set("snapshot_offset")).alias("points"))
+    most = points.agg(F.max(F.size("points"))).first()[0] or 0  # one number: the most snapshots of a partition
+    stateful = v.where(F.col("state_last_sequence").isNotNull())
+    spans = with_log_dir(per_file.where(F.col("first_state_offset").isNotNull()).groupBy(
+        "file", "topic", "partition", "producer_id").agg(
+        F.min("first_state_offset").alias("first"), F.max("last_state_offset").alias("last"))).join(F.broadcast(points), history)
+    spans = spans.select("file", *keys, "points", "last", F.exists(
+        "points", lambda s: (F.col("first") < s) & (s <= F.col("last"))).alias("straddles")).localCheckpoint()  # small, read twice: computed once
+    rows = stateful.select("file", "topic", "partition", "producer_id", "base_offset", "file_position", "producer_epoch",
+                           "state_last_sequence", "state_last_offset").join(
+        F.broadcast(spans.drop("topic", "partition")), ["file", "producer_id"])
+    rows = rows.where(F.col("straddles") | (F.col("base_offset") == F.col("last")))
+    # lo = how many snapshot offsets are <= base_offset; the batch's state counts from the next one on
+    lo, hi = F.lit(0), F.size("points")
+    for step in range(max(most, 1).bit_length()):
+        rows = rows.select("*", lo.alias(f"lo{step}"), hi.alias(f"hi{step}"))
+        lo_, hi_ = F.col(f"lo{step}"), F.col(f"hi{step}")
+        mid = F.shiftright(lo_ + hi_, 1)
+        right = (lo_ < hi_) & (F.try_element_at("points", mid + 1) <= F.col("base_offset"))
+        lo = F.when(right, mid + 1).otherwise(lo_)
+        hi = F.when((lo_ < hi_) & ~right, mid).otherwise(hi_)
+    # past the last snapshot: a position after every probe (no filter here: Spark would push it down
+    # through the search steps, inlining each into the next)
+    rows = rows.withColumn("at", F.coalesce(F.try_element_at("points", lo + 1), F.lit(2**63 - 1)))
+    last = rows.groupBy(*keys, "at").agg(F.max_by(
+        F.struct(F.col("producer_epoch").alias("s_epoch"), F.col("state_last_sequence").alias("s_seq"),
+                 F.col("state_last_offset").alias("s_offset")),
+        F.struct("base_offset", "file_position")).alias("s"))
+    state = last.select(*keys, "at", F.lit(0).alias("kind"), "s.s_epoch", "s.s_seq", "s.s_offset")
+    producers = spans.select(*keys).distinct()
+    absent = points.select(*history, F.explode("points").alias("snapshot_offset")).join(producers, history).join(
+        entries, [*keys, "snapshot_offset"], "left_anti").select(
+        *keys, "snapshot_offset", F.lit(False).alias("in_snapshot"), F.lit(None).cast("short").alias("producer_epoch"),
+        F.lit(None).cast("int").alias("last_sequence"), F.lit(None).cast("long").alias("last_offset"))
+    probes = entries.unionByName(absent).select(
+        *keys, F.col("snapshot_offset").alias("at"), F.lit(1).alias("kind"), "snapshot_offset", "in_snapshot",
+        "producer_epoch", "last_sequence", "last_offset")
+    stream = state.unionByName(probes, allowMissingColumns=True)
+    upto = Window.partitionBy(*keys).orderBy("at", "kind").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    replayed = stream.select(
+        "*",
+        F.last("s_epoch", True).over(upto).alias("replayed_epoch"),
+        F.last("s_seq", True).over(upto).alias("replayed_last_sequence"),
+        F.last("s_offset", True).over(upto).alias("replayed_last_offset"),
+    ).where(F.col("kind") == 1)
+    seen = F.col("replayed_epoch").isNotNull()
+    same = ((F.col("producer_epoch") == F.col("replayed_epoch")) & (F.col("last_sequence") == F.col("replayed_last_sequence"))
+            & (F.col("last_offset") == F.col("replayed_last_offset")))
+    status = (F.when(F.col("in_snapshot") & ~seen, NOT_IN_LOG)
+              .when(~F.col("in_snapshot") & seen, NOT_IN_SNAPSHOT)
+              .when(F.col("in_snapshot") & same, MATCH)
+              .when(F.col("in_snapshot"), MISMATCH))
+    return replayed.withColumn("status", status).where(F.col("status").isNotNull()).select(
+        "topic", "partition", "snapshot_offset", "producer_id", "status",
+        F.col("producer_epoch").alias("expected_epoch"), "replayed_epoch",
+        F.col("last_sequence").alias("expected_last_sequence"), "replayed_last_sequence",
+        F.col("last_offset").alias("expected_last_offset"), "replayed_last_offset", "log_dir",
+    )
+
+
+def record_duplicates(records, dedup_key: str):
+    """Every repeated occurrence (not the first) of a dedup key within a partition's data records."""
+
+    if dedup_key == "key_value":
+        key = F.concat_ws(":", F.coalesce(F.hex("key"), F.lit("null")), F.coalesce(F.col("value_hash").cast("string"), F.lit("null")))
+    else:
+        name = dedup_key[len("header:"):]
+        key = F.hex(F.element_at(F.filter("headers", lambda h: h["key"] == F.lit(name)), 1)["value"])
+    data = records.where(~F.coalesce(F.col("is_control"), F.lit(False))).withColumn("dedup_key", key).where(F.col("dedup_key").isNotNull())
+    w = Window.partitionBy("topic", "partition", "dedup_key").orderBy("offset")
+    ranked = data.withColumn("rank", F.row_number().over(w)).withColumn(
+        "first_offset", F.first("offset").over(w)).withColumn("first_producer_id", F.first("producer_id").over(w))
+    return ranked.where(F.col("rank") > 1).select(
+        "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id")
+
+
+def transactions(v, config: AuditConfig, export_time: int):
+    """A transaction opens at a producer's first transactional data batch and closes at its next marker."""
+
+
+    # only transactional data batches open transactions and only markers close them: the rest of the
+    # log (most of it, for idempotent producers) never enters the window's sort
+    replayed = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
+                                     & ~(F.col("is_control") & (F.col("record_count") == 0))
+                                     & (F.col("is_transactional") | F.col("is_control")))
+    w = Window.partitionBy("log_dir", "topic", "partition", "producer_id").orderBy("base_offset", "file_position")
+    numbered = replayed.withColumn(
+        "markers_before", F.coalesce(F.sum(F.col("is_control").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
+    )
+    keys = ["log_dir", "topic", "partition", "producer_id", "markers_before"]
+    opened = numbered.where(F.col("is_transactional") & ~F.col("is_control")).groupBy(*keys).agg(
+        F.min("base_offset").alias("first_offset"),
+        F.min_by("producer_epoch", "base_offset").alias("producer_epoch"),
+        F.max("max_timestamp").alias("last_timestamp"),
+    )
+    markers = numbered.where("is_control").select(
+        *keys, F.col("base_offset").alias("end_offset"), "control_type", "coordinator_epoch"
+    )
+    late = F.lit(export_time) - F.col("last_timestamp") > config.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+    return opened.join(markers, keys, "left").select(
+        "topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset",
+        F.when(F.col("control_type") == "COMMIT", COMMITTED)
+        .when(F.col("control_type") == "ABORT", ABORTED)
+        .when(late, HANGING)
+        .otherwise(OPEN).alias("status"),
+        "coordinator_epoch",
+        "last_timestamp",
+        "log_dir",
+    )

@@ -1,0 +1,257 @@
+"""The commands: each validates its options, calls the library, renders the result, returns the exit code.
+
+Data goes to stdout, progress to stderr. Failures are raised (:mod:`analytics.errors`) and
+reported by :func:`analytics.cli.main.main` as one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+
+from analytics.cli.forensic import explain_text, producer_text
+from analytics.cli.options import (
+    audit_config,
+    check_profile,
+    history_options,
+    spark_session,
+    validation_config,
+)
+from analytics.cli.render import checks_table, passed, plain, render_table
+from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT
+from analytics.errors import UsageError
+
+
+def progress(message: str) -> None:
+    """Progress lines on stderr, flushed at once (stdout is the command's data)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _inputs_exist(paths: list[str]) -> None:
+    from analytics.kafka.fs import is_remote
+
+    for path in paths:
+        if not is_remote(path) and not os.path.exists(path):
+            raise UsageError(f"no such file or directory: {path}")
+
+
+def _out_exists(out: str) -> None:
+    if "://" not in out and not os.path.isdir(out):
+        raise UsageError(f"no such directory: {out}")
+
+
+def inspect(args) -> int:
+    from analytics.inventory import take_inventory
+
+    _inputs_exist(args.logdirs)
+    inventory = take_inventory(args.logdirs)
+    if not inventory.partitions:
+        raise UsageError(f"no Kafka partition folders or segments found in {' '.join(args.logdirs)}")
+    if args.format == "json":
+        doc = {
+            "partitions": [dataclasses.asdict(p) for p in inventory.partitions],
+            "parse_errors": [dataclasses.asdict(e) for e in inventory.errors],
+            "total": inventory.total,
+        }
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    several = len({p.log_dir for p in inventory.partitions}) > 1
+    columns = ["topic", "partition", *(["log_dir"] if several else []), "segments", "size_bytes", "batches", "records",
+               "first_offset", "last_offset", "producers", "transactional_batches", "commits", "aborts", "codecs",
+               "snapshots", "errors"]
+    rows = [[getattr(p, c) for c in columns] for p in inventory.partitions]
+    print(render_table(columns, rows))
+    total = inventory.total
+    print(
+        f"\n{total['partitions']} partitions, {total['segments']} segments, {total['size_bytes']:,} bytes "
+        f"({total['valid_bytes']:,} in valid batches), {total['batches']:,} batches, {total['records']:,} records, "
+        f"{len(inventory.errors)} parse errors"
+    )
+    if inventory.errors:
+        print("\nparse errors:")
+        cols = ["file", "file_position", "error_kind", "bytes_affected", "message"]
+        shown = inventory.errors[: args.max_errors]
+        print(render_table(cols, [[getattr(e, c) for c in cols] for e in shown]))
+        if len(inventory.errors) > len(shown):
+            print(f"... and {len(inventory.errors) - len(shown)} more")
+    return EXIT_OK
+
+
+def export(args) -> int:
+    from analytics import pipeline
+
+    _inputs_exist(args.logdirs)
+    result = pipeline.export(spark_session(args), args.logdirs, args.out, records=args.records,
+                             input_format=args.input_format, progress=progress)
+    print(render_table(["table", "rows"], sorted(result.rows.items())))
+    return EXIT_OK
+
+
+def audit(args) -> int:
+    from analytics import pipeline
+
+    config = audit_config(args)
+    pipeline.require(args.out, EXPORT)
+    result = pipeline.audit(spark_session(args), args.out, config, **history_options(args))
+    print(render_table(["verdict", "batches"], [[v, n] for v, n in result.verdicts.items() if n]))
+    print()
+    print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
+    return EXIT_OK
+
+
+def validate(args) -> int:
+    from analytics import pipeline
+
+    validation = validation_config(args)
+    pipeline.require(args.out, EXPORT, AUDIT)
+    result = pipeline.validate(spark_session(args), args.out, validation)
+    print(checks_table(result))
+    print(f"\n{passed(result)}; Data Docs: {result.data_docs}")
+    return EXIT_OK if result.success else EXIT_VIOLATION
+
+
+def run(args) -> int:
+    """export, audit, validate, report: one Spark application, a short result on stdout, progress on stderr."""
+    from analytics import pipeline
+
+    _inputs_exist(args.logdirs)
+    config, validation = audit_config(args), validation_config(args)
+    result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,
+                          input_format=args.input_format, progress=progress, **history_options(args))
+    audited = result.audited
+    print(render_table(["", "count"], [
+        ["partitions", result.partitions],
+        ["producers", result.producers],
+        ["batches", sum(audited.verdicts.values())],
+        *[[f"  {v}", n] for v, n in audited.verdicts.items() if n],
+        *[[f"severity {s}", n] for s, n in audited.severities.items() if n],
+        *[[f"transactions {s}", n] for s, n in audited.transactions.items() if n],
+    ]))
+    print()
+    print(checks_table(result.validated))
+    print(f"\n{passed(result.validated)} in {result.seconds:.1f} s; Data Docs: {result.validated.data_docs}; "
+          f"report: {result.report}")
+    return result.exit_code
+
+
+def report(args) -> int:
+    from analytics import pipeline
+
+    pipeline.require(args.out, EXPORT, AUDIT)
+    print(pipeline.report(spark_session(args), args.out, args.history))
+    return EXIT_OK
+
+
+def explain(args) -> int:
+    from analytics import pipeline
+    from analytics.forensics import NotFound, explain
+
+    pipeline.require(args.out, EXPORT, AUDIT)
+    try:
+        e = explain(spark_session(args), args.out, args.topic, args.partition, args.offset, context=args.context,
+                    log_dir=args.log_dir)
+    except NotFound as exc:
+        raise UsageError(str(exc)) from exc
+    print(json.dumps(dataclasses.asdict(e), indent=2, default=str) if args.format == "json" else explain_text(e))
+    return EXIT_OK
+
+
+def producer(args) -> int:
+    from analytics import pipeline
+    from analytics.forensics import NotFound, producer_history, utc
+
+    pipeline.require(args.out, EXPORT, AUDIT)
+    try:
+        h = producer_history(spark_session(args), args.out, args.producer_id, topic=args.topic, limit=args.limit)
+    except NotFound as exc:
+        raise UsageError(str(exc)) from exc
+    print(json.dumps(dataclasses.asdict(h), indent=2, default=str) if args.format == "json" else producer_text(h, utc))
+    return EXIT_OK
+
+
+def sql(args) -> int:
+    import csv
+
+    from pyspark.errors import AnalysisException, ParseException
+
+    from analytics.forensics import NotFound, run_sql
+
+    _out_exists(args.out)
+    # a mistyped query is reported in one line below, not as PySpark's logged JSON traceback
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        df = run_sql(spark_session(args), args.out, args.query)
+        columns = df.columns
+        if args.format == "table":
+            rows = df.limit(args.limit + 1).collect()
+            print(render_table(columns, [list(r) for r in rows[:args.limit]]))
+            if len(rows) > args.limit:
+                print(f"(first {args.limit} rows; --limit N for more, or --format csv|json for all)", file=sys.stderr)
+            return EXIT_OK
+        rows = df.toLocalIterator()  # streamed a partition at a time, never the whole result on the driver
+        if args.format == "csv":
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(columns)
+            for r in rows:
+                writer.writerow(["" if v is None else plain(v) for v in r])
+        else:
+            for r in rows:
+                sys.stdout.write(json.dumps({k: plain(v) for k, v in r.asDict(recursive=True).items()}, default=str) + "\n")
+    except (NotFound, AnalysisException, ParseException) as exc:
+        raise UsageError(str(exc).strip().splitlines()[0]) from exc
+    return EXIT_OK
+
+
+def scenario_names() -> list[str]:
+    from analytics.generate.scenarios import SCENARIO_NAMES
+
+    return list(SCENARIO_NAMES)
+
+
+def generate(args) -> int:
+    from analytics.generate import generate
+
+    if args.scenario not in scenario_names():
+        raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(scenario_names())}")
+    check_profile(args.profile)
+    if args.scale < 1:
+        raise UsageError("--scale must be at least 1")
+    try:
+        result = generate(args.logdir, args.scenario, seed=args.seed, scale=args.scale, profile=args.profile)
+    except FileExistsError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"wrote {result.log_dir} ({result.batches:,} batches) and its ground truth in {result.truth_dir}")
+    print(render_table(["verdict", "batches"], sorted(result.verdicts.items())))
+    return EXIT_OK
+
+
+def dump_log(args) -> int:
+    from analytics.kafka.dumplog import dump_file, dump_style
+
+    files = [*args.files, *(f for listed in args.file_lists for f in listed.split(",") if f)]
+    if not files:
+        raise UsageError("dump-log: no file given (FILE... or --files F1,F2)")
+    try:
+        dump_style(args.kafka_version)
+    except ValueError as exc:
+        raise UsageError(f"--kafka-version: {exc}") from exc
+    for path in files:
+        if path.endswith((".index", ".timeindex")):
+            raise UsageError(f"{path}: dump-log prints .log, .checkpoint, .snapshot and .txnindex files")
+        if not os.path.exists(path) and "://" not in path:
+            raise UsageError(f"no such file: {path}")
+
+    def warn(message: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.write(message + "\n")
+
+    for path in files:
+        for line in dump_file(path, deep=args.deep, print_data=args.print_data_log,
+                              skip_record_metadata=args.skip_record_metadata,
+                              kafka_version=args.kafka_version, warn=warn):
+            sys.stdout.write(line + "\n")
+    return EXIT_OK

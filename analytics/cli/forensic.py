@@ -1,0 +1,85 @@
+"""Text layouts of the forensic answers: ``explain`` (one offset) and ``producer`` (one producer's history)."""
+
+from __future__ import annotations
+
+from analytics.cli.render import render_table
+from analytics.contract import INFO_VERDICTS, OK_VERDICTS, VERDICTS
+
+
+def explain_text(e) -> str:
+    """The batch holding the offset, the reasoning, and the producer's batches around it."""
+    lines = [f"{e.topic}-{e.partition} offset {e.offset}" + (f" in {e.log_dir}" if len(e.log_dirs) > 1 else "")]
+    for b in e.batches:
+        lines.append(f"  batch {b['base_offset']}..{b['last_offset']} in {b['file']} at byte {b['file_position']}: "
+                     f"{b['verdict']} ({b['severity']}{', explained by ' + b['explained_by'] if b['explained_by'] else ''})")
+    lines.append("")
+    lines += [f"  {line}" for line in e.reasoning]
+    neighbours = [*e.before, *e.batches[:1], *e.after] if e.batches else [r for r in e.nearest.values() if r]
+    if neighbours:
+        title = f"producer {e.batches[0]['producer_id']}, batches around it" if e.batches else "the batches around it"
+        here = e.batches[0]["base_offset"] if e.batches else None
+        lines += ["", f"{title}:", render_table(
+            ["", "base_offset", "last_offset", "epoch", "sequences", "idle_ms", "verdict", "explained_by"], [
+                [">" if r["base_offset"] == here else "", r["base_offset"], r["last_offset"], r["producer_epoch"],
+                 "-" if r["is_control"] else f"{r['base_sequence']}..{r['last_sequence']}", r["idle_ms"],
+                 r["verdict"] if not r["is_control"] else f"{r['verdict']} {r['control_type'] or ''}".rstrip(),
+                 r["explained_by"]]
+                for r in neighbours])]
+    return "\n".join(lines)
+
+
+def producer_text(h, utc) -> str:
+    """Sessions, epoch changes, findings, transactions and the longest pauses of one producer.
+
+    A partition exported from several log dirs (replicas) has a session per log dir: they are shown
+    apart, and the header counts the batches of each partition's first log dir only.
+    """
+    dirs = sorted({s.get("log_dir") for s in h.sessions}, key=str)
+    several = len(dirs) > 1
+    first_dir = {}
+    for s in sorted(h.sessions, key=lambda s: str(s.get("log_dir"))):
+        first_dir.setdefault((s["topic"], s["partition"]), s.get("log_dir"))
+    batches = sum(s["batches"] for s in h.sessions if s.get("log_dir") == first_dir[(s["topic"], s["partition"])])
+    out = [f"producer {h.producer_id}: partitions {len(first_dir)}, "
+           f"epochs {sorted({s['producer_epoch'] for s in h.sessions})}, batches {batches:,}, "
+           f"findings {h.findings_total:,}, transactions {h.transactions_total:,}"
+           + (f", log dirs {len(dirs)} (batches counted in the first log dir of each partition)" if several else "")
+           + "\n"]
+    out.append("sessions (one per topic, partition and epoch" + (", in each log dir):" if several else "):"))
+    out.append(render_table(["topic", "partition", *(["log_dir"] if several else []), "epoch", "offsets", "sequences",
+                             "first_time", "last_time", "batches", "records", "findings"], [
+        [s["topic"], s["partition"], *([s.get("log_dir")] if several else []), s["producer_epoch"],
+         f"{s['first_offset']}..{s['last_offset']}",
+         "-" if s["first_sequence"] is None else f"{s['first_sequence']}..{s['last_sequence']}",
+         utc(s["first_timestamp"]), utc(s["last_timestamp"]),
+         s["batches"], s["records"], session_findings(s)] for s in h.sessions]))
+    # with several log dirs, every table names the log dir of each row
+    where = (lambda r: [r["log_dir"]]) if several else (lambda r: [])
+    head = ["log_dir"] if several else []
+    if h.epoch_changes:
+        out += ["\nepoch changes:", render_table(["topic", "partition", *head, "from", "to", "at_offset", "at_time", "verdict"], [
+            [c["topic"], c["partition"], *where(c), c["from_epoch"], c["to_epoch"], c["at_offset"], utc(c["at_timestamp"]),
+             c["verdict"]] for c in h.epoch_changes])]
+    out.append(f"\nfindings ({len(h.findings)} of {h.findings_total}):" if h.findings else "\nfindings: none")
+    if h.findings:
+        out.append(render_table(["topic", "partition", *head, "offset", "epoch", "sequences", "expected", "verdict",
+                                 "explained_by"], [
+            [f["topic"], f["partition"], *where(f), f["base_offset"], f["producer_epoch"],
+             f"{f['base_sequence']}..{f['last_sequence']}", f["expected_sequence"], f["verdict"], f["explained_by"]]
+            for f in h.findings]))
+    if h.transactions:
+        out += [f"\ntransactions ({len(h.transactions)} of {h.transactions_total}, unfinished first):",
+                render_table(["topic", "partition", *head, "epoch", "first_offset", "end_offset", "status"], [
+                    [t["topic"], t["partition"], *where(t), t["producer_epoch"], t["first_offset"], t["end_offset"],
+                     t["status"]] for t in h.transactions])]
+    out += [f"\nlongest pauses (producer.id.expiration.ms = {h.expiration_ms}):",
+            render_table(["topic", "partition", *head, "offset", "after_offset", "idle_ms", "verdict", "explained_by"], [
+                [i["topic"], i["partition"], *where(i), i["base_offset"], i["prev_base_offset"], i["idle_ms"],
+                 i["verdict"], i["explained_by"]] for i in h.idle])]
+    return "\n".join(out)
+
+
+def session_findings(s: dict) -> str:
+    """The non-ok verdict counts of a producer session, e.g. ``"DUPLICATE 2, SEQUENCE_GAP 1"``."""
+    return ", ".join(f"{v} {s[v.lower()]}" for v in VERDICTS
+                     if v not in (*OK_VERDICTS, *INFO_VERDICTS) and s.get(v.lower()))

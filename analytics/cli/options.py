@@ -1,0 +1,149 @@
+"""Option grammars shared by several commands, and their parsing into the library's config objects.
+
+Every malformed value becomes a :class:`~analytics.errors.UsageError` naming the option.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.errors import UsageError
+
+
+def add_audit_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=None, help="audit configuration (TOML)")
+    p.add_argument("--profile", default=None, metavar="VERSION",
+                   help="the brokers' Kafka version or profile, e.g. 3.9 or 4.x (default 4.x, the newest; "
+                        "overrides the config)")
+    p.add_argument("--producer-id-expiration-ms", type=int, default=None)
+    p.add_argument("--transaction-max-timeout-ms", type=int, default=None)
+    p.add_argument("--export-time-ms", type=int, default=None, help="'now' for hanging transactions")
+    p.add_argument("--dedup-key", default=None, help="key_value (default) or header:<name>")
+    p.add_argument("--cleanup-policy", action="append", default=[], metavar="TOPIC=POLICY",
+                   help="a topic's cleanup.policy (compact, delete, or compact,delete); repeatable")
+    p.add_argument("--log-start", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
+                   help="a partition's log start offset when the export has none; repeatable")
+    p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
+                   help="a broker restart or truncation that lost producer state; repeatable")
+    p.add_argument("--history", default=None, metavar="PATH",
+                   help="append this run's counts per partition to this Parquet history (default OUT.history)")
+    p.add_argument("--no-history", action="store_true", help="do not append to the metrics history")
+    p.add_argument("--prometheus-file", default=None, metavar="FILE",
+                   help="also write the counts in the Prometheus text format (node exporter's textfile collector)")
+
+
+def add_validation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warn", action="append", default=[], metavar="CHECK",
+                   help="make this check's failure a warning (exit 0); repeatable")
+    p.add_argument("--allow", action="append", default=[], metavar="CHECK=N",
+                   help="tolerate up to N offending rows for this check; repeatable")
+
+
+def add_spark_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--remote", default=None, help="Spark Connect URL, instead of --master")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
+
+
+def spark_session(args):
+    """The Spark session the options ask for (local mode by default)."""
+    from analytics.spark.session import JavaMissing, get_spark
+
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
+        conf[key] = value
+    try:
+        return get_spark(args.master, remote=args.remote, conf=conf)
+    except JavaMissing as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def check_profile(profile: str | None, option: str = "--profile") -> None:
+    from analytics.replay.broker import resolve_profile
+
+    if profile is not None:
+        try:
+            resolve_profile(profile)
+        except ValueError as exc:
+            raise UsageError(f"{option}: {exc}") from exc
+
+
+def audit_config(args):
+    """The configuration file with every flag applied over it."""
+    from analytics.audit.config import check_dedup_key, load_config
+
+    check_profile(args.profile)
+    try:
+        config = load_config(args.config)
+        config = config.with_overrides(
+            profile=args.profile,
+            producer_id_expiration_ms=args.producer_id_expiration_ms,
+            transaction_max_timeout_ms=args.transaction_max_timeout_ms,
+            export_time_ms=args.export_time_ms,
+            dedup_key=args.dedup_key,
+            cleanup_policy=(config.cleanup_policy | dict(pair(v, "=") for v in args.cleanup_policy)) if args.cleanup_policy else None,
+            log_start_offsets=(config.log_start_offsets | dict(log_start(v) for v in args.log_start)) if args.log_start else None,
+            broker_restarts=(config.broker_restarts + tuple(restart(v) for v in args.restart)) if args.restart else None,
+        )
+        if args.dedup_key:
+            check_dedup_key(args.dedup_key)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the configuration: {exc}") from exc
+    return config
+
+
+def validation_config(args):
+    """The [validation] table of --config with --warn and --allow applied over it."""
+    from analytics.audit.config import load_validation_section
+    from expectations.suites import ValidationConfig
+
+    try:
+        section = load_validation_section(args.config)
+        validation = ValidationConfig.from_mapping(section)
+        allow = validation.allow | {k: int(v) for k, v in (pair(a, "=") for a in args.allow)}
+        return ValidationConfig(allow=allow, warn=validation.warn | frozenset(args.warn))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the validation configuration: {exc}") from exc
+
+
+def history_options(args) -> dict:
+    """``history`` and ``prometheus_file`` for :func:`analytics.pipeline.audit`."""
+    from analytics.report.history import default_history_path
+
+    history = None if args.no_history else (args.history or default_history_path(args.out))
+    return {"history": history, "prometheus_file": args.prometheus_file}
+
+
+def pair(text: str, sep: str) -> tuple[str, str]:
+    key, found, value = text.rpartition(sep)
+    if not found or not key or not value:
+        raise ValueError(f"expected KEY{sep}VALUE, not {text!r}")
+    return key, value
+
+
+def log_start(text: str) -> tuple[tuple[str, int], int]:
+    where, offset = pair(text, "=")
+    topic, partition = pair(where, ":")
+    return (topic, int(partition)), int(offset)
+
+
+def restart(text: str):
+    """``[TOPIC[:PARTITION]@](offset=N|time=MS)``.
+
+    >>> restart("orders:3@offset=120"), restart("time=5")
+    (Restart(time_ms=None, offset=120, topic='orders', partition=3), Restart(time_ms=5, offset=None, topic=None, partition=None))
+    """
+    from analytics.audit.config import Restart
+
+    where, _, what = text.rpartition("@")
+    kind, value = pair(what, "=")
+    if kind not in ("offset", "time"):
+        raise ValueError(f"--restart takes offset=N or time=MS, not {what!r}")
+    topic, partition = None, None
+    if where:
+        topic, _, part = where.partition(":")
+        partition = int(part) if part else None
+    return Restart(int(value) if kind == "time" else None, int(value) if kind == "offset" else None, topic, partition)

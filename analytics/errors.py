@@ -1,0 +1,43 @@
+"""Every failure a segaudit command reports, and the exit code it ends with.
+
+Each is one clear line on stderr (``analytics.cli``); the traceback only with ``--debug``.
+Problems inside Kafka's bytes are not failures: they are ``parse_errors`` rows
+(:mod:`analytics.kafka.errors` holds the reader's one exception for them).
+"""
+
+from __future__ import annotations
+
+from analytics.contract.vocabulary import EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE
+
+
+class SegauditError(Exception):
+    """A failure with a message for the operator and an exit code."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(SegauditError):
+    """Bad usage: an option, a name or a path that is wrong (exit code 2)."""
+
+
+class InputError(SegauditError):
+    """Inputs that cannot be read or exported: nothing to read, an unreadable configuration (exit 2)."""
+
+
+class StageMissing(SegauditError):
+    """``OUT`` holds no complete output of a stage the command reads (exit 2)."""
+
+
+class OutOfStep(SegauditError):
+    """``OUT``'s stages were built from different runs: what to re-run is in the message (exit 2)."""
+
+
+class Interrupted(SegauditError):
+    """SIGINT or SIGTERM arrived: the running stage was abandoned, ``OUT`` keeps its previous run."""
+
+    def __init__(self, signal_name: str, stage: str | None = None):
+        self.signal_name = signal_name
+        self.stage = stage
+        self.exit_code = EXIT_SIGTERM if signal_name == "SIGTERM" else EXIT_SIGINT
+        where = f" during {stage}" if stage else ""
+        super().__init__(f"interrupted ({signal_name}){where}; OUT still holds the previous complete run")

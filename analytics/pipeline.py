@@ -1,0 +1,140 @@
+"""The pipeline as library functions: export, audit, validate, report, and ``run`` doing all four.
+
+Each takes a Spark session and ``OUT``, publishes one stage (:mod:`analytics.publish`) and returns
+a result object; the CLI (:mod:`analytics.cli`) parses options, calls these and renders the
+results, and the spark-submit jobs (``jobs/``) call them directly::
+
+    from analytics import pipeline
+    result = pipeline.run(spark, ["/var/kafka-logs"], "/audits/broker-1", load_config("audit.toml"))
+    sys.exit(result.exit_code)
+
+A command that reads ``OUT`` first checks that the stages it reads are complete and belong
+together (:func:`require`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from analytics.audit.config import AuditConfig
+from analytics.audit.job import AuditResult
+from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT, REPORT, REPORT_DIR
+from analytics.errors import OutOfStep
+from analytics.export import ExportResult
+from analytics.publish import Store, out_of_step, publication, read_manifest
+from expectations.suites import ValidationConfig
+from expectations.validate import ValidationResult
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+def require(out: str, *stages: str) -> dict:
+    """The manifests of ``stages`` under ``out``, checked to be complete and built from each other.
+
+    :class:`~analytics.errors.StageMissing` when one is missing, :class:`~analytics.errors.OutOfStep`
+    when one was built from another run than the one there now (an audit of an older export).
+    """
+    manifests = {s: read_manifest(out, s) for s in stages}
+    why = out_of_step(out, stages)
+    if why:
+        raise OutOfStep(why)
+    return manifests
+
+
+def export(spark, paths: list[str], out: str, *, records: bool = False, input_format: str = "segments",
+           progress: Progress | None = None) -> ExportResult:
+    """Kafka log dirs, partition folders or files (or ``kafka-dump-log.sh`` text) to the export tables."""
+    from analytics.export import export as export_stage
+
+    return export_stage(spark, paths, out, records=records, input_format=input_format, progress=progress)
+
+
+def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
+          prometheus_file: str | None = None) -> AuditResult:
+    """Replay and classify the export under ``out``; publish the audit tables.
+
+    ``history``: a folder this run's counts per partition are appended to; ``prometheus_file``:
+    the same counts in the Prometheus text format (written atomically).
+    """
+    from analytics.audit.job import audit as audit_stage
+
+    require(out, EXPORT)
+    result = audit_stage(spark, out, config)
+    if history or prometheus_file:
+        from analytics.report.history import append_history, partition_metrics, prometheus_text, write_prometheus
+
+        metrics = partition_metrics(spark, out, result.run_id, result.finished_at_ms)
+        if history:
+            append_history(spark, metrics, history)
+        if prometheus_file:
+            rows = [r.asDict() for r in metrics.collect()]  # one row per topic-partition
+            write_prometheus(prometheus_file, prometheus_text(rows, result.finished_at_ms))
+    return result
+
+
+def validate(spark, out: str, validation: ValidationConfig | None = None) -> ValidationResult:
+    """Run the Great Expectations suites over the audit under ``out``; publish results and Data Docs."""
+    from expectations.validate import validate as validate_stage
+
+    require(out, EXPORT, AUDIT)
+    return validate_stage(spark, out, validation)
+
+
+def report(spark, out: str, history: str | None = None) -> str:
+    """Publish ``OUT/report/index.html``; returns its path. ``history`` defaults to ``OUT.history``."""
+    from analytics.report.build import report_data
+    from analytics.report.history import default_history_path
+    from analytics.report.render import write_report
+
+    manifests = require(out, EXPORT, AUDIT)
+    data = report_data(spark, out, history if history is not None else default_history_path(out))
+    with publication(out, REPORT, built_from={AUDIT: manifests[AUDIT]["run_id"]}) as run:
+        write_report(data, run.path(REPORT_DIR, "index.html"))
+        run.publish({})
+    return run.store.path(REPORT_DIR, "index.html")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What ``run`` did: each stage's result, the report's path and a few counts for the operator."""
+
+    exported: ExportResult
+    audited: AuditResult
+    validated: ValidationResult
+    report: str
+    partitions: int
+    producers: int
+    seconds: float
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every expectation is met, 1 when the data violates one."""
+        return EXIT_OK if self.validated.success else EXIT_VIOLATION
+
+
+def run(spark, paths: list[str], out: str, config: AuditConfig, validation: ValidationConfig | None = None, *,
+        records: bool = True, input_format: str = "segments", history: str | None = None,
+        prometheus_file: str | None = None, progress: Progress | None = None) -> RunResult:
+    """The main job: export (with records), audit, validate and report, in one Spark application."""
+    from pyspark.sql import functions as F
+
+    say = progress or _quiet
+    started = time.monotonic()
+    exported = export(spark, paths, out, records=records, input_format=input_format, progress=say)
+    say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
+    audited = audit(spark, out, config, history=history, prometheus_file=prometheus_file)
+    say("validating ...")
+    validated = validate(spark, out, validation)
+    say("reporting ...")
+    page = report(spark, out, history)
+    store = Store(out)
+    producers = spark.read.parquet(store.path("producer_sessions")).agg(
+        F.countDistinct("topic", "partition", "producer_id")).first()[0]
+    partitions = spark.read.parquet(store.path("segments")).select("topic", "partition").distinct().count()
+    return RunResult(exported, audited, validated, page, partitions, producers, time.monotonic() - started)

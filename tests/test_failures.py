@@ -1,0 +1,141 @@
+"""Every failure is one line on stderr and an exit code, never a traceback: a Spark analysis error,
+a Great Expectations failure, an unwritable or full ``OUT``, an out-of-step ``OUT``, and SIGINT /
+SIGTERM sent to a real ``segaudit`` process (exit 130 / 143, ``OUT`` byte-identical to the
+previous complete run)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from analytics.cli import main
+
+pytestmark = pytest.mark.spark
+REPO = Path(__file__).resolve().parent.parent
+
+
+def one_line(err: str) -> str:
+    """The failure line, checked to be the only line and free of a traceback."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("segaudit: ")
+    return lines[0]
+
+
+def snapshot(out: str) -> dict[str, str]:
+    """Every file under OUT (hidden ones too) with a hash of its bytes."""
+    found = {}
+    for root, _dirs, files in os.walk(out):
+        for name in files:
+            path = os.path.join(root, name)
+            found[os.path.relpath(path, out)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return found
+
+
+@pytest.fixture
+def one_audit(audited, tmp_path) -> str:
+    """A copy of a complete audit (export, audit; no validation yet) of a small scenario."""
+    _g, out = audited["clean"]
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    return str(copy)
+
+
+def test_a_spark_analysis_error_is_one_line(spark, tmp_path, capsys):
+    """An export whose batches table lacks the columns the audit reads: Spark's analysis error, one line, exit 2."""
+    out = tmp_path / "forged"
+    for table in ("batches", "log_start_offsets", "producer_snapshots"):
+        (out / table).mkdir(parents=True)
+        pq.write_table(pa.table({"topic": ["t"], "partition": pa.array([0], pa.int32())}), out / table / "part-0.parquet")
+    (out / "_export.json").write_text(json.dumps({"run_id": "forged", "inputs": []}))
+    assert main(["audit", str(out), "--no-history"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "Spark" in line and "file" in line  # the missing column is named
+    assert not [p for p in os.listdir(out) if p.startswith(".staging")]  # nothing half-published
+
+
+def test_a_great_expectations_failure_is_one_line(one_audit, capsys):
+    """The checks' queries cannot run over an anomalies table without its verdict columns."""
+    anomalies = Path(one_audit, "anomalies")
+    shutil.rmtree(anomalies)
+    anomalies.mkdir()
+    pq.write_table(pa.table({"topic": ["t"], "partition": pa.array([0], pa.int32())}), anomalies / "part-0.parquet")
+    assert main(["validate", one_audit]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "Great Expectations" in line
+    assert not Path(one_audit, "validation").exists()
+
+
+def test_an_unwritable_out_is_one_line(capsys):
+    """/sys is read-only, also for root."""
+    assert main(["export", str(REPO / "data" / "mixed"), "--out", "/sys/segaudit-out"]) == 2
+    assert "/sys/segaudit-out" in one_line(capsys.readouterr().err)
+
+
+def test_a_full_disk_is_one_line(one_audit, tmp_path, capsys):
+    """OUT on a 256 KiB tmpfs: the audit cannot write its tables; the previous audit stays."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        out = small / "out"
+        out.mkdir()
+        for name in ("_export.json", "batches", "log_start_offsets", "producer_snapshots"):
+            source = Path(one_audit, name)
+            (shutil.copytree if source.is_dir() else shutil.copy)(source, out / name)
+        assert main(["audit", str(out), "--no-history"]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert "No space left on device" in line
+        assert not (out / "_audit.json").exists()
+        assert not [p for p in os.listdir(out) if p.startswith(".staging")]
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+def test_a_stale_audit_is_refused(one_audit, capsys):
+    """An audit built from another export than the one in OUT: readers refuse and say what to re-run."""
+    manifest = Path(one_audit, "_export.json")
+    doc = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps(doc | {"run_id": "a-newer-export"}))
+    assert main(["explain", one_audit, "--topic", "t", "--partition", "0", "--offset", "0"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "a-newer-export" in line and "segaudit audit" in line
+
+
+def test_a_missing_out_says_it_is_missing(tmp_path, capsys):
+    assert main(["explain", str(tmp_path / "nowhere"), "--topic", "t", "--partition", "0", "--offset", "0"]) == 2
+    assert "no such directory" in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_audit_leaves_the_previous_run(one_audit, sig, code):
+    """A real process, a real signal once the audit has started staging: one line, exit 130/143,
+    and every byte under OUT as it was."""
+    before = snapshot(one_audit)
+    process = subprocess.Popen([sys.executable, "-m", "analytics", "audit", one_audit, "--no-history"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 120
+    while not [p for p in os.listdir(one_audit) if p.startswith(".staging-audit")]:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(sig)
+    _out, err = process.communicate(timeout=120)
+    assert process.returncode == code, err
+    line = one_line(err)
+    assert "interrupted" in line and "audit" in line and "previous complete run" in line
+    assert snapshot(one_audit) == before
