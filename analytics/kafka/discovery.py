@@ -17,17 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analytics.kafka.fs import RemotePath, filesystem, is_remote, list_tree, local_path
-from analytics.kafka.sidecars import CHECKPOINT_FILES
+from analytics.kafka.sidecars.checkpoints import CHECKPOINT_FILES, LEADER_EPOCH_CHECKPOINT
+from analytics.kafka.sidecars.metadata import PARTITION_METADATA
 
 PARTITION_DIR = re.compile(
     r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)(?:\.(?P<uid>[0-9a-fA-F]{32})-(?P<suffix>delete|future|stray))?$"
 )
 OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<ext>log|index|timeindex|snapshot|txnindex)$")
-KRAFT_SNAPSHOT = re.compile(r"^\d{20}-\d{10}\.checkpoint$")
+# A KRaft snapshot: <end offset>-<epoch>.checkpoint, and the bootstrap snapshot of a log dir.
+KRAFT_SNAPSHOT = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 TEMPORARY_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 # Files a broker keeps that hold nothing the audit reads.
-IGNORED_LOG_DIR_FILES = frozenset({"meta.properties", ".kafka_cleanshutdown", ".lock", "bootstrap.checkpoint"})
+IGNORED_LOG_DIR_FILES = frozenset({"meta.properties", ".kafka_cleanshutdown", ".lock", BOOTSTRAP_CHECKPOINT})
 IGNORED_PARTITION_FILES = frozenset({"quorum-state"})  # KRaft's __cluster_metadata-0
 
 
@@ -231,7 +234,7 @@ def _discover_remote(uri: str) -> list[LogDir]:
 
 
 def _is_partition_file(name: str) -> bool:
-    return bool(OFFSET_FILE.match(name)) or name in ("leader-epoch-checkpoint", "partition.metadata")
+    return bool(OFFSET_FILE.match(name)) or name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA)
 
 
 def _sort(part: PartitionDir) -> None:
@@ -253,9 +256,9 @@ def _classify(part: PartitionDir, child: Path) -> None:
             "index": part.ignored,
             "timeindex": part.ignored,
         }[m["ext"]].append(segment if m["ext"] in ("log", "snapshot", "txnindex") else child)
-    elif name == "leader-epoch-checkpoint":
+    elif name == LEADER_EPOCH_CHECKPOINT:
         part.leader_epoch_checkpoint = child
-    elif name == "partition.metadata":
+    elif name == PARTITION_METADATA:
         part.partition_metadata = child
     elif name.endswith(TEMPORARY_SUFFIXES):
         part.temporary.append(child)

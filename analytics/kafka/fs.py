@@ -1,14 +1,15 @@
-"""Files that are not on a local disk: anything pyarrow's filesystems open (S3, GCS, HDFS, ...).
+"""Files the readers read by position: local ones with ``os.pread``, the others through pyarrow.
 
 A path with a scheme (``s3://bucket/kafka-logs``) is opened through
-``pyarrow.fs.FileSystem.from_uri``; a plain path or ``file://`` URI stays local. Remote files
-are :class:`RemotePath` strings, which have the few ``pathlib`` members the readers use
-(``name``, ``read_bytes``, ``stat``), so discovery, the segment reader and the sidecar reader
-work on them unchanged.
+``pyarrow.fs.FileSystem.from_uri`` (S3, GCS, HDFS, ...); a plain path or ``file://`` URI stays
+local. Remote files are :class:`RemotePath` strings, which have the few ``pathlib`` members the
+readers use (``name``, ``read_bytes``, ``stat``), so discovery, the segment reader and the sidecar
+reader work on them unchanged. :func:`open_file` opens either kind for reads by position.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 from functools import lru_cache
@@ -79,8 +80,35 @@ class RemotePath(str):
             return f.read()
 
 
+class LocalFile:
+    """A local file read by position (``os.pread``): no shared file offset, no seeks."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        data = os.pread(self._fd, length, offset)
+        while len(data) < length:  # pread may return short; a file shrinking under us ends early
+            more = os.pread(self._fd, length - len(data), offset + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> "LocalFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class ArrowFile:
-    """A remote file read by position, like :class:`analytics.kafka.reader.LocalFile`."""
+    """A remote file read by position, like :class:`LocalFile`."""
 
     def __init__(self, uri: str):
         fs, path = filesystem(uri)
@@ -100,6 +128,12 @@ class ArrowFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def open_file(path) -> LocalFile | ArrowFile:
+    """``path`` opened for reads by position: a remote URI through pyarrow, anything else locally."""
+    text = str(path)
+    return ArrowFile(text) if is_remote(text) else LocalFile(local_path(text))
 
 
 def list_tree(uri: str) -> list[tuple[str, bool, int]]:

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import struct
 
+# Sequence numbers are int32 values in [0, INT_MAX] that wrap to 0: a contract name, re-exported
+# here beside the sentinels the layout's readers use with it.
+from analytics.contract.vocabulary import INT_MAX  # noqa: F401
+
 # --- Entry framing (all magics): offset:int64 | size:int32, size counts the bytes that follow.
 FRAME = struct.Struct(
     ">q"  # offset: base offset (v2) or the message offset (legacy; last inner offset of a wrapper)
@@ -75,7 +79,6 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
-INT_MAX = 2**31 - 1
 
 MAGIC_V0 = 0
 MAGIC_V1 = 1

@@ -16,12 +16,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from analytics.contract import schemas as schema
+from analytics.contract.vocabulary import SIDECAR_TABLES
 from analytics.kafka import errors as E
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
 from analytics.kafka.discovery import LogDir, PartitionDir, discover
-from analytics.kafka.fs import ArrowFile, RemotePath, is_remote, local_path
+from analytics.kafka.fs import RemotePath, local_path, open_file
 from analytics.kafka.model import ParseError, SegmentInfo
-from analytics.kafka.reader import DEFAULT_WINDOW, Chunk, LocalFile, SegmentScanner
+from analytics.kafka.reader import DEFAULT_WINDOW, Chunk, SegmentScanner
 from analytics.kafka.sidecars import read_sidecar
 
 
@@ -51,7 +52,8 @@ class LogDirTables:
         """One table by its contract name, with its explicit schema."""
         target = schema.READ_SCHEMAS[name]
         rows = getattr(self, name)
-        if name in ("batches", "records"):
+        # The scanner's tables are held as Arrow record batches, the others as row dataclasses.
+        if target in (schema.BATCHES, schema.RECORDS_RAW):
             if rows is None:
                 raise ValueError("records were not read (records=False)")
             return pa.Table.from_batches(rows, schema=target)
@@ -80,7 +82,7 @@ def stream_segment(
     an unreadable file is one ``unreadable`` error, a read failing half-way an error for the rest."""
     file = str(path)
     try:
-        source = ArrowFile(file) if is_remote(file) else LocalFile(local_path(file))
+        source = open_file(file)
     except OSError as exc:
         size = size_or_zero(file)
         error = ParseError(topic, partition, file, 0, E.UNREADABLE, f"cannot open: {exc.strerror or exc}", size)
@@ -186,14 +188,15 @@ def _read_partition(part: PartitionDir, out: LogDirTables, *, records: bool, **o
         _sidecar(path, part.topic, part.partition, out)
 
 
-# The table each sidecar row type belongs to.
-SIDECAR_TABLE_OF = {
-    "SnapshotEntry": "producer_snapshots",
-    "AbortedTxn": "aborted_transactions",
-    "LeaderEpochEntry": "leader_epochs",
-    "CheckpointEntry": "checkpoints",
-    "PartitionMetadata": "partition_metadata",
-}
+# The table each sidecar row type belongs to, by the type's name: the row types of the contract's
+# SIDECAR_TABLES, in its order.
+SIDECAR_TABLE_OF = dict(
+    zip(
+        ("SnapshotEntry", "AbortedTxn", "LeaderEpochEntry", "CheckpointEntry", "PartitionMetadata"),
+        SIDECAR_TABLES,
+        strict=True,
+    )
+)
 
 
 def _sidecar(path: Path, topic: str, partition: int, out: LogDirTables) -> None:

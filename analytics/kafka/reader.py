@@ -1,9 +1,8 @@
-"""Walk a ``.log`` segment entry by entry and turn it into Arrow columns, accounting for every byte.
+"""Read a ``.log`` segment window by window into Arrow rows, accounting for every byte.
 
-The walk mirrors the format (``Records.java``): each entry starts with ``offset:int64 |
-size:int32`` and has its magic at byte 16, so framing is uniform across magics. v2 batch
-headers are collected by position and decoded together with NumPy; legacy entries and control
-records take a per-entry path (they are rare).
+:class:`SegmentScanner` frames each window with :mod:`~analytics.kafka.framing`, decodes the v2
+batch headers together with NumPy (:mod:`~analytics.kafka.columns`), and takes a per-entry path
+for legacy entries and control records (they are rare).
 
 Reading is windowed: a segment of any size is read ``window`` bytes at a time, and an entry is
 only read once its size field has been checked against the bytes that exist, so memory stays
@@ -20,11 +19,8 @@ CRC mismatch is reported and the walk goes on with the next entry: its header is
 
 from __future__ import annotations
 
-import os
-import struct
-import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -33,74 +29,15 @@ from analytics.contract import schemas as schema
 from analytics.kafka import errors as E
 from analytics.kafka import layout as L
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
+from analytics.kafka.columns import LOG_APPEND_TIME, arrow_batches, legacy_columns, v2_columns
+from analytics.kafka.framing import FRAME_HEAD_END, Walk, walk_window
+from analytics.kafka.fs import LocalFile  # noqa: F401 - re-exported: bench/bench_reader.py reads with it
 from analytics.kafka.legacy import inner_records, read_message
 from analytics.kafka.model import Batch, ParseError, SegmentInfo
 from analytics.kafka.records import decode_records, parse_control_record, records_section
-from crc32c import crc32c as _crc32c  # the C function itself: called once per batch
 
 DEFAULT_WINDOW = 8 * 1024 * 1024
-
-# size:int32 | (partitionLeaderEpoch or legacy crc):int32 | magic:int8, read at entry offset 8
-# in one call: what the walk needs to frame an entry.
-_SIZE_MAGIC = struct.Struct(">i4xb")
-_FRAME_HEAD_AT = 8  # the size field follows the int64 offset
-_FRAME_HEAD_END = L.ATTRIBUTES_OFFSET  # 21: an entry's bytes needed to frame it and find its CRC
-_HEADER_DTYPE = np.dtype(list(L.BATCH_HEADER_NUMPY_FIELDS))
-assert _HEADER_DTYPE.itemsize == L.RECORD_BATCH_OVERHEAD
 _ZERO_CHECK_BLOCK = 1 << 20
-_GATHER_ROWS = 16384  # headers gathered per NumPy fancy-index step (bounds its index array to 8 MB)
-# The first 26 bytes of a legacy entry (the smallest entry, v0, has 26): for v0 the "timestamp"
-# bytes belong to the key length and are ignored.
-_LEGACY_HEADER_DTYPE = np.dtype(
-    [("offset", ">i8"), ("size", ">i4"), ("crc", ">u4"), ("magic", "i1"), ("attributes", "i1"), ("timestamp", ">i8")]
-)
-
-
-def _walk_v2_run(buf: bytes, pos: int, end_limit: int, positions: list[int]) -> int:
-    """Append the positions of the complete v2 batches that follow one another from ``pos``.
-
-    This loop runs once per batch, so it does the least that framing needs: it stops at the
-    first entry that is not a complete, well-sized v2 batch inside ``buf[:end_limit]`` and
-    returns its position for the general path. CRCs are computed afterwards in one pass.
-    """
-    unpack = _SIZE_MAGIC.unpack_from
-    append = positions.append
-    last_start = len(buf) - _FRAME_HEAD_END
-    while pos <= last_start:
-        size, magic = unpack(buf, pos + _FRAME_HEAD_AT)
-        end = pos + L.LOG_OVERHEAD + size
-        if magic != L.MAGIC_V2 or size < L.MIN_V2_SIZE_FIELD or end > end_limit:
-            return pos
-        append(pos)
-        pos = end
-    return pos
-
-
-class LocalFile:
-    """A local file read by position (``os.pread``): no shared file offset, no seeks."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = os.fspath(path)
-        self._fd = os.open(self.path, os.O_RDONLY)
-        self.size = os.fstat(self._fd).st_size
-
-    def read_at(self, offset: int, length: int) -> bytes:
-        data = os.pread(self._fd, length, offset)
-        while len(data) < length:  # pread may return short; a file shrinking under us ends early
-            more = os.pread(self._fd, length - len(data), offset + len(data))
-            if not more:
-                break
-            data += more
-        return data
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-    def __enter__(self) -> "LocalFile":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 @dataclass(slots=True)
@@ -109,17 +46,6 @@ class Chunk:
 
     batches: pa.RecordBatch
     records: pa.RecordBatch | None = None
-
-
-@dataclass(slots=True)
-class _Walk:
-    """Positions found in one window, and why the walk of the window ended."""
-
-    v2: list[int] = field(default_factory=list)
-    legacy: list[int] = field(default_factory=list)
-    next_pos: int = 0  # window position where the next walk starts
-    need: int = 0  # bytes needed from next_pos when an entry did not fit the window
-    stop: tuple[str, str] | None = None  # (error kind, message) ending the file at next_pos
 
 
 class SegmentScanner:
@@ -141,8 +67,8 @@ class SegmentScanner:
         window: int = DEFAULT_WINDOW,
         max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     ):
-        if window < _FRAME_HEAD_END:
-            raise ValueError(f"window must be at least {_FRAME_HEAD_END} bytes")
+        if window < FRAME_HEAD_END:
+            raise ValueError(f"window must be at least {FRAME_HEAD_END} bytes")
         self.source = source
         self.topic = topic
         self.partition = partition
@@ -195,7 +121,7 @@ class SegmentScanner:
             if not buf:
                 self._stop(file_pos, E.TRUNCATED, "the file ended while it was being read")
                 return
-            walk = self._walk(buf, size - file_pos)
+            walk = walk_window(buf, size - file_pos)
             chunk = self._decode(buf, file_pos, walk)
             if chunk is not None:
                 yield chunk
@@ -205,50 +131,6 @@ class SegmentScanner:
             file_pos += walk.next_pos
             # An entry larger than the window is read whole: its size was checked against the file.
             want = max(self.window, walk.need)
-
-    def _walk(self, buf: bytes, file_remaining: int) -> _Walk:
-        walk = _Walk()
-        n = len(buf)
-        pos = 0
-        while pos < n:
-            pos = _walk_v2_run(buf, pos, min(n, file_remaining), walk.v2)
-            if pos >= n:
-                break
-            # Anything but a complete v2 batch: the general path, one entry at a time.
-            if pos + _FRAME_HEAD_END > n:
-                if n < file_remaining:  # more of the file follows: read it with the next window
-                    walk.need = _FRAME_HEAD_END
-                    break
-                if pos + L.FRAME_AND_MAGIC <= n and buf[pos + L.MAGIC_OFFSET] not in (0, 1, 2):
-                    walk.stop = _unknown_magic(buf[pos + L.MAGIC_OFFSET])
-                else:
-                    walk.stop = (E.TRUNCATED, f"{n - pos} bytes at the end are too few for an entry header")
-                break
-            size, magic = _SIZE_MAGIC.unpack_from(buf, pos + _FRAME_HEAD_AT)
-            if magic == L.MAGIC_V2:
-                minimum = L.MIN_V2_SIZE_FIELD
-            elif magic == L.MAGIC_V0 or magic == L.MAGIC_V1:
-                minimum = L.MIN_LEGACY_SIZE_FIELD[magic]
-            else:
-                walk.stop = _unknown_magic(magic)
-                break
-            if size < minimum:
-                walk.stop = (E.INVALID_LENGTH, f"size field {size} is below the minimum {minimum} for magic {magic}")
-                break
-            end = pos + L.LOG_OVERHEAD + size
-            if end > file_remaining:
-                walk.stop = (
-                    E.TRUNCATED,
-                    f"entry of {size + L.LOG_OVERHEAD} bytes runs {end - file_remaining} bytes past the end of the file",
-                )
-                break
-            if end > n:
-                walk.need = end - pos
-                break
-            (walk.v2 if magic == L.MAGIC_V2 else walk.legacy).append(pos)
-            pos = end
-        walk.next_pos = pos
-        return walk
 
     def _stop(self, position: int, kind: str, message: str) -> None:
         rest = self.source.size - position
@@ -266,10 +148,10 @@ class SegmentScanner:
         return True
 
     # -- decoding -----------------------------------------------------------------------------
-    def _decode(self, buf: bytes, file_pos: int, walk: _Walk) -> Chunk | None:
+    def _decode(self, buf: bytes, file_pos: int, walk: Walk) -> Chunk | None:
         if not walk.v2 and not walk.legacy:
             return None
-        cols = _v2_columns(buf, walk.v2)
+        cols = v2_columns(buf, walk.v2)
         usable = cols["crc_valid"].copy()
         for i in np.flatnonzero(~usable):
             self._error(
@@ -287,7 +169,8 @@ class SegmentScanner:
                 control_type[i], epoch = self._control(buf, walk.v2[i], cols, i)
             except E.KafkaFormatError as exc:
                 usable[i] = False
-                self._error(file_pos + walk.v2[i], exc.kind, f"control batch: {exc.message}", int(cols["batch_size"][i]))
+                message = f"control batch: {exc.message}"
+                self._error(file_pos + walk.v2[i], exc.kind, message, int(cols["batch_size"][i]))
                 continue
             if epoch is not None:
                 coordinator_epoch[i] = epoch
@@ -314,7 +197,7 @@ class SegmentScanner:
                 self.first_offset = int(cols["base_offset"][usable][0])
             self.last_offset = int(cols["last_offset"][usable][-1])
 
-        batches = self._arrow_batches(file_pos + positions, cols)
+        batches = arrow_batches(self.topic, self.partition, self.file, file_pos + positions, cols)
         if not self.records:
             return Chunk(batches)
         return Chunk(batches, self._records(buf, file_pos, positions, cols, usable, legacy_records))
@@ -324,64 +207,34 @@ class SegmentScanner:
         return parse_control_record(first.key, first.value)
 
     def _decode_v2_records(self, buf: bytes, pos: int, cols: dict, i: int) -> list:
-        section = records_section(
-            buf, pos, int(cols["batch_size"][i]), int(cols["attributes"][i]), limit=self.max_decompressed_bytes
-        )
+        size, attributes = int(cols["batch_size"][i]), int(cols["attributes"][i])
+        section = records_section(buf, pos, size, attributes, limit=self.max_decompressed_bytes)
         return decode_records(
             section,
             record_count=int(cols["record_count"][i]),
             base_offset=int(cols["base_offset"][i]),
             base_timestamp=int(cols["base_timestamp"][i]),
             max_timestamp=int(cols["max_timestamp"][i]),
-            log_append_time=bool(cols["timestamp_type"][i] == _LOG_APPEND_TIME),
+            log_append_time=bool(cols["timestamp_type"][i] == LOG_APPEND_TIME),
             base_sequence=int(cols["base_sequence"][i]),
         )
 
     def _legacy(self, buf: bytes, file_pos: int, positions: list[int]):
-        """Columns (same names and codes as the v2 ones) for legacy entries.
-
-        Headers and CRC-32s are read for all entries at once; only compressed wrappers are
-        opened one by one, since their first offset and record count are inside them.
-        """
-        n = len(positions)
-        heads = _gather(buf, positions, _LEGACY_HEADER_DTYPE)
-        size = heads["size"].astype(np.int64) + L.LOG_OVERHEAD
-        mv = memoryview(buf)
-        computed = [zlib.crc32(mv[p + L.LEGACY_CRC_START : p + k]) for p, k in zip(positions, size.tolist())]
-        crc_valid = np.asarray(computed, dtype=np.uint32) == heads["crc"]
-        magic = heads["magic"].astype(np.int8)
-        attributes = heads["attributes"].astype(np.int16) & 0xFF
-        codec = (attributes & L.COMPRESSION_MASK).astype(np.int8)
-        timestamp = np.where(magic == L.MAGIC_V1, heads["timestamp"], L.NO_TIMESTAMP).astype(np.int64)
-        offset = heads["offset"].astype(np.int64)
-        cols = {
-            "batch_size": size.astype(np.int32),
-            "magic": magic,
-            "crc_valid": crc_valid,
-            "crc": heads["crc"].astype(np.int64),
-            "base_offset": offset.copy(),
-            "last_offset": offset,
-            "record_count": np.ones(n, dtype=np.int32),
-            "codec": codec,
-            "timestamp_type": np.where(
-                magic == L.MAGIC_V0, _NO_TIMESTAMP_TYPE, (attributes & L.TIMESTAMP_TYPE_MASK) != 0
-            ).astype(np.int8),
-            "base_timestamp": timestamp.copy(),
-            "max_timestamp": timestamp,
-            "attributes": attributes,
-        }
-        cols.update({k: np.full(n, value) for k, value in _LEGACY_CONSTANT.items()})
-        cols["control_type"] = np.full(n, None, dtype=object)
+        """Columns of legacy entries (:func:`~analytics.kafka.columns.legacy_columns`), compressed
+        wrappers opened one by one for their first offset and record count (and every message
+        for its records when records are read)."""
+        cols, size = legacy_columns(buf, positions)
+        crc_valid, codec = cols["crc_valid"], cols["codec"]
         usable = crc_valid.copy()
         for i in np.flatnonzero(~crc_valid):
-            self._error(
-                file_pos + positions[i], E.CRC_MISMATCH, "legacy message: stored CRC-32 does not match the bytes", int(size[i])
-            )
+            message = "legacy message: stored CRC-32 does not match the bytes"
+            self._error(file_pos + positions[i], E.CRC_MISMATCH, message, int(size[i]))
         records: dict[int, list] = {}
         for i in np.flatnonzero(crc_valid & ((codec != 0) | self.records)):
             pos = positions[i]
             try:
-                inner = inner_records(read_message(buf, pos, pos + int(size[i])), limit=self.max_decompressed_bytes)
+                message = read_message(buf, pos, pos + int(size[i]))
+                inner = inner_records(message, limit=self.max_decompressed_bytes)
             except E.KafkaFormatError as exc:
                 if codec[i] == 0:  # an uncompressed message's key and value are record-level
                     self._error(file_pos + pos, exc.kind, f"legacy message: {exc.message}", 0)
@@ -439,102 +292,6 @@ class SegmentScanner:
             ],
             schema=schema.RECORDS_RAW,
         )
-
-    def _arrow_batches(self, file_positions: np.ndarray, cols: dict) -> pa.RecordBatch:
-        n = len(file_positions)
-        control_rows = cols["control_type"] != None  # noqa: E711 (element-wise on an object array)
-        derived = {
-            "topic": pa.repeat(pa.scalar(self.topic, pa.string()), n),
-            "partition": pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-            "file": pa.repeat(pa.scalar(self.file, pa.string()), n),
-            "file_position": file_positions,
-            "compression": _CODEC_ARROW.take(pa.array(cols["codec"].astype(np.int8))),
-            "timestamp_type": _TIMESTAMP_TYPE_ARROW.take(pa.array(cols["timestamp_type"].astype(np.int8))),
-            "control_type": pa.array(cols["control_type"], pa.string()) if control_rows.any() else pa.nulls(n, pa.string()),
-            "coordinator_epoch": pa.array(cols["coordinator_epoch"], pa.int32(), mask=~cols["has_coordinator_epoch"]),
-            "delete_horizon_ms": pa.array(cols["base_timestamp"], pa.int64(), mask=~cols["has_delete_horizon"]),
-        }
-        arrays = [
-            derived[f.name] if f.name in derived else pa.array(cols[f.name], f.type) for f in schema.BATCHES
-        ]
-        return pa.RecordBatch.from_arrays(arrays, schema=schema.BATCHES)
-
-
-# Timestamp types as small codes in the columns, labelled when the Arrow batch is built.
-_LOG_APPEND_TIME = 1
-_NO_TIMESTAMP_TYPE = 2
-_TIMESTAMP_TYPE_ARROW = pa.array([*L.TIMESTAMP_TYPES, L.NO_TIMESTAMP_TYPE], pa.string())
-_CODEC_ARROW = pa.array([L.codec_name(i) for i in range(8)], pa.string())
-# Columns that are the same for every legacy entry.
-_LEGACY_CONSTANT = {
-    "partition_leader_epoch": L.NO_PARTITION_LEADER_EPOCH,
-    "is_transactional": False,
-    "is_control": False,
-    "producer_id": L.NO_PRODUCER_ID,
-    "producer_epoch": L.NO_PRODUCER_EPOCH,
-    "base_sequence": L.NO_SEQUENCE,
-    "last_sequence": L.NO_SEQUENCE,
-    "coordinator_epoch": 0,
-    "has_coordinator_epoch": False,
-    "has_delete_horizon": False,
-}
-
-
-def _unknown_magic(magic: int) -> tuple[str, str]:
-    return E.UNKNOWN_MAGIC, f"magic byte {magic} is not 0, 1 or 2"
-
-
-def _gather(buf: bytes, positions: list[int], dtype: np.dtype) -> np.ndarray:
-    """The fixed-size headers at ``positions`` of ``buf`` as a NumPy record array."""
-    data = np.frombuffer(buf, dtype=np.uint8)
-    pos = np.asarray(positions, dtype=np.int64)
-    columns = np.arange(dtype.itemsize)
-    raw = np.empty((len(pos), dtype.itemsize), dtype=np.uint8)
-    for start in range(0, len(pos), _GATHER_ROWS):
-        block = pos[start : start + _GATHER_ROWS]
-        raw[start : start + len(block)] = data[block[:, None] + columns]
-    return raw.reshape(-1).view(dtype)
-
-
-def _v2_columns(buf: bytes, positions: list[int]) -> dict[str, np.ndarray]:
-    """Decode and CRC-check the headers of the v2 batches at ``positions`` at once."""
-    headers = _gather(buf, positions, _HEADER_DTYPE)
-    size = headers["length"].astype(np.int64) + L.LOG_OVERHEAD
-    mv = memoryview(buf)
-    crc_skip = L.ATTRIBUTES_OFFSET
-    computed = [_crc32c(mv[p + crc_skip : p + n]) for p, n in zip(positions, size.tolist())]
-    base_offset = headers["base_offset"].astype(np.int64)
-    delta = headers["last_offset_delta"].astype(np.int64)
-    base_sequence = headers["base_sequence"].astype(np.int32)
-    # lastSequence = incrementSequence(baseSequence, lastOffsetDelta), i.e. addition mod 2^31.
-    seq_sum = base_sequence.astype(np.int64) + delta
-    seq_sum = np.where(seq_sum > L.INT_MAX, seq_sum - (L.INT_MAX + 1), seq_sum)
-    last_sequence = np.where(base_sequence == L.NO_SEQUENCE, L.NO_SEQUENCE, seq_sum).astype(np.int32)
-    attributes = headers["attributes"].astype(np.int16)
-    low = attributes & 0xFF  # only the low byte carries meaning
-    base_timestamp = headers["base_timestamp"].astype(np.int64)
-    return {
-        "batch_size": size.astype(np.int32),
-        "magic": headers["magic"].astype(np.int8),
-        "crc_valid": np.asarray(computed, dtype=np.uint32) == headers["crc"],
-        "crc": headers["crc"].astype(np.int64),
-        "base_offset": base_offset,
-        "last_offset": base_offset + delta,
-        "record_count": headers["record_count"].astype(np.int32),
-        "partition_leader_epoch": headers["partition_leader_epoch"].astype(np.int32),
-        "codec": (low & L.COMPRESSION_MASK).astype(np.int8),
-        "timestamp_type": ((low & L.TIMESTAMP_TYPE_MASK) != 0).astype(np.int8),  # code into _TIMESTAMP_TYPE_ARROW
-        "is_transactional": (low & L.TRANSACTIONAL_MASK) != 0,
-        "is_control": (low & L.CONTROL_MASK) != 0,
-        "base_timestamp": base_timestamp,
-        "max_timestamp": headers["max_timestamp"].astype(np.int64),
-        "producer_id": headers["producer_id"].astype(np.int64),
-        "producer_epoch": headers["producer_epoch"].astype(np.int16),
-        "base_sequence": base_sequence,
-        "last_sequence": last_sequence,
-        "attributes": attributes,
-        "has_delete_horizon": (low & L.DELETE_HORIZON_MASK) != 0,
-    }
 
 
 def batches_from_arrow(batch: pa.RecordBatch) -> list[Batch]:

@@ -13,8 +13,8 @@ import zlib
 
 from crc32c import crc32c as _crc32c
 
-from analytics.kafka.errors import KafkaFormatError
-from analytics.kafka.layout import INT_MAX
+from analytics.contract.vocabulary import INT_MAX, SEQ_SPACE
+from analytics.kafka.errors import RECORD_DECODE, KafkaFormatError
 
 
 def crc32c(data) -> int:
@@ -55,14 +55,14 @@ def _read_zigzag(buf, pos: int, max_bytes: int) -> tuple[int, int]:
     end = len(buf)
     for i in range(max_bytes):
         if pos >= end:
-            raise KafkaFormatError("record_decode", "varint runs past the end of the data")
+            raise KafkaFormatError(RECORD_DECODE, "varint runs past the end of the data")
         b = buf[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
         if not b & 0x80:
             return (raw >> 1) ^ -(raw & 1), pos
         shift += 7
-    raise KafkaFormatError("record_decode", f"varint longer than {max_bytes} bytes")
+    raise KafkaFormatError(RECORD_DECODE, f"varint longer than {max_bytes} bytes")
 
 
 def encode_varint(value: int) -> bytes:
@@ -125,7 +125,7 @@ def sequence_ahead(last: int, nxt: int) -> bool:
     >>> sequence_ahead(4, 9), sequence_ahead(4, 2), sequence_ahead(INT_MAX - 1, 3)
     (True, False, True)
     """
-    return 0 < (nxt - last - 1) % (INT_MAX + 1) < (INT_MAX + 1) // 2
+    return 0 < (nxt - last - 1) % SEQ_SPACE < SEQ_SPACE // 2
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
