@@ -82,7 +82,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     """Run the Great Expectations suites over the audit under ``out``; publish results and Data Docs."""
     from expectations.validate import validate as validate_stage
 
-    require(out, EXPORT, AUDIT)
+    require(out, AUDIT, EXPORT)
     return validate_stage(spark, out, validation)
 
 
@@ -92,7 +92,7 @@ def report(spark, out: str, history: str | None = None) -> str:
     from analytics.report.history import default_history_path
     from analytics.report.render import write_report
 
-    manifests = require(out, EXPORT, AUDIT)
+    manifests = require(out, AUDIT, EXPORT)
     data = report_data(spark, out, history if history is not None else default_history_path(out))
     with publication(out, REPORT, built_from={AUDIT: manifests[AUDIT]["run_id"]}) as run:
         write_report(data, run.path(REPORT_DIR, "index.html"))

@@ -47,7 +47,8 @@ OUTPUTS = {
 # The stage each stage reads: its manifest's run id goes into ``built_from``.
 UPSTREAM = {EXPORT: None, AUDIT: EXPORT, VALIDATE: AUDIT, REPORT: AUDIT}
 OWNER = "_owner.json"
-COMMANDS = {EXPORT: "segaudit export", AUDIT: "segaudit audit", VALIDATE: "segaudit validate", REPORT: "segaudit report"}
+COMMANDS = {EXPORT: "segaudit export LOGDIR --out {out}", AUDIT: "segaudit audit {out}",
+            VALIDATE: "segaudit validate {out}", REPORT: "segaudit report {out}"}
 
 
 class Store:
@@ -126,7 +127,7 @@ def read_manifest(out: str, stage: str) -> dict:
     if not store.is_dir(""):
         raise StageMissing(f"{out}: no such directory")
     if not store.is_file(name):
-        raise StageMissing(f"{out} holds no complete {stage} (no {name}); run `{COMMANDS[stage]}` first")
+        raise StageMissing(f"{out} holds no complete {stage} (no {name}); run `{COMMANDS[stage].format(out=out)}` first")
     return json.loads(store.read_text(name))
 
 
@@ -254,5 +255,5 @@ def out_of_step(out: str, stages: Iterable[str]) -> str | None:
         built = (manifest.get("built_from") or {}).get(upstream)
         if built is not None and built != current["run_id"]:
             return (f"{out}: the {stage} was built from {upstream} run {built}, but the {upstream} there is run "
-                    f"{current['run_id']}; run `{COMMANDS[stage]} {out}` again")
+                    f"{current['run_id']}; run `{COMMANDS[stage].format(out=out)}` again")
     return None

@@ -12,6 +12,7 @@ import pytest
 
 from analytics import cli
 from analytics.contract import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
+from analytics.errors import UsageError
 from expectations.suites import SUITE_TABLES, ValidationConfig
 from expectations.validate import read_results, validate
 
@@ -95,7 +96,7 @@ def test_thresholds_and_warnings(spark, audited):
     warned = validate(spark, out, ValidationConfig(warn=frozenset({"no_unexplained_sequence_gap"})))
     [gap] = [c for c in warned.checks if not c.success]
     assert warned.success and gap.severity == "warning" and gap.unexpected_count == 1
-    with pytest.raises(ValueError, match="unknown check ids"):
+    with pytest.raises(UsageError, match="unknown check ids"):
         validate(spark, out, ValidationConfig(warn=frozenset({"no_such_check"})))
 
 

@@ -106,7 +106,7 @@ def validate(args) -> int:
     from analytics import pipeline
 
     validation = validation_config(args)
-    pipeline.require(args.out, EXPORT, AUDIT)
+    pipeline.require(args.out, AUDIT, EXPORT)
     result = pipeline.validate(spark_session(args), args.out, validation)
     print(checks_table(result))
     print(f"\n{passed(result)}; Data Docs: {result.data_docs}")
@@ -140,7 +140,7 @@ def run(args) -> int:
 def report(args) -> int:
     from analytics import pipeline
 
-    pipeline.require(args.out, EXPORT, AUDIT)
+    pipeline.require(args.out, AUDIT, EXPORT)
     print(pipeline.report(spark_session(args), args.out, args.history))
     return EXIT_OK
 
@@ -149,7 +149,7 @@ def explain(args) -> int:
     from analytics import pipeline
     from analytics.forensics import NotFound, explain
 
-    pipeline.require(args.out, EXPORT, AUDIT)
+    pipeline.require(args.out, AUDIT, EXPORT)
     try:
         e = explain(spark_session(args), args.out, args.topic, args.partition, args.offset, context=args.context,
                     log_dir=args.log_dir)
@@ -163,7 +163,7 @@ def producer(args) -> int:
     from analytics import pipeline
     from analytics.forensics import NotFound, producer_history, utc
 
-    pipeline.require(args.out, EXPORT, AUDIT)
+    pipeline.require(args.out, AUDIT, EXPORT)
     try:
         h = producer_history(spark_session(args), args.out, args.producer_id, topic=args.topic, limit=args.limit)
     except NotFound as exc:
