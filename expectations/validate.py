@@ -3,7 +3,9 @@
 Writes ``OUT/validation/results.json`` (one entry per suite and check: success, severity, the
 count of offending rows and a sample of them) and the Data Docs site
 ``OUT/validation/data_docs/index.html``, published as one stage (:mod:`analytics.publish`,
-``_validation.json`` last), so a crash leaves the previous validation whole.
+``_validation.json`` last), so a crash leaves the previous validation whole. In Data Docs every
+check that found rows shows its sample under its description, and a validation is named by its
+run id and the data asset it read.
 
 The GX context is ephemeral: the suites live in ``expectations.suites`` and are rebuilt from
 the audit's own configuration (``summary.json``) on every run, so a validation always checks
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import html
 import io
 import json
 import os
@@ -87,7 +90,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
         # GX prints to stdout (a notice for every query that reads a second table); stdout is
         # the command's data, so the GX section runs with stdout set aside.
         with contextlib.redirect_stdout(io.StringIO()):
-            results = _run_suites(gx, declared, frames, validation, docs)
+            results = _run_suites(gx, declared, frames, validation, docs, run.run_id)
         seconds = time.monotonic() - started
         result = ValidationResult(out, results, seconds, store.path(VALIDATION_DIR, "data_docs", "index.html"))
         document = {
@@ -110,7 +113,10 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     return result
 
 
-def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str) -> list[CheckResult]:
+def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, run_name: str) -> list[CheckResult]:
+    """Each suite through a checkpoint that builds its Data Docs page, then the page completed
+    (:func:`show_rows`); every suite's validation is one GX run named ``run_name``."""
+    from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
     from great_expectations.expectations.metadata_types import FailureSeverity
 
@@ -124,17 +130,20 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str) -
         "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs},
     })
     source = context.data_sources.add_spark(name="segaudit")
+    run_id = RunIdentifier(run_name=run_name)
     results: list[CheckResult] = []
     for suite_name, checks in declared.items():
         table = SUITE_TABLES[suite_name]
         asset = source.add_dataframe_asset(name=f"{suite_name}:{table}")
         batch = asset.add_batch_definition_whole_dataframe(table)
         suite = gx.ExpectationSuite(name=suite_name, meta={"table": table})
+        descriptions = {}
         for check in checks:
             allowed = validation.allow.get(check.id, 0)
+            descriptions[check.id] = check.description + (f" (up to {allowed} tolerated)" if allowed else "")
             suite.add_expectation(gx.expectations.UnexpectedRowsExpectation(
                 unexpected_rows_query=with_allowance(check, allowed, table),
-                description=check.description + (f" (up to {allowed} tolerated)" if allowed else ""),
+                description=descriptions[check.id],
                 severity=FailureSeverity.WARNING if check.id in validation.warn else FailureSeverity.CRITICAL,
                 meta={"check": check.id, "table": check.table},
             ))
@@ -146,7 +155,8 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str) -
             actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["segaudit"])],
             result_format={"result_format": "COMPLETE"},
         ))
-        outcome = checkpoint.run(batch_parameters={"dataframe": frames[table]}, run_id=None)
+        outcome = checkpoint.run(batch_parameters={"dataframe": frames[table]}, run_id=run_id)
+        found = len(results)
         for validation_result in outcome.run_results.values():
             for r in validation_result.results:
                 meta = r.expectation_config.meta or {}
@@ -164,7 +174,46 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str) -
                     allowed=validation.allow.get(check_id, 0),
                     sample=[_jsonable_row(row) for row in rows[:SAMPLE_ROWS]],
                 ))
+        for page in Path(docs, "validations", suite_name).rglob("*.html"):
+            show_rows(page, asset.name, [(descriptions[c.id], c) for c in results[found:]])
     return results
+
+
+# GX's Spark dataframe assets leave the data asset out of the batch spec its page header reads.
+NO_DATA_ASSET = "Data asset: None<br>"
+
+
+def show_rows(page: Path, asset: str, checks: list[tuple[str, CheckResult]]) -> None:
+    """Complete a suite's validation page: the data asset in its header, and under the description
+    of each check that found rows (``(description, result)``, the description as given to GX), a
+    table of its sample. GX renders an ``UnexpectedRowsExpectation`` as its count alone: its
+    unexpected-table renderer reads the per-value lists of column expectations, not rows."""
+    text = page.read_text().replace(NO_DATA_ASSET, f"Data asset: {html.escape(asset)}<br>", 1)
+    for description, check in checks:
+        if check.sample:
+            # GX writes a description as it was given (a template, not escaped): match it verbatim
+            text = re.sub(rf"({re.escape(description)}\s*</span>)", lambda m: m.group(1) + rows_table(check),
+                          text, count=1)
+    page.write_text(text)
+
+
+def rows_table(check: CheckResult) -> str:
+    """The sample of a check as a Bootstrap table in GX's style, every value escaped, with how many
+    of the offending rows it shows."""
+    columns = list(dict.fromkeys(k for row in check.sample for k in row))
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(row.get(c)))}</td>" for c in columns) + "</tr>"
+                   for row in check.sample)
+    shown = len(check.sample)
+    note = (f"{shown} offending row{'' if shown == 1 else 's'}" if shown == check.unexpected_count else
+            f"the first {shown} of {check.unexpected_count} offending rows (the check's query returns them all)")
+    return (f'<p class="mt-2 mb-1 small text-muted segaudit-rows-note">{html.escape(note)}</p>'
+            f'<table class="table table-sm table-bordered segaudit-rows" data-check="{html.escape(check.id)}">'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _cell(value) -> str:
+    return "null" if value is None else str(value)
 
 
 VENDOR = Path(__file__).resolve().parent / "assets" / "vendor"

@@ -20,8 +20,11 @@ LOG_DIR = "/data/kafka-logs"
 VERDICTS = ("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "DUPLICATE", "SEQUENCE_GAP",
             "SEQUENCE_REGRESSION", "EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE", "FIRST_SEEN_NONZERO",
             "INVALID_TXN_STATE", "MARKER_EPOCH_REGRESSION", "COORDINATOR_EPOCH_REGRESSION", "CORRUPT")
-SECTION_IDS = ("summary", "validation", "partitions", "timelines", "producers", "idle", "transactions",
-               "trend")
+SECTION_IDS = ("summary", "validation", "parse-errors", "snapshots", "partitions", "timelines", "producers", "idle",
+               "transactions", "trend")
+ZOMBIE_ROW = {"topic": "orders", "partition": 0, "offset": 27, "producer_id": 7000, "producer_epoch": 3,
+              "verdict": "FENCED_ZOMBIE_WRITE", "explained_by": "producer_expiration", "explanation": "epoch 3 < 4"}
+TORN_FILE = "/data/kafka-logs/orders-0/00000000000000000000.log"
 
 
 def _point(offset: int, epoch: int, base: int, verdict: str = "OK", severity: str = "ok") -> dict:
@@ -76,17 +79,36 @@ def sample() -> dict:
             "seconds": 12.3,
             "unknown_future_key": [1, 2],
         },
-        "validation": {"success": False, "checks": [
+        "verdict_severities": {"OK": {"ok": 230}, "DUPLICATE": {"violation": 1},
+                               "SEQUENCE_GAP": {"violation": 2, "explained": 1}},
+        "validation": {"success": False, "run_id": "val-43", "checks": [
             {"suite": "zero_duplicates", "check": "no_duplicate_batch", "description": "no DUPLICATE",
-             "success": False, "unexpected": 1, "status": "fail"},
+             "success": False, "unexpected": 1, "status": "fail",
+             "rows": [{"topic": "orders", "partition": 0, "offset": 30, "producer_id": 1000, "verdict": "DUPLICATE",
+                       "explained_by": None, "explanation": EVIL_EXPLANATION}]},
             {"suite": "sequences", "check": "no_unexplained_sequence_gap", "description": "gaps explained",
-             "success": True, "unexpected": 0, "status": "pass"},
+             "success": True, "unexpected": 0, "status": "pass", "rows": []},
             {"suite": "zombies", "check": "no_zombie_write", "description": "no fenced writes",
-             "success": False, "unexpected": 2, "status": "warn"},
+             "success": False, "unexpected": 2, "status": "warn", "rows": [ZOMBIE_ROW]},
+        ]},
+        "parse_errors": {"kinds": {"truncated": {"errors": 1, "bytes": 82}, "zero_filled": {"errors": 1, "bytes": 8192}},
+                         "rows_total": 3, "rows": [
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "file": TORN_FILE, "file_position": 2375,
+             "error_kind": "truncated", "message": "entry of 138 bytes runs 56 bytes past the end of the file",
+             "bytes_affected": 82},
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 1, "file": TORN_FILE.replace("-0/", "-1/"),
+             "file_position": 2171, "error_kind": "zero_filled", "message": "the last 8192 bytes are zeros",
+             "bytes_affected": 8192},
+        ]},
+        "snapshot_checks": {"counts": {"match": 3, "mismatch": 1, "not_in_log": 0, "not_in_snapshot": 0},
+                            "rows_total": 1, "rows": [
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "snapshot_offset": 50, "producer_id": 13000,
+             "status": "mismatch", "expected_epoch": 0, "replayed_epoch": 0, "expected_last_sequence": 48,
+             "replayed_last_sequence": 46, "expected_last_offset": 49, "replayed_last_offset": 47},
         ]},
         "partitions": [
             _partition("orders", 0, 100, {"ok": 94, "info": 2, "explained": 1, "violation": 3},
-                       {"OK": 94, "DUPLICATE": 1, "SEQUENCE_GAP": 3, "CONTROL_MARKER": 2}),
+                       {"OK": 94, "DUPLICATE": 1, "SEQUENCE_GAP": 3, "CONTROL_MARKER": 2}) | {"parse_errors": 1},
             _partition(EVIL_TOPIC, 1, 137, {"ok": 137, "info": 0, "explained": 0, "violation": 0},
                        {"OK": 137}),
         ],
@@ -250,8 +272,13 @@ def test_summary_numbers(page):
     labels = re.findall(r'card-label">([^<]+)<', summary)
     values = dict(zip(labels, re.findall(r'card-value">([^<]+)<', summary), strict=True))
     assert values == {"batches": "237", "violations": "3", "explained": "1", "duplicates": "1",
-                      "sequence gaps": "3", "hanging transactions": "1", "record duplicates": "4",
-                      "snapshot mismatches": "1"}
+                      "sequence gaps": "3", "zombie writes": "0", "failed checks": "1", "hanging transactions": "1",
+                      "record duplicates": "4", "parse errors": "3", "snapshot mismatches": "1"}
+    tones = {label: tone for tone, label in re.findall(
+        r'<div class="card ([^"]*)"><div class="card-value">[^<]*</div><div class="card-label">([^<]+)<', summary)}
+    assert tones["sequence gaps"] == "sev-violation"  # 2 of its 3 batches are unexplained
+    assert "SEQUENCE_GAP batches: 2 violation, 1 explained" in summary
+    assert "of 3 checks, 1 more warned" in summary and "8,274 bytes affected" in summary
     assert '<tr class="zero"><td class="mono">CORRUPT</td>' in summary
     assert "7 d" in summary and "15 min" in summary
     assert "run-42" in summary and "exp-41" in summary and "12.3 s" in summary
@@ -337,6 +364,61 @@ def test_validation_badges(page):
 
 def test_partitions_truncation_note(page):
     assert "showing 2 of 412 partitions" in _section(page, "partitions")
+    assert 'sev-violation">parse errors 1<' in _section(page, "partitions")
+
+
+def test_the_two_questions_are_named_with_what_answers_them(page):
+    summary, validation = _section(page, "summary"), _section(page, "validation")
+    broker, data = summary.index("Did the broker keep its rules?"), summary.index("Is the data sound?")
+    # the severity cards under the broker's question, the checks' card under the data's
+    assert broker < summary.index('card-label">violations<') < data < summary.index('card-label">failed checks<')
+    for text in (summary[broker:data], summary[data:], validation):
+        assert "an explained duplicate or zombie write" in text
+    assert "Is the data sound?" in validation
+    # the verdict table splits each verdict by the broker's answer
+    assert re.search(r'SEQUENCE_GAP</td><td class="num">3</td><td class="num">1</td><td class="num">2</td>', summary)
+
+
+def _rows_of(block: str) -> list[list[str]]:
+    """The body rows of the tables in ``block``, each a list of cell HTML."""
+    return [cells for tr in re.findall(r"<tr>(.*?)</tr>", block) if (cells := re.findall(r"<td>(.*?)</td>", tr))]
+
+
+def test_every_failed_or_warned_check_lists_its_offending_rows(page):
+    validation = _section(page, "validation")
+    blocks = re.findall(r"<details open><summary>(.*?)</summary>(.*?)</details>", validation, re.DOTALL)
+    assert [re.search(r'class="mono">([a-z_]+)<', head).group(1) for head, _ in blocks] == [
+        "no_duplicate_batch", "no_zombie_write"]
+    duplicate, zombie = (body for _, body in blocks)
+    assert _rows_of(duplicate)[0][:5] == ["orders", '<span class="num">0</span>', '<span class="num">30</span>',
+                                          '<span class="num">1000</span>', '<span class="mono">DUPLICATE</span>']
+    assert esc(EVIL_EXPLANATION) in duplicate and "showing" not in duplicate
+    [row] = _rows_of(zombie)
+    assert 'FENCED_ZOMBIE_WRITE' in row[5] and 'sev-explained">producer_expiration<' in row[6]
+    assert "showing 1 of 2 offending rows" in zombie  # a sample: the first rows and the total
+    assert "val-43" in validation
+
+
+def test_parse_errors_and_torn_tails_are_listed_per_file(page):
+    errors = _section(page, "parse-errors")
+    rows = _rows_of(errors)
+    assert [r[0] for r in rows] == ["orders", "orders"]
+    assert esc(TORN_FILE).replace("/", "/<wbr>") in rows[0][2] and '<span class="num">2,375</span>' == rows[0][3]
+    assert 'sev-violation">truncated<' in rows[0][4] and "torn tail" in rows[0][4]
+    assert 'sev-info">zero_filled<' in rows[1][4]
+    assert rows[0][5] == '<span class="num">82</span>' and "runs 56 bytes past the end" in rows[0][6]
+    assert "showing 2 of 3 parse errors" in errors and "truncated 1 (82 bytes)" in errors
+
+
+def test_snapshot_disagreements_show_expected_and_replayed_state(page):
+    snapshots = _section(page, "snapshots")
+    [row] = _rows_of(snapshots)
+    assert row[:5] == ["orders", "0", '<span class="num">50</span>', "13000",
+                       '<span class="badge sev-violation">mismatch</span>']
+    assert row[5:] == ['<span class="num">0</span>', '<span class="num">0</span>', '<span class="num">48</span>',
+                       '<span class="num diff">46</span>', '<span class="num">49</span>',
+                       '<span class="num diff">47</span>']
+    assert 'sev-violation">mismatch 1<' in snapshots
 
 
 def test_idle_threshold_line(page):

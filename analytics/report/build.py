@@ -3,7 +3,9 @@
 Every list is bounded before it reaches the driver: partitions ranked by findings (at most
 ``MAX_PARTITIONS``), offset bins and finding marks for the partitions with findings only, sequence
 points for the producers with findings (ok batches thinned to about ``MAX_POINTS`` per producer,
-every finding kept), the longest pauses, the unfinished transactions, one row per past run.
+every finding kept), the longest pauses, the unfinished transactions, the first parse errors,
+snapshot disagreements and record duplicates, one row per past run; the offending rows of each
+check are the sample ``validate`` kept in results.json.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import time
 
 from analytics.audit.job import read_audit
 from analytics.contract import (
-    ABORTED, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, OPEN, REPORT_DIR, SEQUENCE_GAP,
-    SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
+    ABORTED, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN, REPORT_DIR,
+    SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
 )
 from analytics.errors import StageMissing
 from analytics.report.history import default_history_path, read_history, verdict_column
@@ -29,6 +31,8 @@ MAX_POINTS = 1500
 MAX_IDLE = 1000
 MAX_TRANSACTIONS = 200
 MAX_DUPLICATES = 200
+MAX_PARSE_ERRORS = 200
+MAX_SNAPSHOT_CHECKS = 200
 KEYS = list(HISTORY_KEY)
 
 
@@ -59,6 +63,7 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
         *_severity_counts(),
     )
     verdict_counts = v.groupBy(*KEYS, "verdict").count()
+    errors = with_log_dir(spark.read.parquet(os.path.join(out, "parse_errors")))
     per_partition = per_partition.withColumn("findings", F.col(SEV_EXPLAINED) + F.col(SEV_VIOLATION)).cache()
     try:
         partitions_total = per_partition.count()
@@ -70,9 +75,11 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
                                       "log_dir string, topic string, partition int")
         for r in verdict_counts.join(F.broadcast(shown), KEYS).collect():
             verdicts_of.setdefault(_key(r), {})[r["verdict"]] = r["count"]
+        errors_of = {_key(r): r["count"] for r in errors.groupBy(*KEYS).count().join(F.broadcast(shown), KEYS).collect()}
         for p in partitions:
             p["severities"] = {s: p.pop(s) for s in SEVERITIES}
             p["verdicts"] = verdicts_of.get(_key(p), {})
+            p["parse_errors"] = errors_of.get(_key(p), 0)
         with_findings = per_partition.where(F.col("findings") > 0).orderBy(
             F.col(SEV_VIOLATION).desc(), F.col("findings").desc(), *KEYS).limit(MAX_TIMELINES)
         timelines = _timelines(v, [r.asDict() for r in with_findings.collect()])
@@ -86,7 +93,10 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
         "out": out,
         "generated_at_ms": int(time.time() * 1000),
         "summary": summary,
+        "verdict_severities": _verdict_severities(v),
         "validation": _validation(out),
+        "parse_errors": _parse_errors(errors),
+        "snapshot_checks": _snapshot_checks(spark, out, summary),
         "partitions": partitions,
         "partitions_total": partitions_total,
         "timelines": timelines,
@@ -96,6 +106,42 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
         "record_duplicates": _record_duplicates(spark, out, summary),
         "history": _history(spark, history) if history else [],
     }
+
+
+def _verdict_severities(v) -> dict:
+    """verdict -> severity -> batches: which of a verdict's batches the broker was right to accept."""
+    counts: dict = {}
+    for r in v.groupBy("verdict", "severity").count().collect():  # at most verdicts x severities rows
+        counts.setdefault(r["verdict"], {})[r["severity"]] = r["count"]
+    return counts
+
+
+def _parse_errors(errors) -> dict:
+    """The first ``MAX_PARSE_ERRORS`` parse errors by file and position, with the count and bytes of each kind."""
+    from pyspark.sql import functions as F
+
+    kinds = {r["error_kind"]: {"errors": r["errors"], "bytes": r["bytes"]} for r in errors.groupBy("error_kind").agg(
+        F.count("*").alias("errors"), F.sum("bytes_affected").alias("bytes")).collect()}
+    rows = errors.orderBy("file", "file_position").limit(MAX_PARSE_ERRORS).select(
+        "log_dir", "topic", "partition", "file", "file_position", "error_kind", "message", "bytes_affected")
+    return {"kinds": kinds, "rows": [r.asDict() for r in rows.collect()],
+            "rows_total": sum(k["errors"] for k in kinds.values())}
+
+
+def _snapshot_checks(spark, out: str, summary: dict) -> dict | None:
+    """The producers whose replayed state disagrees with a broker snapshot, mismatches first."""
+    from pyspark.sql import functions as F
+
+    path = os.path.join(out, "snapshot_checks")
+    if not os.path.isdir(path):
+        return None
+    status = F.col("status")
+    order = F.when(status == MISMATCH, 0).when(status == NOT_IN_LOG, 1).otherwise(2)
+    rows = spark.read.parquet(path).where(status != MATCH).orderBy(
+        order, "topic", "partition", "snapshot_offset", "producer_id").limit(MAX_SNAPSHOT_CHECKS)
+    counts = summary.get("snapshot_checks") or {}
+    return {"counts": counts, "rows": [r.asDict() for r in rows.collect()],
+            "rows_total": sum(n for k, n in counts.items() if k != MATCH)}
 
 
 def _timelines(v, partitions: list[dict]) -> list[dict]:
@@ -241,8 +287,8 @@ def _validation(out: str) -> dict | None:
         for c in body.get("checks", []):
             status = "pass" if c["success"] else ("warn" if c.get("severity") == "warning" else "fail")
             checks.append({"suite": suite, "check": c["id"], "description": c["description"], "success": c["success"],
-                           "unexpected": c["unexpected_count"], "status": status})
-    return {"success": doc.get("success"), "checks": checks}
+                           "unexpected": c["unexpected_count"], "status": status, "rows": c.get("sample") or []})
+    return {"success": doc.get("success"), "run_id": doc.get("run_id"), "checks": checks}
 
 
 def _history(spark, path: str) -> list[dict]:

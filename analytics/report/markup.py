@@ -42,7 +42,9 @@ def showing(shown: int, total, noun: str) -> str:
     return f'<p class="note">showing {fmt(shown)} of {fmt(total)} {esc(noun)}</p>' if total > shown else ""
 
 
-def details(index: int, summary: str, body: str) -> str:
-    """The ``index``-th of a list of collapsible blocks; the first ``OPEN_CHARTS`` start open."""
-    return f"<details{' open' if index < OPEN_CHARTS else ''}><summary>{summary}</summary>{body}</details>"
+def details(index: int, summary: str, body: str, opened: bool = False) -> str:
+    """The ``index``-th of a list of collapsible blocks; the first ``OPEN_CHARTS`` start open, and
+    every one that is ``opened`` (evidence the reader came for)."""
+    is_open = opened or index < OPEN_CHARTS
+    return f"<details{' open' if is_open else ''}><summary>{summary}</summary>{body}</details>"
 

@@ -33,6 +33,8 @@ __all__ = ["SECTIONS", "human_ms", "render", "write_report"]
 SECTIONS = (
     ("summary", "Summary", summary),
     ("validation", "Validation", sections.validation),
+    ("parse-errors", "Parse errors", sections.parse_errors),
+    ("snapshots", "Snapshots", sections.snapshot_checks),
     ("timelines", "Timelines", sections.timelines),
     ("producers", "Producers", sections.producers),
     ("idle", "Idle times", sections.idle),

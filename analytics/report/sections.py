@@ -5,13 +5,15 @@ disappearing, so the page always has the same outline."""
 from __future__ import annotations
 
 from analytics.contract import (
-    ABORTED, COMMITTED, HANGING, OPEN, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, TXN_STATUSES,
+    ABORTED, COMMITTED, HANGING, MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, OPEN, SEV_EXPLAINED, SEV_INFO,
+    SEV_OK, SEV_VIOLATION, SNAPSHOT_STATUSES, TEMPORARY_FILE, TRUNCATED, TXN_STATUSES, ZERO_FILLED,
 )
 from analytics.report.charts import (
     SHAPE_NAMES, TREND_SERIES, idle_chart, minibar, sequence_chart, timeline_chart, trend_chart,
 )
 from analytics.report.markup import badge, details, nothing, section, showing, span, table
 from analytics.report.style import MUTED
+from analytics.report.summary import DATA_ANSWER, DATA_QUESTION, question
 from analytics.report.svg import SEVERITY_LEGEND, legend
 from analytics.report.values import (
     DASH, as_dict, as_int, as_list, esc, fmt, fmt_id, fmt_path, fmt_time, is_num, partition_name,
@@ -20,31 +22,133 @@ from analytics.report.values import (
 # Validation statuses (``build._validation``) drawn in the severity palette.
 STATUS_SEVERITY = {"pass": SEV_OK, "warn": SEV_EXPLAINED, "fail": SEV_VIOLATION}
 TXN_SEVERITY = {COMMITTED: SEV_OK, ABORTED: SEV_INFO, OPEN: SEV_EXPLAINED, HANGING: SEV_VIOLATION}
+# A snapshot the replay cannot compare (the producer left the log by retention, or wrote after the
+# snapshot) is information; a disagreement on a producer both know is a violation.
+SNAPSHOT_SEVERITY = {MATCH: SEV_OK, MISMATCH: SEV_VIOLATION, NOT_IN_LOG: SEV_INFO, NOT_IN_SNAPSHOT: SEV_INFO}
+# Parse errors a broker leaves in normal operation (a preallocated segment's zero tail, files it
+# has yet to finish renaming) are information; every other kind is bytes the log lost.
+EXPECTED_ERRORS = (ZERO_FILLED, TEMPORARY_FILE)
+# The end of a segment an unclean shutdown left half written: the broker truncates it on recovery.
+TORN_TAILS = (TRUNCATED, ZERO_FILLED)
 
 
 def validation(data: dict) -> str:
+    """The checks, then each failed or warned check with its offending rows (the sample in results.json)."""
+    intro = question(DATA_QUESTION, DATA_ANSWER)
     v = data.get("validation")
     if not isinstance(v, dict):
-        return section("validation", "Validation", nothing("no validation results (segaudit validate OUT)"))
+        return section("validation", "Validation", intro + nothing("no validation results (segaudit validate OUT)"))
 
     def status(c: dict) -> str:
         st = c.get("status")
         return st if st in STATUS_SEVERITY else ("pass" if c.get("success") else "fail")
 
+    checks = [as_dict(c) for c in as_list(v.get("checks"))]
     rows = [[esc(c.get("suite", "")), span("mono", esc(c.get("check", ""))), esc(c.get("description", "")),
              span("num", fmt(c.get("unexpected"))), badge(status(c), STATUS_SEVERITY[status(c)])]
-            for c in map(as_dict, as_list(v.get("checks")))]
+            for c in checks]
     if v.get("success"):
         overall = badge("all expectations met", SEV_OK)
     else:
         overall = badge("expectations failed", SEV_VIOLATION)
+    run = f" {span('muted', 'validation run ' + span('mono', esc(v['run_id'])))}" if v.get("run_id") else ""
     headers = ["suite", "check", "description", "unexpected rows", "status"]
-    checks = table(headers, rows) if rows else nothing("no checks")
-    return section("validation", "Validation", f"<p>{overall}</p>{checks}")
+    listed = table(headers, rows) if rows else nothing("no checks")
+    found = [c for c in checks if status(c) != "pass" and as_list(c.get("rows"))]
+    offending = "".join(
+        details(0, f"{badge(status(c), STATUS_SEVERITY[status(c)])} {span('mono', esc(c.get('check', '')))} "
+                   f"{span('muted', esc(c.get('description', '')))}",
+                showing(len(as_list(c.get("rows"))), c.get("unexpected"), "offending rows")
+                + rows_table(as_list(c.get("rows"))), opened=True)
+        for c in found)
+    offending = f"<h3>Offending rows</h3>{offending}" if offending else ""
+    return section("validation", "Validation", f"{intro}<p>{overall}{run}</p>{listed}{offending}")
 
 
-def _verdict_chips(verdicts: dict) -> str:
-    return " ".join(span("chip mono", f"{esc(k)} {fmt(as_int(v))}") for k, v in verdicts.items() if as_int(v))
+def rows_table(rows: list) -> str:
+    """Rows of any table (a check's sample): one column per key, in the order they first appear."""
+    rows = [as_dict(r) for r in rows]
+    columns = list(dict.fromkeys(str(k) for r in rows for k in r))
+    return table(columns, [[cell(c, r.get(c)) for c in columns] for r in rows])
+
+
+def cell(column: str, v) -> str:
+    """One value of a sample row, formatted by what its column holds: ids and sequences without
+    thousands separators, paths wrapping, names in mono, an explanation as the broker's answer."""
+    if v is None:
+        return DASH
+    if column == "explained_by":
+        return badge(v, SEV_EXPLAINED)
+    if column == "file" or column.endswith("_file"):
+        return span("mono path", fmt_path(v))
+    if column == "partition" or column.endswith(("_id", "epoch", "sequence")):
+        return span("num", fmt_id(v))
+    if is_num(v):
+        return span("num", fmt(v))
+    if column in ("verdict", "error_kind", "dedup_key", "status"):
+        return span("mono", esc(v))
+    return esc(v)
+
+
+def parse_errors(data: dict) -> str:
+    """What the reader could not parse, per file and position: torn tails, CRC mismatches, bad framing."""
+    pe = as_dict(data.get("parse_errors"))
+    rows = [as_dict(r) for r in as_list(pe.get("rows"))]
+    if not rows:
+        what = "no parse errors: every byte of every file is in a parsed batch" if pe else "parse errors not read"
+        return section("parse-errors", "Parse errors and torn tails", nothing(what))
+    kinds = as_dict(pe.get("kinds"))
+    chips = " ".join(
+        badge(f"{k} {fmt(as_int(as_dict(n).get('errors')))} ({fmt(as_int(as_dict(n).get('bytes')))} bytes)",
+              SEV_INFO if k in EXPECTED_ERRORS else SEV_VIOLATION) for k, n in sorted(kinds.items()))
+    note = ('<p class="note">Every byte of every file is in a parsed batch or counted here. A torn tail '
+            f"({', '.join(TORN_TAILS)}) is the end of a segment an unclean shutdown left half written.</p>")
+    headers = ["topic", "partition", "file", "position", "kind", "bytes affected", "message"]
+    cells = table(headers, [
+        [esc(r.get("topic", "")), fmt_id(r.get("partition")), span("mono path", fmt_path(r.get("file", ""))),
+         span("num", fmt(r.get("file_position"))),
+         badge(r.get("error_kind", "?"), SEV_INFO if r.get("error_kind") in EXPECTED_ERRORS else SEV_VIOLATION)
+         + (f" {span('muted', 'torn tail')}" if r.get("error_kind") in TORN_TAILS else ""),
+         span("num", fmt(r.get("bytes_affected"))), esc(r.get("message", ""))]
+        for r in rows])
+    return section("parse-errors", "Parse errors and torn tails",
+                   f"<p>{chips}</p>{note}" + showing(len(rows), pe.get("rows_total"), "parse errors") + cells)
+
+
+def snapshot_checks(data: dict) -> str:
+    """The producers whose replayed state disagrees with a broker snapshot: expected (the snapshot)
+    beside replayed (the audit), a differing replayed value marked."""
+    sc = as_dict(data.get("snapshot_checks"))
+    counts = as_dict(sc.get("counts")) or as_dict(as_dict(data.get("summary")).get("snapshot_checks"))
+    chips = " ".join(badge(f"{k} {fmt(as_int(counts.get(k)))}", SNAPSHOT_SEVERITY[k]) for k in SNAPSHOT_STATUSES)
+    rows = [as_dict(r) for r in as_list(sc.get("rows"))]
+    if not rows:
+        what = "every snapshot agrees with the replay" if sc else "no snapshot checks"
+        return section("snapshots", "Snapshot checks", f"<p>{chips}</p>" + nothing(what))
+
+    def pair(r: dict, field: str) -> list[str]:
+        expected, replayed = r.get(f"expected_{field}"), r.get(f"replayed_{field}")
+        shown = fmt(replayed) if field == "last_offset" else fmt_id(replayed)
+        differs = expected is not None and replayed is not None and expected != replayed
+        return [span("num", fmt(expected) if field == "last_offset" else fmt_id(expected)),
+                span("num diff" if differs else "num", shown)]
+
+    headers = ["topic", "partition", "snapshot offset", "producer", "status", "expected epoch", "replayed epoch",
+               "expected last sequence", "replayed last sequence", "expected last offset", "replayed last offset"]
+    cells = table(headers, [
+        [esc(r.get("topic", "")), fmt_id(r.get("partition")), span("num", fmt(r.get("snapshot_offset"))),
+         fmt_id(r.get("producer_id")), badge(r.get("status", "?"), SNAPSHOT_SEVERITY.get(str(r.get("status")), SEV_INFO)),
+         *pair(r, "epoch"), *pair(r, "last_sequence"), *pair(r, "last_offset")]
+        for r in rows])
+    return section("snapshots", "Snapshot checks",
+                   f"<p>{chips}</p>" + showing(len(rows), sc.get("rows_total"), "disagreements") + cells)
+
+
+def _verdict_chips(verdicts: dict, parse_errors) -> str:
+    chips = [span("chip mono", f"{esc(k)} {fmt(as_int(v))}") for k, v in verdicts.items() if as_int(v)]
+    if as_int(parse_errors):
+        chips.append(badge(f"parse errors {fmt(as_int(parse_errors))}", SEV_VIOLATION))
+    return " ".join(chips)
 
 
 def partitions(data: dict) -> str:
@@ -55,7 +159,8 @@ def partitions(data: dict) -> str:
              span("mono muted path", fmt_path(p.get("log_dir", ""))), span("num", fmt(p.get("batches"))),
              span("num", fmt(p.get("records"))),
              span("num", f"{fmt(p.get('first_offset'))} – {fmt(p.get('last_offset'))}"),
-             minibar(as_dict(p.get("severities"))), _verdict_chips(as_dict(p.get("verdicts")))]
+             minibar(as_dict(p.get("severities"))),
+             _verdict_chips(as_dict(p.get("verdicts")), p.get("parse_errors"))]
             for p in parts]
     headers = ["topic", "partition", "log dir", "batches", "records", "offsets", "severities", "verdicts"]
     note = showing(len(parts), data.get("partitions_total"), "partitions")

@@ -55,6 +55,8 @@ tr.zero td{color:#aab4bf}
 .path{overflow-wrap:break-word}
 .muted,.note{color:var(--muted)}.note{font-size:12px}
 .nothing{color:var(--muted);font-style:italic}
+.question{color:var(--ink);font-size:14px;text-transform:none;letter-spacing:0}
+.diff{color:var(--violation);font-weight:600}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:4px 14px;margin:0}dt{color:var(--muted)}dd{margin:0}
 dd ul{margin:0;padding-left:16px}
 .badge,.chip{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;margin:1px 2px;

@@ -1,11 +1,17 @@
 """The summary section: headline cards, the count of every verdict, the run's facts and the
-configuration the audit used, each value in a form people read (durations, times, lists, tables)."""
+configuration the audit used, each value in a form people read (durations, times, lists, tables).
+
+The cards answer the contract's two questions apart (``docs/design.md``, "Verdicts"): the severities
+say whether the broker kept its rules, the expectation suites whether the data is sound. A batch the
+broker was right to accept can still be bad data, so the two sets of counts need not agree, and
+each says which question it answers.
+"""
 
 from __future__ import annotations
 
 from analytics.contract import (
-    DUPLICATE, HANGING, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK,
-    SEV_VIOLATION, SEVERITIES, VERDICTS,
+    DUPLICATE, FENCED_ZOMBIE_WRITE, FINDING_SEVERITIES, HANGING, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT,
+    SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES, VERDICTS,
 )
 from analytics.report.markup import badge, nothing, section, span, table
 from analytics.report.values import (
@@ -13,34 +19,86 @@ from analytics.report.values import (
 )
 
 
+# The two questions of the contract, each with the sentence that keeps them apart.
+BROKER_QUESTION = "Did the broker keep its rules?"
+BROKER_ANSWER = ("Each batch's severity: a violation broke a rule the broker enforces; an explained batch broke one "
+                 "with evidence the broker was right to accept it (it had forgotten the producer, say). Right for the "
+                 "broker is not right for the data: an explained duplicate or zombie write is still a bad batch in the log.")
+DATA_QUESTION = "Is the data sound?"
+DATA_ANSWER = ("The expectation suites judge the data, whatever the broker's reasons: an explained duplicate or "
+               "zombie write still fails its check, so failed checks can outnumber violations.")
+
+
+def question(title: str, answer: str) -> str:
+    """One of the two questions as a heading, with the sentence saying what answers it."""
+    return f'<h3 class="question">{esc(title)}</h3><p class="note">{esc(answer)}</p>'
+
+
 def summary(data: dict) -> str:
-    """The ``summary`` section, from ``data["summary"]`` (the audit's ``summary.json``) and ``data["out"]``."""
+    """The ``summary`` section, from ``data["summary"]`` (the audit's ``summary.json``), the verdicts'
+    severities, the validation's checks, the parse errors and ``data["out"]``."""
     s = as_dict(data.get("summary"))
     chips = _severity_chips(as_dict(s.get("severities")))
+    verdicts = _verdict_table(as_dict(s.get("verdicts")), as_dict(data.get("verdict_severities")))
     return section("summary", "Summary", (
-        f'<div class="cards">{_cards(s)}</div><p class="chips">{chips}</p>'
-        f'<div class="cols"><div><h3>Verdicts</h3>{_verdict_table(as_dict(s.get("verdicts")))}</div>'
+        f'{question(BROKER_QUESTION, BROKER_ANSWER)}'
+        f'<div class="cards">{_broker_cards(s, as_dict(data.get("verdict_severities")))}</div>'
+        f'<p class="chips">{chips}</p>'
+        f'{question(DATA_QUESTION, DATA_ANSWER)}<div class="cards">{_data_cards(data)}</div>'
+        f'<div class="cols"><div><h3>Verdicts</h3>{verdicts}</div>'
         f"<div><h3>Run</h3>{_facts(s, data.get('out'))}"
         f"<h3>Configuration</h3>{_configuration(as_dict(s.get('configuration')))}</div></div>"))
 
 
-def _cards(s: dict) -> str:
+def _broker_cards(s: dict, severities: dict) -> str:
+    """The severities, and the verdicts that break the broker's rules most often, each drawn in the
+    worst severity among its batches (``severities``: verdict -> severity -> batches)."""
     verdicts, sev = as_dict(s.get("verdicts")), as_dict(s.get("severities"))
-    txn, snap = as_dict(s.get("transactions")), as_dict(s.get("snapshot_checks"))
-    record_dups = s.get("record_duplicates")
-    snap_other = (f"{as_int(snap.get(NOT_IN_LOG)):,} not in log, "
-                  f"{as_int(snap.get(NOT_IN_SNAPSHOT)):,} not in snapshot")
-    cards = [  # (label, value, severity of a non-zero value, what it counts)
+
+    def verdict_card(label: str, verdict: str) -> tuple:
+        split = as_dict(severities.get(verdict))
+        violations = as_int(split.get(SEV_VIOLATION))
+        sub = f"{verdict} batches" + (f": {violations:,} {SEV_VIOLATION}, {as_int(split.get(SEV_EXPLAINED)):,} "
+                                      f"{SEV_EXPLAINED}" if split else "")
+        return label, as_int(verdicts.get(verdict)), SEV_VIOLATION if violations else SEV_EXPLAINED, sub
+
+    return _cards([  # (label, value, severity of a non-zero value, what it counts)
         ("batches", sum(as_int(v) for v in verdicts.values()), SEV_OK, "all verdicts"),
         ("violations", as_int(sev.get(SEV_VIOLATION)), SEV_VIOLATION, "unexplained rule breaks"),
-        ("explained", as_int(sev.get(SEV_EXPLAINED)), SEV_EXPLAINED, "rule breaks with evidence"),
-        ("duplicates", as_int(verdicts.get(DUPLICATE)), SEV_EXPLAINED, f"{DUPLICATE} batches"),
-        ("sequence gaps", as_int(verdicts.get(SEQUENCE_GAP)), SEV_EXPLAINED, f"{SEQUENCE_GAP} batches"),
+        ("explained", as_int(sev.get(SEV_EXPLAINED)), SEV_EXPLAINED, "rule breaks the broker was right to accept"),
+        verdict_card("duplicates", DUPLICATE),
+        verdict_card("sequence gaps", SEQUENCE_GAP),
+        verdict_card("zombie writes", FENCED_ZOMBIE_WRITE),
+    ])
+
+
+def _data_cards(data: dict) -> str:
+    """The checks, and the findings of the tables outside ``batch_verdicts`` that checks or the
+    reader count: hanging transactions, record duplicates, parse errors, snapshot disagreements."""
+    s = as_dict(data.get("summary"))
+    checks = [as_dict(c) for c in as_list(as_dict(data.get("validation")).get("checks"))]
+    failed = sum(c.get("status") == "fail" for c in checks)
+    warned = sum(c.get("status") == "warn" for c in checks)
+    txn, snap = as_dict(s.get("transactions")), as_dict(s.get("snapshot_checks"))
+    record_dups = s.get("record_duplicates")
+    errors = as_dict(data.get("parse_errors"))
+    snap_other = (f"{as_int(snap.get(NOT_IN_LOG)):,} not in log, "
+                  f"{as_int(snap.get(NOT_IN_SNAPSHOT)):,} not in snapshot")
+    return _cards([
+        ("failed checks", failed if checks else None, SEV_VIOLATION,
+         f"of {len(checks):,} checks" + (f", {warned:,} more warned" if warned else "") if checks
+         else "not validated (segaudit validate OUT)"),
         ("hanging transactions", as_int(txn.get(HANGING)), SEV_VIOLATION, "open past the timeout"),
-        ("record duplicates", record_dups if is_num(record_dups) else None, SEV_EXPLAINED,
+        ("record duplicates", record_dups if is_num(record_dups) else None, SEV_VIOLATION,
          "extra record copies" if is_num(record_dups) else "not computed (export without --records)"),
+        ("parse errors", as_int(errors.get("rows_total")) if errors else None, SEV_VIOLATION,
+         f"{sum(as_int(k.get('bytes')) for k in map(as_dict, as_dict(errors.get('kinds')).values())):,} bytes affected"
+         if errors else "not read"),
         ("snapshot mismatches", as_int(snap.get(MISMATCH)), SEV_VIOLATION, snap_other),
-    ]
+    ])
+
+
+def _cards(cards: list[tuple]) -> str:
     return "".join(
         f'<div class="card {"sev-" + tone if is_num(v) and v > 0 and tone != SEV_OK else ""}">'
         f'<div class="card-value">{fmt(v)}</div><div class="card-label">{esc(label)}</div>'
@@ -51,14 +109,19 @@ def _severity_chips(counts: dict) -> str:
     return " ".join(badge(f"{name} {fmt(as_int(counts.get(name)))}", name) for name in SEVERITIES)
 
 
-def _verdict_table(counts: dict) -> str:
+def _verdict_table(counts: dict, severities: dict) -> str:
     """Every verdict of the contract in its order, zeros greyed (the full vocabulary stays listed);
-    verdicts the contract does not know follow, sorted."""
+    verdicts the contract does not know follow, sorted. Beside each count, how many of its batches
+    the broker was right to accept (explained) and how many it should have refused (violation)."""
     names = list(VERDICTS) + sorted(str(k) for k in counts if k not in VERDICTS)
     rows = "".join(
         f'<tr class="{"" if as_int(counts.get(n)) else "zero"}"><td class="mono">{esc(n)}</td>'
-        f'<td class="num">{fmt(as_int(counts.get(n)))}</td></tr>' for n in names)
-    return ('<table class="verdicts"><thead><tr><th>verdict</th><th>batches</th></tr></thead>'
+        f'<td class="num">{fmt(as_int(counts.get(n)))}</td>'
+        + "".join(f'<td class="num">{fmt(as_int(as_dict(severities.get(n)).get(s))) if severities else DASH}</td>'
+                  for s in FINDING_SEVERITIES) + "</tr>"
+        for n in names)
+    head = "".join(f"<th>{esc(s)}</th>" for s in FINDING_SEVERITIES)
+    return (f'<table class="verdicts"><thead><tr><th>verdict</th><th>batches</th>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table>")
 
 
