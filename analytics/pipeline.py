@@ -93,8 +93,8 @@ def report(spark, out: str, history: str | None = None) -> str:
     from analytics.report.render import write_report
 
     manifests = require(out, AUDIT, EXPORT)
-    data = report_data(spark, out, history if history is not None else default_history_path(out))
     with publication(out, REPORT, built_from={AUDIT: manifests[AUDIT]["run_id"]}) as run:
+        data = report_data(spark, out, history if history is not None else default_history_path(out))
         write_report(data, run.path(REPORT_DIR, "index.html"))
         run.publish({})
     return run.store.path(REPORT_DIR, "index.html")

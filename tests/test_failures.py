@@ -121,15 +121,20 @@ def test_a_missing_out_says_it_is_missing(tmp_path, capsys):
     assert "no such directory" in one_line(capsys.readouterr().err)
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_during_the_audit_leaves_the_previous_run(one_audit, sig, code):
-    """A real process, a real signal once the audit has started staging: one line, exit 130/143,
+@pytest.mark.parametrize(("command", "sig", "code"), [
+    ("export", signal.SIGINT, 130), ("audit", signal.SIGTERM, 143),
+    ("validate", signal.SIGINT, 130), ("report", signal.SIGTERM, 143),
+])
+def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig, code):
+    """A real process, a real signal once the stage has started staging: one line, exit 130/143,
     and every byte under OUT as it was."""
     before = snapshot(one_audit)
-    process = subprocess.Popen([sys.executable, "-m", "analytics", "audit", one_audit, "--no-history"],
+    args = {"export": ["export", str(REPO / "data" / "mixed"), "--out", one_audit],
+            "audit": ["audit", one_audit, "--no-history"]}.get(command, [command, one_audit])
+    process = subprocess.Popen([sys.executable, "-m", "analytics", *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    deadline = time.monotonic() + 120
-    while not [p for p in os.listdir(one_audit) if p.startswith(".staging-audit")]:
+    deadline = time.monotonic() + 180
+    while not [p for p in os.listdir(one_audit) if p.startswith(f".staging-{command}")]:
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -137,5 +142,5 @@ def test_a_signal_during_the_audit_leaves_the_previous_run(one_audit, sig, code)
     _out, err = process.communicate(timeout=120)
     assert process.returncode == code, err
     line = one_line(err)
-    assert "interrupted" in line and "audit" in line and "previous complete run" in line
+    assert "interrupted" in line and command in line and "previous complete run" in line
     assert snapshot(one_audit) == before
