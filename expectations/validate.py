@@ -201,14 +201,14 @@ def rows_table(check: CheckResult) -> str:
     """The sample of a check as a Bootstrap table in GX's style, every value escaped, with how many
     of the offending rows it shows."""
     columns = list(dict.fromkeys(k for row in check.sample for k in row))
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    head = "".join(f'<th class="px-1 text-nowrap">{html.escape(c)}</th>' for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(row.get(c)))}</td>" for c in columns) + "</tr>"
                    for row in check.sample)
     shown = len(check.sample)
     note = (f"{shown} offending row{'' if shown == 1 else 's'}" if shown == check.unexpected_count else
             f"the first {shown} of {check.unexpected_count} offending rows (the check's query returns them all)")
     return (f'<p class="mt-2 mb-1 small text-muted segaudit-rows-note">{html.escape(note)}</p>'
-            f'<table class="table table-sm table-bordered segaudit-rows" data-check="{html.escape(check.id)}">'
+            f'<table class="table table-sm table-bordered small segaudit-rows" data-check="{html.escape(check.id)}">'
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
@@ -248,12 +248,12 @@ def make_offline(site: str) -> None:
     shutil.copytree(VENDOR / "webfonts", static / "webfonts", dirs_exist_ok=True)  # fontawesome's ../webfonts
     for page in Path(site).rglob("*.html"):
         prefix = os.path.relpath(static, page.parent).replace(os.sep, "/")
-        html = page.read_text()
+        text = page.read_text()
         for url, local in OFFLINE_ASSETS.items():
-            html = html.replace(url, f"{prefix}/{local}")
-        html = ONLINE_ONLY.sub("", html)
-        html = REMOTE_LOGO.sub(f"{prefix}/images/logo-long.png", html)
-        page.write_text(html)
+            text = text.replace(url, f"{prefix}/{local}")
+        text = ONLINE_ONLY.sub("", text)
+        text = REMOTE_LOGO.sub(f"{prefix}/images/logo-long.png", text)
+        page.write_text(text)
 
 
 def read_results(out: str) -> dict:

@@ -1,5 +1,6 @@
-"""``segaudit report``, the metrics history and the Prometheus textfile, on the bundled sample; record
-keys made of HTML reach the page as text; the page renders in headless Chromium with its charts."""
+"""``segaudit report``, the metrics history and the Prometheus textfile, on the bundled sample; every
+finding with its rows (failed checks, parse errors, snapshot disagreements) and the two questions named;
+record keys made of HTML reach the page as text; the page renders in headless Chromium with its charts."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from analytics.export import export
 from analytics.pipeline import audit
 from analytics.report.build import write as write_report
 from analytics.report.history import read_history
+from analytics.report.summary import BROKER_QUESTION, DATA_QUESTION
+from expectations.validate import read_results, validate
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.spark
@@ -32,13 +35,14 @@ SCREENSHOT = REPO / "docs" / "report.png"
 
 @pytest.fixture(scope="module")
 def reported(spark, tmp_path_factory):
-    """The sample exported, audited twice into a history, with a Prometheus file, and reported."""
+    """The sample exported, audited twice into a history, with a Prometheus file, validated and reported."""
     root = tmp_path_factory.mktemp("report")
     out, history, prom = str(root / "out"), str(root / "history"), str(root / "textfile" / "segaudit.prom")
     export(spark, [str(SAMPLE)], out, records=True)
     config = load_config(CONFIG)
     first = audit(spark, out, config, history=history)
     second = audit(spark, out, config, history=history, prometheus_file=prom)
+    validate(spark, out)
     page = write_report(spark, out, history)
     return out, history, prom, (first, second), Path(page).read_text()
 
@@ -51,10 +55,88 @@ def _verdicts(out: str) -> list[dict]:
 def test_the_report_is_one_offline_page_with_every_section(reported):
     out, _, _, _, page = reported
     assert Path(out, "report", "index.html").is_file() and not Path(out, "report", "index.html.tmp").exists()
-    for section in ("summary", "validation", "partitions", "timelines", "producers", "idle", "transactions",
-                    "duplicates", "trend"):
+    for section in ("summary", "validation", "parse-errors", "snapshots", "partitions", "timelines", "producers",
+                    "idle", "transactions", "duplicates", "trend"):
         assert f'<section id="{section}">' in page
     assert not re.search(r"https?://|<script|<link|@import|url\(", page)
+
+
+def _section(page: str, sid: str) -> str:
+    return re.search(rf'<section id="{sid}">(.*?)</section>', page, re.DOTALL).group(1)
+
+
+def _text_rows(block: str) -> list[str]:
+    """The body rows of the tables in ``block`` as plain text, cells separated by ``|``."""
+    rows = []
+    for tr in re.findall(r"<tr>(.*?)</tr>", block, re.DOTALL):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.DOTALL)
+        if cells:
+            rows.append("|".join(html.unescape(re.sub(r"<[^>]+>", "", c)) for c in cells))
+    return rows
+
+
+def _table(out: str, name: str) -> list[dict]:
+    return ds.dataset(os.path.join(out, name), format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+def test_every_failed_check_lists_its_rows(reported):
+    """Each failed check of the sample, with the rows results.json sampled: where (topic, partition,
+    offset or file position), whose (producer) and what (verdict, explanation or error)."""
+    out, _, _, _, page = reported
+    checks = [c for suite in read_results(out)["suites"].values() for c in suite["checks"]]
+    failed = {c["id"]: c for c in checks if not c["success"]}
+    assert {"magic_and_framing_valid", "no_zombie_write", "no_duplicate_record"} <= set(failed)
+    blocks = dict(re.findall(r'<details open><summary>.*?<span class="mono">([a-z_]+)</span>.*?</summary>(.*?)</details>',
+                             _section(page, "validation"), re.DOTALL))
+    assert set(blocks) == set(failed)
+    for check_id, check in failed.items():
+        rows = _text_rows(blocks[check_id])
+        assert len(rows) == len(check["sample"]) > 0, check_id
+        for text, row in zip(rows, check["sample"], strict=True):
+            cells = text.split("|")
+            assert cells[:2] == [row["topic"], str(row["partition"])], check_id
+            where = next(row[k] for k in ("offset", "file_position", "first_offset", "size_bytes") if k in row)
+            assert f"{where:,}" in cells or str(where) in cells, check_id
+    assert "FENCED_ZOMBIE_WRITE" in blocks["no_zombie_write"] and "producer_expiration" in blocks["no_zombie_write"]
+    if failed["no_duplicate_record"]["unexpected_count"] > len(failed["no_duplicate_record"]["sample"]):
+        assert "showing" in blocks["no_duplicate_record"]
+
+
+def test_parse_errors_and_torn_tails_are_in_the_report(reported):
+    out, _, _, _, page = reported
+    errors = _section(page, "parse-errors")
+    rows = _text_rows(errors)
+    expected = sorted(_table(out, "parse_errors"), key=lambda e: (e["file"], e["file_position"]))
+    assert expected and len(rows) == len(expected)
+    for text, e in zip(rows, expected, strict=True):
+        assert text.split("|")[:4] == [e["topic"], str(e["partition"]), e["file"], f"{e['file_position']:,}"]
+        assert e["error_kind"] in text and e["message"] in text
+    assert any("truncated" in r and "torn tail" in r for r in rows)
+    # the torn partition no longer reads as healthy in the partition table
+    torn = next(r for r in _text_rows(_section(page, "partitions")) if r.startswith("torn-tails|0|"))
+    assert "parse errors 1" in torn
+
+
+def test_snapshot_disagreements_are_in_the_report(reported):
+    out, _, _, _, page = reported
+    rows = _text_rows(_section(page, "snapshots"))
+    disagreeing = [c for c in _table(out, "snapshot_checks") if c["status"] != "match"]
+    assert any(c["status"] == "mismatch" for c in disagreeing) and len(rows) == len(disagreeing)
+    for c in disagreeing:
+        assert any(r.split("|")[:5] == [c["topic"], str(c["partition"]), f"{c['snapshot_offset']:,}",
+                                        str(c["producer_id"]), c["status"]] for r in rows), c
+    [mismatch] = [r for r in rows if "|mismatch|" in r]
+    expected, replayed = mismatch.split("|")[7:9]  # the last sequences differ
+    assert expected != replayed
+
+
+def test_the_two_questions_are_named(reported):
+    _, _, _, _, page = reported
+    summary = _section(page, "summary")
+    assert summary.index(BROKER_QUESTION) < summary.index(DATA_QUESTION)
+    assert DATA_QUESTION in _section(page, "validation")
+    failed = sum(1 for suite in read_results(reported[0])["suites"].values() for c in suite["checks"] if not c["success"])
+    assert re.search(rf'card-value">{failed}</div><div class="card-label">failed checks<', summary)
 
 
 def test_timelines_are_drawn_for_the_partitions_with_findings_only(reported):

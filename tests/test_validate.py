@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -115,6 +117,42 @@ def test_results_json_and_data_docs(validated, audited):
     assert not list(Path(out).glob(".validation-staging-*"))
 
 
+def _validation_page(out: str, suite: str) -> Path:
+    """The Data Docs page of one suite's validation (a fresh site holds one run)."""
+    [page] = Path(out, "validation", "data_docs", "validations", suite).rglob("*.html")
+    return page
+
+
+def _rows_tables(page: Path) -> dict[str, tuple[list[str], list[list[str]]]]:
+    """check id -> (header, body rows) of each table of offending rows on a page."""
+    tables = {}
+    for check, body in re.findall(r'<table class="[^"]*segaudit-rows" data-check="([^"]+)">(.*?)</table>',
+                                  page.read_text(), re.DOTALL):
+        [head] = re.findall(r"<thead><tr>(.*?)</tr></thead>", body)
+        rows = re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>", 1)[1])
+        tables[check] = (re.findall(r"<th[^>]*>(.*?)</th>", head), [re.findall(r"<td>(.*?)</td>", r) for r in rows])
+    return tables
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_data_docs_show_the_rows_of_every_failed_check(validated, audited, name):
+    """Under each failed check's description, its sample: every column, every row, escaped; the
+    validation is named by its run id and its data asset by the suite's table."""
+    _, out = audited[name]
+    results = read_results(out)
+    for suite in SUITE_TABLES:
+        page = _validation_page(out, suite)
+        assert page.relative_to(Path(out, "validation", "data_docs", "validations", suite)).parts[0] == results["run_id"]
+        assert f"Data asset: {suite}:{SUITE_TABLES[suite]}<br>" in page.read_text()
+        failed = {c.id: c for c in validated[name].checks if c.suite == suite and not c.success}
+        tables = _rows_tables(page)
+        assert set(tables) == set(failed)
+        for check_id, (header, rows) in tables.items():
+            sample = failed[check_id].sample
+            assert sample and header == list(sample[0])
+            assert rows == [[html.escape("null" if v is None else str(v)) for v in r.values()] for r in sample]
+
+
 def test_cli_exit_codes(spark, audited, capsys):
     assert cli.main(["validate", audited["clean"][1]]) == EXIT_OK
     assert "expectations passed" in capsys.readouterr().out
@@ -147,6 +185,7 @@ def test_run_is_export_audit_and_validate(spark, tmp_path, capsys):
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DOCS_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "data_docs.png"
+ROWS_SCREENSHOT = DOCS_SCREENSHOT.with_name("data_docs_rows.png")
 
 
 def _chromium(*args: str, tmp_path: Path) -> "subprocess.CompletedProcess":
@@ -179,6 +218,24 @@ def test_data_docs_render_in_a_browser(validated, audited, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     if os.environ.get("SEGAUDIT_UPDATE_SCREENSHOT"):
         shutil.copyfile(shot, DOCS_SCREENSHOT)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_data_docs_show_a_failed_checks_rows_in_a_browser(validated, audited, tmp_path):
+    """The failed check's page after its scripts ran: the zombie write's row under its description."""
+    _, out = audited["fenced-zombie"]
+    [zombie] = [c for c in validated["fenced-zombie"].checks if c.id == "no_zombie_write"]
+    page = _validation_page(out, "eviction_gaps")
+    dom = _chromium("--dump-dom", "--virtual-time-budget=5000", page.as_uri(), tmp_path=tmp_path).stdout
+    table = dom[dom.index('data-check="no_zombie_write"'):]
+    table = table[:table.index("</table>")]
+    assert "FENCED_ZOMBIE_WRITE" in table and f"<td>{zombie.sample[0]['offset']}</td>" in table
+    assert "1 offending row" in dom
+    shot = tmp_path / "data_docs_rows.png"
+    _chromium(f"--screenshot={shot}", "--window-size=1400,1000", "--hide-scrollbars", page.as_uri(), tmp_path=tmp_path)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    if os.environ.get("SEGAUDIT_UPDATE_SCREENSHOT"):
+        shutil.copyfile(shot, ROWS_SCREENSHOT)
 
 
 def test_repeats_after_an_expiration_are_justified_by_their_expiry_point(spark):

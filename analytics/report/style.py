@@ -44,7 +44,7 @@ text-transform:uppercase;letter-spacing:.04em}
 .card.sev-violation{border-left-color:var(--violation)}.card.sev-explained{border-left-color:var(--explained)}
 .card-value{font-size:24px;font-weight:600}.card-label{font-weight:600}
 .card-sub{color:var(--muted);font-size:12px}
-.cols{display:grid;grid-template-columns:minmax(260px,1fr) 2fr;gap:24px}
+.cols{display:grid;grid-template-columns:minmax(400px,1fr) 2fr;gap:24px}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th{text-align:left;color:var(--muted);font-weight:600;border-bottom:2px solid var(--grid);padding:5px 8px}
 td{border-bottom:1px solid var(--grid);padding:4px 8px;vertical-align:middle}
