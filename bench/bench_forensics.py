@@ -1,65 +1,102 @@
-"""Time ``explain`` and ``producer`` on an audited export, against a full scan of ``batch_verdicts``.
+"""Time the forensic commands as an operator runs them: a cold ``segaudit`` process per question.
 
-    .venv/bin/python bench/bench_forensics.py OUT [--repeat 3]
+    .venv/bin/python bench/bench_forensics.py --scale 200 [--workdir /tmp/segaudit-forensics] [--repeat 5]
+    .venv/bin/python bench/bench_forensics.py --out OUT [--repeat 5] [--code /tmp/old-checkout]
 
-Each question runs in a fresh Spark session of one process (the first call pays for the JVM's
-warm-up; the table reports the best of ``--repeat`` calls after one warm-up call). The baseline
-is the cost of the question without pruning: counting one column over every row of
-``batch_verdicts``. The offsets and producers asked about are picked from the table: the middle
-offset of the largest partition, and its busiest producer.
+Without ``--out`` it builds an audited OUT first (``segaudit generate`` the ``--scenario`` at
+``--scale``, then ``segaudit export`` and ``segaudit audit`` with the scenario's ``audit.toml``;
+kept in ``--workdir`` and reused by the next run). Each question is the wall time of a fresh
+``python -m analytics`` process, the median of ``--repeat`` runs: ``explain`` of the middle offset
+of the largest partition, ``producer`` of its busiest producer, ``inspect`` of the log dir the
+export read, and ``explain`` of a misspelled topic (an error, exit 2). ``--code`` times another
+checkout of segaudit (its folder goes first on ``PYTHONPATH``) on the same OUT.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
-def best(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+def segaudit(args: list[str], code: Path = ROOT) -> tuple[float, int]:
+    """The wall time and exit code of one ``segaudit`` process running the checkout ``code``."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "analytics", *args], env=env, cwd=code,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return time.perf_counter() - started, done.returncode
+
+
+def build(workdir: Path, scenario: str, scale: int) -> Path:
+    """An audited OUT of ``scenario`` at ``scale`` under ``workdir`` (built once, then reused)."""
+    logs, out = workdir / f"{scenario}-x{scale}", workdir / f"{scenario}-x{scale}.out"
+    if not (out / "_audit.json").exists():
+        workdir.mkdir(parents=True, exist_ok=True)
+        steps = ([] if logs.exists() else [["generate", str(logs), "--scenario", scenario, "--scale", str(scale)]]) + [
+            ["export", str(logs), "--out", str(out)],
+            ["audit", str(out), "--config", str(logs.with_name(logs.name + ".truth") / "audit.toml")],
+        ]
+        for step in steps:
+            print("segaudit " + " ".join(step), file=sys.stderr, flush=True)
+            seconds, code = segaudit(step)
+            if code != 0:
+                raise SystemExit(f"segaudit {step[0]} failed (exit {code})")
+            print(f"  {seconds:.1f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def questions(out: Path) -> dict[str, list[str]]:
+    """The commands to time, with the offset and producer picked from the audit's small tables."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    segments = ds.dataset(out / "segments", format="parquet").to_table(
+        columns=["topic", "partition", "batch_count", "first_offset", "last_offset"]).group_by(
+        ["topic", "partition"]).aggregate([("batch_count", "sum"), ("first_offset", "min"), ("last_offset", "max")])
+    biggest = segments.take(pc.sort_indices(segments, [("batch_count_sum", "descending")])[:1]).to_pylist()[0]
+    topic, partition = biggest["topic"], biggest["partition"]
+    offset = (biggest["first_offset_min"] + biggest["last_offset_max"]) // 2
+    sessions = ds.dataset(out / "producer_sessions", format="parquet").to_table(
+        columns=["producer_id", "batches"], filter=(pc.field("topic") == topic) & (pc.field("partition") == partition))
+    busiest = sessions.take(pc.sort_indices(sessions, [("batches", "descending")])[:1])["producer_id"][0].as_py()
+    logdirs = json.loads((out / "_export.json").read_text())["inputs"]
+    where = ["--partition", str(partition), "--offset", str(offset)]
+    return {
+        f"explain {topic}-{partition} offset {offset}": ["explain", str(out), "--topic", topic, *where],
+        f"producer {busiest}": ["producer", str(out), "--producer-id", str(busiest)],
+        "inspect the log dir": ["inspect", *logdirs],
+        f"explain a misspelled topic ({topic[:-1]})": ["explain", str(out), "--topic", topic[:-1], *where],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=None, help="an audited OUT (default: build one)")
+    ap.add_argument("--scenario", default="clean")
+    ap.add_argument("--scale", type=int, default=200, help="segaudit generate --scale of the OUT built")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/segaudit-forensics"))
+    ap.add_argument("--repeat", type=int, default=5, help="cold processes per question (the median is shown)")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the segaudit checkout to time (default: this one)")
     args = ap.parse_args(argv)
 
-    from pyspark.sql import functions as F
-
-    from analytics.forensics import explain, producer_history
-    from analytics.spark.session import get_spark
-
-    spark = get_spark(conf={"spark.driver.memory": "4g"})
-    verdicts = spark.read.parquet(os.path.join(args.out, "producer_sessions"))
-    biggest = verdicts.groupBy("topic", "partition").agg(F.sum("batches").alias("n"), F.min("first_offset").alias("lo"),
-                                                          F.max("last_offset").alias("hi")).orderBy(F.desc("n")).first()
-    busiest = verdicts.where((F.col("topic") == biggest["topic"]) & (F.col("partition") == biggest["partition"])) \
-        .orderBy(F.desc("batches")).first()["producer_id"]
-    offset = (biggest["lo"] + biggest["hi"]) // 2
-    total = spark.read.parquet(os.path.join(args.out, "batch_verdicts")).count()
-    cases = {
-        f"explain {biggest['topic']}-{biggest['partition']}@{offset}":
-            lambda: explain(spark, args.out, biggest["topic"], biggest["partition"], offset),
-        f"producer {busiest}": lambda: producer_history(spark, args.out, busiest),
-        "full scan (count idle_ms)": lambda: spark.read.parquet(os.path.join(args.out, "batch_verdicts"))
-        .where(F.col("idle_ms") > 0).count(),
-    }
-    print(f"{total:,} batches in {args.out}; best of {args.repeat} after a warm-up")
-    for label, fn in cases.items():
-        print(f"{label:<44} {best(fn, args.repeat):>7.2f} s", flush=True)
+    out = args.out or build(args.workdir, args.scenario, args.scale)
+    batches = json.loads((out / "summary.json").read_text())["verdicts"]
+    print(f"{sum(batches.values()):,} batches in {out}; {args.code}; median of {args.repeat} cold processes")
+    print(f"{'question':<48} {'median s':>9} {'min s':>7} {'max s':>7} {'exit':>5}")
+    for label, command in questions(out).items():
+        runs = [segaudit(command, args.code) for _ in range(args.repeat)]
+        seconds = [s for s, _ in runs]
+        codes = sorted({c for _, c in runs})
+        print(f"{label:<48} {statistics.median(seconds):>9.2f} {min(seconds):>7.2f} {max(seconds):>7.2f} "
+              f"{','.join(map(str, codes)):>5}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,21 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from analytics import cli
 from analytics.contract import EXIT_OK, EXIT_USAGE
+from analytics.errors import UsageError
 from analytics.forensics import explain, producer_history
+from analytics.forensics.reasoning import evidence
 
 pytestmark = pytest.mark.spark
-GOLDEN = Path(__file__).resolve().parent / "golden"
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
 
 
 def _cli(args: list[str], capsys) -> tuple[int, str, str]:
@@ -47,8 +52,8 @@ def test_explain_a_sequence_gap(audited, capsys):
     assert "a violation" in out
 
 
-def test_explain_a_duplicate_finds_the_first_copy(spark, audited):
-    e = explain(spark, audited["missed-dedup"][1], "missed-dedup", 0, 41)  # inside the batch 40..42
+def test_explain_a_duplicate_finds_the_first_copy(audited):
+    e = explain(audited["missed-dedup"][1], "missed-dedup", 0, 41)  # inside the batch 40..42
     (batch,) = e.batches
     assert (batch["base_offset"], batch["verdict"]) == (40, "DUPLICATE")
     first = e.earlier_copy
@@ -61,8 +66,8 @@ def test_explain_a_duplicate_finds_the_first_copy(spark, audited):
     assert all(b["producer_id"] == batch["producer_id"] for b in e.before + e.after)
 
 
-def test_explain_an_explained_gap_states_its_evidence(spark, audited):
-    e = explain(spark, audited["idle-expiration"][1], "idle-expiration", 0, 71)
+def test_explain_an_explained_gap_states_its_evidence(audited):
+    e = explain(audited["idle-expiration"][1], "idle-expiration", 0, 71)
     (batch,) = e.batches
     assert batch["explained_by"] == "producer_expiration"
     assert batch["idle_ms"] >= 86_400_000
@@ -73,26 +78,62 @@ def test_explain_an_explained_gap_states_its_evidence(spark, audited):
 def test_explain_an_offset_no_batch_holds(spark, audited, capsys):
     _, out = audited["compacted"]
     holes = spark.read.parquet(os.path.join(out, "batch_verdicts")).selectExpr("min(base_offset)").first()[0]
-    e = explain(spark, out, "compacted", 0, holes - 1)  # below the first batch the cleaner left
+    e = explain(out, "compacted", 0, holes - 1)  # below the first batch the cleaner left
     assert e.batches == [] and e.nearest["below"] is None and e.nearest["above"]["base_offset"] == holes
     assert e.reasoning[0] == f"No batch of the export holds offset {holes - 1}."
     code, _, err = _cli(["explain", out, "--topic", "compacted", "--partition", "7", "--offset", "0"], capsys)
     assert code == EXIT_USAGE and "compacted-7 has no batches" in err
 
 
-def test_explain_reads_only_its_topic(spark, audited, tmp_path):
+def test_explain_reads_only_its_topic(audited, tmp_path):
     """The other topics' folders of batch_verdicts are never opened: removing them changes nothing."""
     g, out = audited["fenced-zombie"]
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    before = explain(spark, str(copy), "fenced-zombie", 0, 25)
+    before = explain(str(copy), "fenced-zombie", 0, 25)
     for folder in (copy / "batch_verdicts").iterdir():
         if folder.name.startswith("topic=") and folder.name != "topic=fenced-zombie":
             shutil.rmtree(folder)
     (copy / "batch_verdicts" / "topic=other").mkdir()
     (copy / "batch_verdicts" / "topic=other" / "part-0.parquet").write_bytes(b"not parquet")
-    after = explain(spark, str(copy), "fenced-zombie", 0, 25)
+    after = explain(str(copy), "fenced-zombie", 0, 25)
     assert after == before
+
+
+def test_explain_and_producer_start_no_spark(audited):
+    """The forensic answers read Parquet with pyarrow: a process that asks them never imports PySpark."""
+    out = audited["fenced-zombie"][1]
+    script = f"""
+import sys
+from analytics import cli
+from analytics.forensics import explain, producer_history
+assert explain({out!r}, "fenced-zombie", 0, 25).batches
+assert producer_history({out!r}, 7000).sessions
+for args in (["explain", {out!r}, "--topic", "fenced-zombie", "--partition", "0", "--offset", "25"],
+             ["producer", {out!r}, "--producer-id", "7000"],
+             ["explain", {out!r}, "--topic", "nope", "--partition", "0", "--offset", "25"]):
+    cli.main(args)
+assert "pyspark" not in sys.modules, "pyspark was imported"
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "fenced-zombie-0 offset 25" in done.stdout and "producer 7000:" in done.stdout
+    assert "unknown topic 'nope'" in done.stderr
+
+
+def test_unknown_names_are_one_line_listing_the_closest(audited, capsys):
+    _, out = audited["fenced-zombie"]
+    code, _, err = _cli(["explain", out, "--topic", "fenced-zombi", "--partition", "0", "--offset", "25"], capsys)
+    assert code == EXIT_USAGE
+    assert err == "segaudit: unknown topic 'fenced-zombi' (did you mean 'fenced-zombie'?); topics: fenced-zombie\n"
+    with pytest.raises(UsageError, match="^unknown topic 'zombie' \\(did you mean 'fenced-zombie'\\?\\)"):
+        explain(out, "zombie", 0, 25)
+    code, _, err = _cli(["explain", out, "--topic", "fenced-zombie", "--partition", "0", "--offset", "25",
+                         "--log-dir", "elsewhere"], capsys)
+    assert code == EXIT_USAGE and "no log dir of fenced-zombie-0 matches 'elsewhere'; its log dirs: " in err
+    code, _, err = _cli(["producer", out, "--producer-id", "7000", "--topic", "fenced-zombi"], capsys)
+    assert code == EXIT_USAGE and len(err.strip().splitlines()) == 1
+    assert "producer 7000 wrote no batch on topic fenced-zombi" in err and "did you mean 'fenced-zombie'?" in err
 
 
 def test_producer_history_of_a_fenced_zombie(audited, capsys):
@@ -101,8 +142,8 @@ def test_producer_history_of_a_fenced_zombie(audited, capsys):
     _golden("producer_fenced_zombie.txt", out, audited["fenced-zombie"])
 
 
-def test_producer_history_facts(spark, audited):
-    h = producer_history(spark, audited["fenced-zombie"][1], 7000)
+def test_producer_history_facts(audited):
+    h = producer_history(audited["fenced-zombie"][1], 7000)
     # epochs 3 -> 4 (a marker), 4 -> 5 (a bump at 0), then 5 -> 3: the zombie writes after two days idle
     assert [(c["from_epoch"], c["to_epoch"], c["verdict"]) for c in h.epoch_changes] == [
         (3, 4, "CONTROL_MARKER"), (4, 5, "EPOCH_BUMP"), (5, 3, "FENCED_ZOMBIE_WRITE")]
@@ -117,7 +158,7 @@ def test_producer_with_a_hanging_transaction_and_an_unknown_one(spark, audited, 
     hanging = spark.read.parquet(os.path.join(out, "transactions")).where("status = 'HANGING'").collect()
     assert hanging
     pid = hanging[0]["producer_id"]
-    h = producer_history(spark, out, pid)
+    h = producer_history(out, pid)
     assert h.transactions[0]["status"] == "HANGING"
     code, _, err = _cli(["producer", out, "--producer-id", "123456789"], capsys)
     assert code == EXIT_USAGE and "producer 123456789 wrote no batch" in err
@@ -172,7 +213,7 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     audit(spark, out, load_config(g.truth_dir / "audit.toml"))
     b1, b2 = (str(b) for b in brokers)
 
-    e = explain(spark, out, "lost-batch", 0, 26)
+    e = explain(out, "lost-batch", 0, 26)
     assert (e.log_dir, e.log_dirs) == (b1, [b1, b2])
     (batch,) = e.batches  # one log's batch, not one per broker
     assert batch["file"].startswith(b1 + "/") and batch["verdict"] == "SEQUENCE_GAP"
@@ -182,15 +223,15 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     assert not any("repeats offsets" in line for line in e.reasoning)
     assert f"Offset 26 is also held in {b2}." in e.reasoning
 
-    other = explain(spark, out, "lost-batch", 0, 26, log_dir="b2")
+    other = explain(out, "lost-batch", 0, 26, log_dir="b2")
     assert other.log_dir == b2 and other.batches[0]["file"].startswith(b2 + "/")
     assert [b["base_offset"] for b in other.before] == [b["base_offset"] for b in e.before]
     with pytest.raises(NotFound, match="no log dir of lost-batch-0 matches 'b3'"):
-        explain(spark, out, "lost-batch", 0, 26, log_dir="b3")
+        explain(out, "lost-batch", 0, 26, log_dir="b3")
 
     # below the first batch: each log dir quotes its own checkpoint's log start
-    assert "the log start offset is 0." in explain(spark, out, "lost-batch", 0, -1, log_dir=b1).reasoning[1]
-    assert "the log start offset is 3." in explain(spark, out, "lost-batch", 0, -1, log_dir=b2).reasoning[1]
+    assert "the log start offset is 0." in explain(out, "lost-batch", 0, -1, log_dir=b1).reasoning[1]
+    assert "the log start offset is 3." in explain(out, "lost-batch", 0, -1, log_dir=b2).reasoning[1]
 
     code, text, _ = _cli(["explain", out, "--topic", "lost-batch", "--partition", "0", "--offset", "26",
                           "--log-dir", "b2"], capsys)
@@ -200,7 +241,7 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
 
     # producer: a session per log dir, shown apart; the header counts one log dir's batches
     pid = batch["producer_id"]
-    single = {s["producer_epoch"]: s["batches"] for s in producer_history(spark, out, pid).sessions
+    single = {s["producer_epoch"]: s["batches"] for s in producer_history(out, pid).sessions
               if s["log_dir"] == b1}
     code, text, _ = _cli(["producer", out, "--producer-id", str(pid)], capsys)
     assert code == EXIT_OK
@@ -213,11 +254,9 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
 
 def test_a_repeat_after_an_expiration_is_explained_in_words():
     """The sentence for a batch explained by an expiration before it, not by its own idle time."""
-    from analytics.forensics import _evidence
-
     row = {"explained_by": "producer_expiration", "verdict": "DUPLICATE", "idle_ms": 2, "base_offset": 10,
            "expired_offset": 8, "conflict_offset": 4}
-    [says] = _evidence(row, {"producer_id_expiration_ms": 3000}, {"base_offset": 8, "idle_ms": 4000})
+    [says] = evidence(row, {"producer_id_expiration_ms": 3000}, {"base_offset": 8, "idle_ms": 4000})
     assert says == ("Explained by producer expiration: the producer was idle 4,000 ms (4 s) before offset 8 (at least "
                     "producer.id.expiration.ms 3,000 ms (3 s), no open transaction), after its original batch at "
                     "offset 4: the broker had forgotten it and took this batch in sequence with what the producer "

@@ -146,28 +146,19 @@ def report(args) -> int:
 
 
 def explain(args) -> int:
-    from analytics import pipeline
-    from analytics.forensics import NotFound, explain
+    """No Spark session: the library reads the tables with pyarrow."""
+    from analytics.forensics import explain
 
-    pipeline.require(args.out, AUDIT, EXPORT)
-    try:
-        e = explain(spark_session(args), args.out, args.topic, args.partition, args.offset, context=args.context,
-                    log_dir=args.log_dir)
-    except NotFound as exc:
-        raise UsageError(str(exc)) from exc
+    e = explain(args.out, args.topic, args.partition, args.offset, context=args.context, log_dir=args.log_dir)
     print(json.dumps(dataclasses.asdict(e), indent=2, default=str) if args.format == "json" else explain_text(e))
     return EXIT_OK
 
 
 def producer(args) -> int:
-    from analytics import pipeline
-    from analytics.forensics import NotFound, producer_history, utc
+    """No Spark session: the library reads the tables with pyarrow."""
+    from analytics.forensics import producer_history, utc
 
-    pipeline.require(args.out, AUDIT, EXPORT)
-    try:
-        h = producer_history(spark_session(args), args.out, args.producer_id, topic=args.topic, limit=args.limit)
-    except NotFound as exc:
-        raise UsageError(str(exc)) from exc
+    h = producer_history(args.out, args.producer_id, topic=args.topic, limit=args.limit)
     print(json.dumps(dataclasses.asdict(h), indent=2, default=str) if args.format == "json" else producer_text(h, utc))
     return EXIT_OK
 
