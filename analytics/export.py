@@ -5,8 +5,9 @@ Tables under ``OUT``: ``batches`` (partitioned by topic), ``records`` (with ``re
 ``leader_epochs``, ``checkpoints`` (the four log-dir offset checkpoints), ``log_start_offsets``
 and ``partition_metadata``, and ``OUT/_export.json`` describing the run.
 
-Each segment is read once, on an executor: the ``batches`` read also writes every file's
-``segments`` row and parse errors as side output (see :mod:`analytics.spark.source`).
+Each segment is read once, on an executor, by the data source's ``export-segments`` table: its
+tasks write the file's batches (and records) and parse errors, and yield its ``segments`` row;
+``export-sidecars`` writes the sidecar tables likewise (see :mod:`analytics.spark.tasks`).
 
 A run is atomic: every table is written under ``OUT/.staging-<run>/`` first. Only when all are
 complete is ``_export.json`` removed, the tables moved into place one by one, and a new
@@ -28,6 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +38,8 @@ import pyarrow.parquet as pq
 from analytics.contract import schemas as schema
 from analytics.kafka.fs import is_remote, local_path
 
+if TYPE_CHECKING:
+    from analytics.spark.files import FileTask
 
 MANIFEST = "_export.json"
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
@@ -65,52 +69,51 @@ def export(
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written."""
-    from analytics.spark.plan import file_errors, plan_files
-    from analytics.spark.tasks import write_rows
+    from analytics.spark.plan import file_errors, segment_files
+    from analytics.spark.tasks import SegmentExportTask, SidecarExportTask, write_rows
 
     started = time.monotonic()
     paths = [p if is_remote(p) else os.path.abspath(local_path(p)) for p in paths]
-    tasks = plan_files(paths, "batches", input_format)
-    if not tasks:
+    files = segment_files(paths, input_format)
+    if not files:
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
-    total_bytes = sum(t[5] for t in tasks)
+    total_bytes = sum(f.size for f in files)
     out = os.path.abspath(out)
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
     staging = os.path.join(out, f".staging-{run_id}")
     parts = os.path.join(staging, "_parts")
+    errors = os.path.join(parts, "parse_errors")
     os.makedirs(out, exist_ok=True)
     _remove_abandoned(out)
     os.makedirs(parts)
     _claim(staging)
     say = progress or (lambda _msg: None)
     min_tasks = 2 * spark.sparkContext.defaultParallelism  # two tasks a core evens out uneven files
-    say(f"exporting {len(tasks)} files, {total_bytes / 1e6:,.1f} MB, to {out}")
+    say(f"exporting {len(files)} files, {total_bytes / 1e6:,.1f} MB, to {out}")
 
-    def source(table: str):
-        reader = (spark.read.format("kafka-segments").option("table", table).option("inputFormat", input_format)
-                  .option("paths", json.dumps(paths))
-                  .option("minTasks", min_tasks if table == "segments" else 1))
-        return reader.option("sideOutput", parts)
+    def writing_read(table: str):
+        """A read of one of the data source's tables that write: tables to staging, errors to _parts."""
+        return (spark.read.format("kafka-segments").option("table", table).option("inputFormat", input_format)
+                .option("paths", json.dumps(paths)).option("tablesOut", staging).option("errorsOut", errors))
 
     try:
         if input_format == "segments":
-            write_rows(os.path.join(parts, "parse_errors"), "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
+            write_rows(errors, "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
         # One pass over the segments: tasks write batches (and records) as Parquet, one segments row per file.
-        segments = source("segments").option("batchesOut", os.path.join(staging, "batches"))
-        if records:
-            segments = segments.option("recordsOut", os.path.join(staging, "records"))
-        with _Progress(os.path.join(parts, "parse_errors"), tasks, say):
+        segments = writing_read(SegmentExportTask.table).option("records", records).option("minTasks", min_tasks)
+        with _Progress(errors, files, say):
             segments.load().repartition(1).write.parquet(os.path.join(staging, "segments"))
         for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
             if wanted and not os.path.isdir(os.path.join(staging, table)):  # no rows at all: still a table
                 _write_small(os.path.join(staging, table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
-            source("sidecars").option("sidecarsOut", staging).load().write.format("noop").mode("overwrite").save()
+            sidecars = writing_read(SidecarExportTask.table).option("minTasks", 1)
+            sidecars.load().write.format("noop").mode("overwrite").save()
         for table in SIDECAR_TABLES:
             if not os.path.isdir(os.path.join(staging, table)):
                 _write_small(os.path.join(staging, table), schema.READ_SCHEMAS[table].empty_table())
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
-        _write_small(os.path.join(staging, "parse_errors"), _read_parts(os.path.join(parts, "parse_errors"), schema.PARSE_ERRORS))
+        _write_small(os.path.join(staging, "parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
         checkpoints = _read_parts(os.path.join(staging, "checkpoints"), schema.CHECKPOINTS)
         starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], "log-start-offset"))
         _write_small(os.path.join(staging, "log_start_offsets"), pa.table(
@@ -127,15 +130,15 @@ def export(
         "inputs": paths,
         "input_format": input_format,
         "records": records,
-        "files": len(tasks),
+        "files": len(files),
         "input_bytes": total_bytes,
         "rows": rows,
         "finished_at_ms": int(time.time() * 1000),
     }
     _swap(out, staging, tables, manifest)
     seconds = time.monotonic() - started
-    say(f"exported {len(tasks)} files ({total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
-    return ExportResult(out, run_id, len(tasks), total_bytes, rows, seconds)
+    say(f"exported {len(files)} files ({total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
+    return ExportResult(out, run_id, len(files), total_bytes, rows, seconds)
 
 
 def _read_parts(folder: str, target: pa.Schema) -> pa.Table:
@@ -220,13 +223,14 @@ def read_manifest(out: str) -> dict:
 
 
 class _Progress:
-    """Reports files and bytes done on stderr while a long read runs, from the side-output files."""
+    """Reports files and bytes done while the ``export-segments`` read runs, from the parse-errors
+    files its tasks write into ``folder`` as each file is done."""
 
-    def __init__(self, folder: str, tasks, say: Callable[[str], None], every: float = 5.0):
-        from analytics.spark.source import FileTask, task_name
+    def __init__(self, folder: str, files: list[FileTask], say: Callable[[str], None], every: float = 5.0):
+        from analytics.spark.tasks import SegmentExportTask
 
         self.folder = folder
-        self.sizes = {f"segment-{task_name(FileTask(*t))}.parquet": t[5] for t in tasks}
+        self.sizes = {SegmentExportTask.errors_file(f): f.size for f in files}
         self.total = sum(self.sizes.values())
         self.say = say
         self.every = every

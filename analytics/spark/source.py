@@ -1,185 +1,164 @@
 """``spark.read.format("kafka-segments")``: Kafka log files as DataFrames, read on the executors.
 
+A read of a table, with no side effect:
+
     spark.read.format("kafka-segments")
-        .option("table", "batches")        # batches | records | segments | producer_snapshots
-                                           # | aborted_transactions | leader_epochs | checkpoints | partition_metadata
-        .option("inputFormat", "segments") # or "dump-log": kafka-dump-log.sh text files
-        .option("sideOutput", "/out/.staging/_parts")   # optional: per-file parse errors go there
-        .load("/var/kafka-logs")           # log dirs, partition folders or files; several separated by commas
+        .option("table", "batches")        # batches | records | segments | producer_snapshots | checkpoints
+                                           # | aborted_transactions | leader_epochs | partition_metadata
+        .option("inputFormat", "segments") # or "dump-log": kafka-dump-log.sh text (batches, records, segments)
+        .load("/var/kafka-logs")           # log dirs, partition folders or files, separated by commas
+                                           # (or a JSON list in .option("paths", ...))
 
-The driver only lists files (:mod:`analytics.kafka.discovery`) and packs them into groups of
-about ``taskBytes`` (at least ``minTasks`` groups); each group is one input partition, whose
-files are opened and decoded by the pure reader inside ``read()`` on an executor, which yields
-Arrow record batches.
+The export's two tables that write, which their names say (see :mod:`analytics.spark.tasks`):
 
-``table = "segments"`` with ``batchesOut`` / ``recordsOut``, and ``table = "sidecars"`` with
-``sidecarsOut``, are the export's modes: the tasks write the tables as Parquet themselves and
-yield one row per file (see :mod:`analytics.spark.tasks`).
+    .option("table", "export-segments")    # writes batches (and with records=true records) as Parquet,
+        .option("tablesOut", staging)      #   yields the segments rows
+        .option("errorsOut", errors)       # every file's parse errors, one Parquet file each
+        .option("records", "true")
+    .option("table", "export-sidecars")    # writes every sidecar table, yields a row per file
+        .option("tablesOut", staging).option("errorsOut", errors)
 
-Stateless and picklable: partitions carry plain strings and numbers, heavy imports happen in
-``read()``.
+Tuning: ``taskBytes`` (bytes of files per Spark task, 128 MiB), ``minTasks`` (2),
+``windowBytes`` (the reader's window, 8 MiB), ``maxDecompressedBytes`` (per batch, 64 MiB).
+
+The options name one task type; the driver lists its files (only names and sizes) and packs
+them into groups of about ``taskBytes`` (at least ``minTasks`` groups); each group is one input
+partition, whose files the task type reads one after the other on an executor, yielding Arrow
+record batches. Stateless and picklable: the task type and the groups are plain values.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import CaseInsensitiveDict, DataSource, DataSourceReader
 
-TABLES = (
-    "batches",
-    "records",
-    "segments",
-    "sidecars",
-    "producer_snapshots",
-    "aborted_transactions",
-    "leader_epochs",
-    "checkpoints",
-    "partition_metadata",
-)
-INPUT_FORMATS = ("segments", "dump-log")
+from analytics.contract.vocabulary import SIDECAR_TABLES
+from analytics.spark.files import FileGroup, group_files
+
+if TYPE_CHECKING:
+    from analytics.spark.tasks import Task
+
+WRITE_OPTIONS = ("tablesOut", "errorsOut", "records")  # options of the tables that write only
+DEFAULT_TASK_BYTES = 128 * 1024 * 1024
+DEFAULT_MIN_TASKS = 2
 
 
-class FileTask:
-    """One file to read: where it is, what it is, and its index for the side output's name."""
+def task_for(options: Mapping[str, str]) -> Task:
+    """The task type a read's options name (see the module docstring); ValueError for bad options."""
+    # Imported here, where reads are planned and run (Python workers): the task types bring pyarrow
+    # and the reader, which a driver that only registers the source has no use for.
+    from analytics.spark.decoders import INPUT_FORMATS, BinarySegments, DumpLogText
+    from analytics.spark.tasks import (
+        SEGMENT_TABLES,
+        WRITING_TABLES,
+        SegmentExportTask,
+        SegmentTask,
+        SidecarExportTask,
+        SidecarTask,
+    )
 
-    def __init__(self, index: int, path: str, topic: str, partition: int, base_offset: int, size: int):
-        self.index, self.path, self.topic, self.partition, self.base_offset, self.size = (
-            index, path, topic, partition, base_offset, size
-        )
-
-    def __repr__(self) -> str:
-        return f"FileTask({self.index}, {self.path!r})"
-
-
-class FileGroup(InputPartition):
-    """The files one Spark task reads, one after the other (grouped: a task costs ~0.1 s of overhead)."""
-
-    def __init__(self, number: int, files: list[tuple]):
-        super().__init__(number)
-        self.files = files
-
-    def tasks(self) -> list[FileTask]:
-        return [FileTask(*f) for f in self.files]
-
-
-def group_files(files: list[tuple], *, target_bytes: int, min_groups: int) -> list[list[tuple]]:
-    """Consecutive files packed into groups of about ``target_bytes`` (less when that would give
-    fewer than ``min_groups`` groups, so every core gets work). Order is kept.
-
-    >>> [len(g) for g in group_files([(i, "f", "t", 0, 0, 10) for i in range(10)], target_bytes=30, min_groups=1)]
-    [3, 3, 3, 1]
-    >>> len(group_files([(i, "f", "t", 0, 0, 10) for i in range(10)], target_bytes=1000, min_groups=4)) >= 4
-    True
-    """
-    total = sum(f[5] for f in files)
-    target = max(1, min(target_bytes, -(-total // max(1, min_groups))))
-    groups: list[list[tuple]] = []
-    size = 0
-    for f in files:
-        if not groups or (size and size + f[5] > target):
-            groups.append([])
-            size = 0
-        groups[-1].append(f)
-        size += f[5]
-    return groups
+    options = CaseInsensitiveDict(options)
+    table = options.get("table", "batches")
+    input_format = options.get("inputFormat", "segments")
+    tables = (*SEGMENT_TABLES, *SIDECAR_TABLES, *WRITING_TABLES)
+    if table not in tables:
+        raise ValueError(f"table must be one of {', '.join(tables)}, not {table!r}")
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"inputFormat must be one of {', '.join(INPUT_FORMATS)}, not {input_format!r}")
+    if table not in WRITING_TABLES:
+        stray = [name for name in WRITE_OPTIONS if name in options]
+        if stray:
+            raise ValueError(f"{', '.join(stray)}: options of the tables that write "
+                             f"({', '.join(WRITING_TABLES)}), not of a read of {table}")
+    if input_format == "dump-log":
+        if table not in (*SEGMENT_TABLES, SegmentExportTask.table):
+            raise ValueError(f"dump-log text holds {', '.join(SEGMENT_TABLES)}, not {table}")
+        decoder = DumpLogText()
+    else:
+        tuning = {"window": "windowBytes", "max_decompressed_bytes": "maxDecompressedBytes"}
+        decoder = BinarySegments(**{f: int(options[name]) for f, name in tuning.items() if name in options})
+    if table in SEGMENT_TABLES:
+        return SegmentTask(table, decoder)
+    if table in SIDECAR_TABLES:
+        return SidecarTask(table)
+    tables_out, errors_out = _required(options, table, "tablesOut"), _required(options, table, "errorsOut")
+    if table == SegmentExportTask.table:
+        records = options.get("records", "false").lower()
+        if records not in ("true", "false"):
+            raise ValueError(f"records must be true or false, not {records!r}")
+        return SegmentExportTask(tables_out, errors_out, decoder, records=records == "true")
+    return SidecarExportTask(tables_out, errors_out)
 
 
 def parse_paths(value: str) -> list[str]:
-    """Paths from ``load()`` or the ``paths`` option: a JSON list, or comma-separated."""
+    """Paths from ``load()`` or the ``paths`` option: a JSON list, or comma-separated.
+
+    >>> parse_paths('["/a,b", "/c"]'), parse_paths("/a,/b")
+    (['/a,b', '/c'], ['/a', '/b'])
+    """
     value = value.strip()
     if value.startswith("["):
         return [str(p) for p in json.loads(value)]
     return [p for p in value.split(",") if p]
 
 
-def arrow_schema(table: str, input_format: str = "segments"):
-    from analytics.contract import schemas as schema
-    from analytics.spark.tasks import SIDECAR_SUMMARY
-
-    return {
-        "batches": schema.BATCHES,
-        "records": schema.RECORDS,
-        "segments": schema.SEGMENTS,
-        "sidecars": SIDECAR_SUMMARY,
-        "producer_snapshots": schema.PRODUCER_SNAPSHOTS,
-        "aborted_transactions": schema.ABORTED_TRANSACTIONS,
-        "leader_epochs": schema.LEADER_EPOCHS,
-        "checkpoints": schema.CHECKPOINTS,
-        "partition_metadata": schema.PARTITION_METADATA,
-    }[table]
-
-
 def spark_schema(arrow):
+    """The Spark schema of an Arrow schema."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(arrow)
 
 
 class KafkaSegmentsDataSource(DataSource):
+    """The ``kafka-segments`` data source: its options choose a task type (:func:`task_for`)."""
+
     @classmethod
     def name(cls) -> str:
         return "kafka-segments"
 
     def __init__(self, options):
         super().__init__(options)
-        self.table = options.get("table", "batches")
-        self.input_format = options.get("inputFormat", options.get("inputformat", "segments"))
-        if self.table not in TABLES:
-            raise ValueError(f"table must be one of {', '.join(TABLES)}, not {self.table!r}")
-        if self.input_format not in INPUT_FORMATS:
-            raise ValueError(f"inputFormat must be one of {', '.join(INPUT_FORMATS)}, not {self.input_format!r}")
+        self.task = task_for(options)
 
     def schema(self):
-        return spark_schema(arrow_schema(self.table, self.input_format))
+        return spark_schema(self.task.schema)
 
     def reader(self, schema):
-        return KafkaSegmentsReader(dict(self.options), self.table, self.input_format)
+        return KafkaSegmentsReader(self.task, self.options)
 
 
 class KafkaSegmentsReader(DataSourceReader):
-    def __init__(self, options: dict, table: str, input_format: str):
-        self.table = table
-        self.input_format = input_format
+    """Plans a read's files into groups on the driver; runs its task type on each file, on the executors."""
+
+    def __init__(self, task: Task, options: Mapping[str, str]):
+        options = CaseInsensitiveDict(options)
+        self.task = task
         self.paths = parse_paths(options.get("path") or options.get("paths") or "")
         if not self.paths:
             raise ValueError("kafka-segments needs paths: load(path) or .option('paths', ...)")
-        self.side_output = options.get("sideOutput") or options.get("sideoutput")
-        self.batches_out = options.get("batchesOut") or options.get("batchesout")
-        self.records_out = options.get("recordsOut") or options.get("recordsout")
-        self.sidecars_out = options.get("sidecarsOut") or options.get("sidecarsout")
-        self.window = int(options.get("windowBytes", options.get("windowbytes", 8 * 1024 * 1024)))
-        self.target_bytes = int(options.get("taskBytes", options.get("taskbytes", 128 * 1024 * 1024)))
-        self.min_tasks = int(options.get("minTasks", options.get("mintasks", 2)))
-        self.max_decompressed = int(options.get("maxDecompressedBytes", options.get("maxdecompressedbytes", 64 << 20)))
+        self.target_bytes = int(options.get("taskBytes", DEFAULT_TASK_BYTES))
+        self.min_tasks = int(options.get("minTasks", DEFAULT_MIN_TASKS))
 
-    def partitions(self):
-        from analytics.spark.plan import plan_files
-
-        files = plan_files(self.paths, "batches" if self.table == "segments" else self.table, self.input_format)
+    def partitions(self) -> list[FileGroup]:
+        files = self.task.plan(self.paths)
         groups = group_files(files, target_bytes=self.target_bytes, min_groups=self.min_tasks)
         return [FileGroup(i, g) for i, g in enumerate(groups)]
 
     def read(self, partition: FileGroup | None):
-        from analytics.spark.tasks import read_task
+        from analytics.spark.tasks import log_task
 
         if partition is None:  # Spark's single partition when partitions() found no file
             return
-        for task in partition.tasks():
-            yield from read_task(
-                task,
-                table=self.table,
-                input_format=self.input_format,
-                side_output=self.side_output,
-                window=self.window,
-                max_decompressed_bytes=self.max_decompressed,
-                batches_out=self.batches_out,
-                records_out=self.records_out,
-                sidecars_out=self.sidecars_out,
-            )
+        for file in partition.files:
+            log_task(file, self.task.table)
+            yield from self.task.read(file)
 
 
-def task_name(task: FileTask) -> str:
-    """A stable name for a task's side-output file: its index and a checksum of its path."""
-    return f"{task.index:07d}-{zlib.crc32(task.path.encode()) & 0xFFFFFFFF:08x}"
+def _required(options: Mapping[str, str], table: str, name: str) -> str:
+    value = options.get(name)
+    if not value:
+        raise ValueError(f"table {table} writes Parquet and needs the {name} option")
+    return value

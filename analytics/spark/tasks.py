@@ -1,17 +1,29 @@
-"""What one ``kafka-segments`` task does on an executor: read one file and yield Arrow batches.
+"""The task types of the ``kafka-segments`` data source: what a Spark task does with each file
+of its group, on an executor.
 
-Two ways to use it:
+A task type is a small frozen dataclass of plain options (picklable, shipped with the read). It
+knows which files it reads (``plan``, on the driver) and turns one file into Arrow record
+batches (``read``, on an executor); ``schema`` is the Arrow schema of those batches and
+``table`` the value of the data source's ``table`` option that chose it. One type per family:
 
-- as a plain source (``table`` = batches, records, producer_snapshots, ...): the rows are
-  yielded to Spark;
-- as the export's writer (``table`` = segments, with ``batchesOut`` / ``recordsOut``): the task
-  writes the file's batches and records straight from Arrow to Parquet under those folders
-  (``topic=<name>/part-<task>.parquet``, written to a temporary name and renamed), and yields
-  one ``segments`` row. Spark schedules, retries and places the tasks; the heavy rows never go
-  through the JVM, which would convert them one by one.
+- :class:`SegmentTask` reads segments into ``batches``, ``records`` or ``segments`` rows, from
+  binary ``.log`` files or ``kafka-dump-log.sh`` text (its decoder, :mod:`analytics.spark.decoders`);
+- :class:`SidecarTask` reads the sidecar files of one table (``producer_snapshots``,
+  ``aborted_transactions``, ``leader_epochs``, ``checkpoints``, ``partition_metadata``).
 
-With ``sideOutput``, each task also writes its file's parse errors as one small Parquet file
-named after the file, so a retried task overwrites its own output.
+Both only read. The export's two types write Parquet, and their table names say so:
+
+- :class:`SegmentExportTask` (``export-segments``) writes a segment file's batches (and records)
+  under ``tablesOut`` and yields the file's ``segments`` row;
+- :class:`SidecarExportTask` (``export-sidecars``) writes every sidecar table under ``tablesOut``
+  and yields a row counting what it wrote.
+
+Both write each file's parse errors to ``errorsOut``. Why the tasks write: rows yielded by a
+Python data source are converted to JVM rows one by one (about 3 µs a batch row); written from
+Arrow by the task, the same rows cost a fraction of that, and Spark still plans, places and
+retries the tasks. Outputs are named after their input file (:attr:`FileTask.output_name`),
+written under a temporary name and renamed, so a retried or speculative task overwrites its own
+files.
 """
 
 from __future__ import annotations
@@ -19,96 +31,156 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analytics.contract import schemas as schema
-from analytics.kafka.errors import CRC_MISMATCH
-from analytics.kafka.logdir import SIDECAR_TABLE_OF, row_dict, stream_segment
-from analytics.kafka.model import ParseError, SegmentInfo
+from analytics.contract.schemas import BATCHES, OUT_SCHEMAS, PARSE_ERRORS, RECORDS, SEGMENTS
+from analytics.contract.vocabulary import SIDECAR_TABLES
+from analytics.kafka.fs import RemotePath, is_remote
+from analytics.kafka.logdir import SIDECAR_TABLE_OF, row_dict
+from analytics.kafka.model import SegmentInfo
 from analytics.kafka.sidecars import read_sidecar
+from analytics.spark.decoders import BinarySegments, Decoder
+from analytics.spark.files import FileTask
+from analytics.spark.plan import sidecar_files
 
-SIDECAR_SCHEMAS = {table: schema.READ_SCHEMAS[table] for table in SIDECAR_TABLE_OF.values()}
-# What the export's sidecar pass yields per file (the rows themselves go to Parquet).
+SEGMENT_TABLES = ("batches", "records", "segments")  # the tables a segment file holds
+# What SidecarExportTask yields per file (the rows themselves go to Parquet).
 SIDECAR_SUMMARY = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("errors", pa.int64())])
 TASK_LOG_ENV = "SEGAUDIT_TASK_LOG"
 SEED = 42  # Spark's xxhash64 seed: key_hash and value_hash equal xxhash64(key) / xxhash64(value) in Spark SQL
-_DUMP_BATCH_ROWS = 8192
 
 
-def read_task(task, *, table: str, input_format: str, side_output: str | None, window: int,
-              max_decompressed_bytes: int, batches_out: str | None = None,
-              records_out: str | None = None, sidecars_out: str | None = None) -> Iterator[pa.RecordBatch]:
-    from analytics.spark.source import task_name
+@dataclass(frozen=True, slots=True)
+class SegmentTask:
+    """Reads segment files into the rows of one of their tables: ``batches``, ``records`` (the
+    value replaced by its size and hashes, as under ``OUT``) or ``segments`` (one row a file)."""
 
-    name = task_name(task)
-    _log_task(task, table)
-    if table == "sidecars":  # the export: every sidecar table in one pass, written by the task
-        result = read_sidecar(_path(task.path), topic=task.topic, partition=task.partition)
+    table: str
+    decoder: Decoder = BinarySegments()
+
+    def __post_init__(self):
+        if self.table not in SEGMENT_TABLES:
+            raise ValueError(f"a segment file holds {', '.join(SEGMENT_TABLES)}, not {self.table!r}")
+
+    @property
+    def schema(self) -> pa.Schema:
+        return OUT_SCHEMAS[self.table]
+
+    def plan(self, paths: list[str]) -> list[FileTask]:
+        return self.decoder.plan(paths)
+
+    def read(self, file: FileTask) -> Iterator[pa.RecordBatch]:
+        decoded = self.decoder.decode(file, records=self.table == "records")
+        for chunk in decoded:
+            if self.table == "batches" and chunk.batches.num_rows:
+                yield chunk.batches
+            elif self.table == "records" and chunk.records is not None and chunk.records.num_rows:
+                yield to_contract_records(chunk.records)
+        if self.table == "segments":
+            yield _segments_batch(decoded.segments)
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarTask:
+    """Reads the sidecar files of one table into its rows. A file's parse errors are not rows of
+    the table: the export reports them (:class:`SidecarExportTask`)."""
+
+    table: str
+
+    def __post_init__(self):
+        if self.table not in SIDECAR_TABLES:
+            raise ValueError(f"sidecar tables are {', '.join(SIDECAR_TABLES)}, not {self.table!r}")
+
+    @property
+    def schema(self) -> pa.Schema:
+        return OUT_SCHEMAS[self.table]
+
+    def plan(self, paths: list[str]) -> list[FileTask]:
+        return sidecar_files(paths, (self.table,))
+
+    def read(self, file: FileTask) -> Iterator[pa.RecordBatch]:
+        rows = read_sidecar(_path(file.path), topic=file.topic, partition=file.partition).rows
+        if rows:
+            yield pa.RecordBatch.from_pylist([row_dict(r, self.schema) for r in rows], schema=self.schema)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentExportTask:
+    """Writes each segment file's ``batches`` (and with ``records`` its ``records``) as Parquet
+    under ``tables_out``, and its parse errors to ``errors_out``; yields the file's ``segments`` row.
+
+    Files: ``<tables_out>/batches/topic=<topic>/part-<file>.parquet`` (``records`` likewise) and
+    ``<errors_out>/segment-<file>.parquet``, written when the file is done.
+    """
+
+    tables_out: str
+    errors_out: str
+    decoder: Decoder = BinarySegments()
+    records: bool = False
+    table: ClassVar[str] = "export-segments"
+    schema: ClassVar[pa.Schema] = SEGMENTS
+
+    @staticmethod
+    def errors_file(file: FileTask) -> str:
+        """The name of a file's parse-errors output, whose appearance means the file is done."""
+        return f"segment-{file.output_name}.parquet"
+
+    def plan(self, paths: list[str]) -> list[FileTask]:
+        return self.decoder.plan(paths)
+
+    def read(self, file: FileTask) -> Iterator[pa.RecordBatch]:
+        decoded = self.decoder.decode(file, records=self.records)
+        batches_out = _TopicParquet(os.path.join(self.tables_out, "batches"), file.output_name, BATCHES)
+        records_out = (_TopicParquet(os.path.join(self.tables_out, "records"), file.output_name, RECORDS)
+                       if self.records else nullcontext())
+        with batches_out as batch_sink, records_out as record_sink:
+            for chunk in decoded:
+                if chunk.batches.num_rows:
+                    batch_sink.write(chunk.batches)
+                if record_sink and chunk.records is not None and chunk.records.num_rows:
+                    record_sink.write(to_contract_records(chunk.records))
+        write_rows(self.errors_out, self.errors_file(file), decoded.errors, PARSE_ERRORS)
+        yield _segments_batch(decoded.segments)
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarExportTask:
+    """Writes every sidecar table as Parquet under ``tables_out`` and each file's parse errors to
+    ``errors_out``; yields a :data:`SIDECAR_SUMMARY` row per file.
+
+    Files: ``<tables_out>/<table>/part-<file>.parquet`` and ``<errors_out>/sidecar-<file>.parquet``.
+    """
+
+    tables_out: str
+    errors_out: str
+    table: ClassVar[str] = "export-sidecars"
+    schema: ClassVar[pa.Schema] = SIDECAR_SUMMARY
+
+    def plan(self, paths: list[str]) -> list[FileTask]:
+        return sidecar_files(paths)
+
+    def read(self, file: FileTask) -> Iterator[pa.RecordBatch]:
+        result = read_sidecar(_path(file.path), topic=file.topic, partition=file.partition)
         by_table: dict[str, list] = {}
         for row in result.rows:
             by_table.setdefault(SIDECAR_TABLE_OF[type(row).__name__], []).append(row)
-        for name_of_table, rows in by_table.items():
-            write_rows(os.path.join(sidecars_out, name_of_table), f"part-{name}.parquet", rows, SIDECAR_SCHEMAS[name_of_table])
-        _side(side_output, f"sidecar-{name}.parquet", result.errors)
-        yield pa.RecordBatch.from_pylist([{"file": task.path, "rows": len(result.rows), "errors": len(result.errors)}],
-                                         schema=SIDECAR_SUMMARY)
-        return
-    if table in SIDECAR_SCHEMAS:
-        result = read_sidecar(_path(task.path), topic=task.topic, partition=task.partition)
-        target = SIDECAR_SCHEMAS[table]
-        if result.rows:
-            yield pa.RecordBatch.from_pylist([row_dict(r, target) for r in result.rows], schema=target)
-        _side(side_output, f"{table}-{name}.parquet", result.errors)
-        return
-    if table == "segments":  # the export: write batches and records, yield the file's segments row(s)
-        sinks = {"batches": _TopicParquet(batches_out, name, schema.BATCHES) if batches_out else None,
-                 "records": _TopicParquet(records_out, name, schema.RECORDS) if records_out else None}
-        try:
-            if input_format == "dump-log":
-                segments, errors = _drain(_read_dump(task, with_records=bool(records_out)), sinks)
-            else:
-                stream = stream_segment(task.path, topic=task.topic, partition=task.partition,
-                                        base_offset=task.base_offset, records=bool(records_out), window=window,
-                                        max_decompressed_bytes=max_decompressed_bytes)
-                info, errors = _drain(stream, sinks)
-                segments = [info]
-        finally:
-            for sink in sinks.values():
-                if sink:
-                    sink.close()
-        _side(side_output, f"segment-{name}.parquet", errors)
-        yield pa.RecordBatch.from_pylist([row_dict(s, schema.SEGMENTS) for s in segments], schema=schema.SEGMENTS)
-        return
-    # a plain read of batches or records
-    if input_format == "dump-log":
-        source = _read_dump(task, with_records=table == "records")
-    else:
-        source = stream_segment(task.path, topic=task.topic, partition=task.partition, base_offset=task.base_offset,
-                                records=table == "records", window=window, max_decompressed_bytes=max_decompressed_bytes)
-    while True:
-        try:
-            chunk = next(source)
-        except StopIteration:
-            return
-        batch = chunk.batches if table == "batches" else to_contract_records(chunk.records)
-        if batch is not None and batch.num_rows:
-            yield batch
+        for table, rows in by_table.items():
+            write_rows(os.path.join(self.tables_out, table), f"part-{file.output_name}.parquet", rows,
+                       OUT_SCHEMAS[table])
+        write_rows(self.errors_out, f"sidecar-{file.output_name}.parquet", result.errors, PARSE_ERRORS)
+        summary = {"file": file.path, "rows": len(result.rows), "errors": len(result.errors)}
+        yield pa.RecordBatch.from_pylist([summary], schema=SIDECAR_SUMMARY)
 
 
-def _drain(stream, sinks: dict):
-    """Write every chunk of a stream to the sinks; return the stream's result."""
-    while True:
-        try:
-            chunk = next(stream)
-        except StopIteration as done:
-            return done.value
-        if sinks["batches"] and chunk.batches.num_rows:
-            sinks["batches"].write(chunk.batches)
-        if sinks["records"] and chunk.records is not None and chunk.records.num_rows:
-            sinks["records"].write(to_contract_records(chunk.records))
+Task = SegmentTask | SidecarTask | SegmentExportTask | SidecarExportTask
+WRITING_TABLES = (SegmentExportTask.table, SidecarExportTask.table)
 
 
 def to_contract_records(raw: pa.RecordBatch) -> pa.RecordBatch:
@@ -128,17 +200,59 @@ def to_contract_records(raw: pa.RecordBatch) -> pa.RecordBatch:
     cols = {name: raw.column(name) for name in raw.schema.names}
     cols["key_hash"] = hashes(raw.column("key"))
     cols["value_hash"] = hashes(raw.column("value"))
-    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema.RECORDS], schema=schema.RECORDS)
+    return pa.RecordBatch.from_arrays([cols[f.name] for f in RECORDS], schema=RECORDS)
+
+
+def write_rows(directory: str, name: str, rows: list, target: pa.Schema) -> None:
+    """Row objects as one Parquet file ``directory/name`` (written under a temporary name, then renamed)."""
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, name)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+    pq.write_table(pa.Table.from_pylist([row_dict(r, target) for r in rows], schema=target), tmp)
+    os.replace(tmp, final)
+
+
+def log_task(file: FileTask, table: str) -> None:
+    """With SEGAUDIT_TASK_LOG set (for example through spark.executorEnv), append which process read
+    which file, with the command lines of its parent processes: where the reading really happens."""
+    target = os.environ.get(TASK_LOG_ENV)
+    if not target:
+        return
+    ancestry = []
+    pid = os.getpid()
+    for _ in range(4):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:
+            break
+        ancestry.append(cmdline if len(cmdline) <= 400 else f"{cmdline[:150]} ... {cmdline[-250:]}")
+        pid = int(status.split("PPid:")[1].split()[0])
+    line = json.dumps({"pid": os.getpid(), "table": table, "file": file.path, "ancestry": ancestry})
+    with open(target, "a") as f:
+        f.write(line + "\n")
 
 
 class _TopicParquet:
-    """Parquet files of one task under ``folder/topic=<topic>/``, one per topic, renamed into place on close."""
+    """One task's Parquet files of a table partitioned by topic, ``folder/topic=<topic>/part-<name>.parquet``:
+    written under temporary names, renamed into place when the file is done (removed if it failed)."""
 
     def __init__(self, folder: str, name: str, target: pa.Schema):
         self.folder = folder
         self.name = name
         self.schema = pa.schema([f for f in target if f.name != "topic"])
         self.writers: dict[str, tuple[pq.ParquetWriter, str, str]] = {}
+
+    def __enter__(self) -> _TopicParquet:
+        return self
+
+    def __exit__(self, failure, *_) -> None:
+        for writer, tmp, final in self.writers.values():
+            writer.close()
+            if failure is None:
+                os.replace(tmp, final)
+            else:
+                os.remove(tmp)
 
     def write(self, batch: pa.RecordBatch) -> None:
         topics = batch.column("topic")
@@ -159,116 +273,10 @@ class _TopicParquet:
             self.writers[topic] = (pq.ParquetWriter(tmp, self.schema), tmp, final)
         return self.writers[topic][0]
 
-    def close(self) -> None:
-        for writer, tmp, final in self.writers.values():
-            writer.close()
-            os.replace(tmp, final)
+
+def _segments_batch(segments: list[SegmentInfo]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([row_dict(s, SEGMENTS) for s in segments], schema=SEGMENTS)
 
 
-def _read_dump(task, *, with_records: bool):
-    """kafka-dump-log.sh text as chunks of batch (and record) rows; returns (segments rows, errors)."""
-    from analytics.kafka.dumplog import DumpRecord, parse_dump
-    from analytics.kafka.model import Batch
-    from analytics.kafka.reader import Chunk
-
-    batches: list[dict] = []
-    records: list[dict] = []
-    per_file: dict[str, dict] = {}
-    errors: list[ParseError] = []
-
-    def chunk() -> Chunk:
-        rec = pa.RecordBatch.from_pylist(records, schema=schema.RECORDS_RAW) if with_records else None
-        out = Chunk(pa.RecordBatch.from_pylist(batches, schema=schema.BATCHES), rec)
-        batches.clear()
-        records.clear()
-        return out
-
-    # Lines end at "\n" only (parse_dump strips a "\r" of Windows dumps): a printed payload may hold "\r".
-    with open(task.path, encoding="utf-8", errors="replace", newline="\n") as f:
-        for item in parse_dump(f, source=task.path):
-            if isinstance(item, ParseError):
-                errors.append(item)
-                if item.error_kind == "truncated" and item.file in per_file:
-                    per_file[item.file]["invalid"] += item.bytes_affected
-            elif isinstance(item, Batch):
-                _tally(per_file, item)
-                batches.append(row_dict(item, schema.BATCHES))
-                if not item.crc_valid:  # as the binary reader reports it
-                    errors.append(ParseError(item.topic, item.partition, item.file, item.file_position, CRC_MISMATCH,
-                                             f"batch at offset {item.base_offset}: the dump says isvalid: false",
-                                             item.batch_size))
-            elif with_records and isinstance(item, DumpRecord):
-                r = item.record
-                size = item.value_size if item.value_size is not None else (len(r.value) if r.value is not None else -1)
-                records.append({
-                    "topic": item.topic, "partition": item.partition, "offset": r.offset, "timestamp": r.timestamp,
-                    "batch_base_offset": item.batch_base_offset, "producer_id": None, "producer_epoch": None,
-                    "sequence": r.sequence, "key": r.key, "value": r.value, "headers": [], "value_size": size,
-                    "is_control": None,
-                })
-            if len(batches) >= _DUMP_BATCH_ROWS or len(records) >= _DUMP_BATCH_ROWS:
-                yield chunk()
-    if batches or records:
-        yield chunk()
-    segments = [
-        SegmentInfo(t["topic"], t["partition"], file, t["base_offset"], t["valid"] + t["bad"] + t["invalid"], t["valid"],
-                    t["count"], t["first"], t["last"], "ok" if not (t["bad"] or t["invalid"]) else "corrupt")
-        for file, t in per_file.items()
-    ]
-    return segments, errors
-
-
-def _tally(per_file: dict, b) -> None:
-    t = per_file.setdefault(b.file, {"topic": b.topic, "partition": b.partition, "base_offset": b.base_offset,
-                                     "valid": 0, "bad": 0, "invalid": 0, "count": 0, "first": None, "last": None})
-    t["count"] += 1
-    if b.crc_valid:
-        t["valid"] += b.batch_size
-        t["first"] = b.base_offset if t["first"] is None else t["first"]
-        t["last"] = b.last_offset
-    else:
-        t["bad"] += b.batch_size
-
-
-def _path(path: str):
-    from pathlib import Path
-
-    from analytics.kafka.fs import RemotePath, is_remote
-
+def _path(path: str) -> Path | RemotePath:
     return RemotePath(path) if is_remote(path) else Path(path)
-
-
-def _side(side_output: str | None, name: str, errors: list[ParseError]) -> None:
-    """Write a file's parse errors as ``<side_output>/parse_errors/<name>`` (temporary name, then renamed)."""
-    if not side_output:
-        return
-    write_rows(os.path.join(side_output, "parse_errors"), name, errors, schema.PARSE_ERRORS)
-
-
-def write_rows(directory: str, name: str, rows: list, target: pa.Schema) -> None:
-    os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, name)
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    pq.write_table(pa.Table.from_pylist([row_dict(r, target) for r in rows], schema=target), tmp)
-    os.replace(tmp, final)
-
-
-def _log_task(task, table: str) -> None:
-    """With SEGAUDIT_TASK_LOG set (for example through spark.executorEnv), append which process read
-    which file, with the command lines of its parent processes: where the reading really happens."""
-    target = os.environ.get(TASK_LOG_ENV)
-    if not target:
-        return
-    ancestry = []
-    pid = os.getpid()
-    for _ in range(4):
-        try:
-            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-            status = open(f"/proc/{pid}/status").read()
-        except OSError:
-            break
-        ancestry.append(cmdline if len(cmdline) <= 400 else f"{cmdline[:150]} ... {cmdline[-250:]}")
-        pid = int(status.split("PPid:")[1].split()[0])
-    line = json.dumps({"pid": os.getpid(), "table": table, "file": task.path, "ancestry": ancestry})
-    with open(target, "a") as f:
-        f.write(line + "\n")
