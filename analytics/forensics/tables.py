@@ -121,7 +121,8 @@ class Table:
 
     def first(self, where: pc.Expression, by: str, k: int = 1, descending: bool = False,
               columns: list[str] | None = None, then: tuple[str, ...] = ("file", "file_position")) -> list[dict]:
-        """The first ``k`` rows matching ``where`` ordered by ``by`` (ties by ``then``).
+        """The first ``k`` rows matching ``where`` ordered by ``by``, ties by ``then`` (in the same
+        direction: of equal pauses, the latest comes first).
 
         Only ``by`` is scanned to pick the rows (a batch at a time, keeping ``k`` values); the rows
         are then fetched by those values, which row-group statistics make cheap when ``by`` is an
@@ -139,6 +140,6 @@ class Table:
         lo, hi = pc.min_max(picked).values()
         fetch = where & (pc.field(by) >= lo) & (pc.field(by) <= hi) & pc.field(by).isin(picked.unique())
         rows = self.rows(fetch, list(dict.fromkeys([*(columns or self.columns), by, *then])))
-        rows.sort(key=lambda r: (-r[by] if descending else r[by], *(r[c] for c in then)))
+        rows.sort(key=lambda r: (r[by], *(r[c] for c in then)), reverse=descending)
         wanted = columns or self.columns
         return [{c: r[c] for c in wanted} for r in rows[:k]]
