@@ -93,10 +93,10 @@ def sample() -> dict:
         ]},
         "parse_errors": {"kinds": {"truncated": {"errors": 1, "bytes": 82}, "zero_filled": {"errors": 1, "bytes": 8192}},
                          "rows_total": 3, "rows": [
-            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "file": TORN_FILE, "file_position": 2375,
+            {"topic": "orders", "partition": 0, "file": TORN_FILE, "file_position": 2375,
              "error_kind": "truncated", "message": "entry of 138 bytes runs 56 bytes past the end of the file",
              "bytes_affected": 82},
-            {"log_dir": LOG_DIR, "topic": "orders", "partition": 1, "file": TORN_FILE.replace("-0/", "-1/"),
+            {"topic": "orders", "partition": 1, "file": TORN_FILE.replace("-0/", "-1/"),
              "file_position": 2171, "error_kind": "zero_filled", "message": "the last 8192 bytes are zeros",
              "bytes_affected": 8192},
         ]},

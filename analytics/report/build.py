@@ -123,7 +123,7 @@ def _parse_errors(errors) -> dict:
     kinds = {r["error_kind"]: {"errors": r["errors"], "bytes": r["bytes"]} for r in errors.groupBy("error_kind").agg(
         F.count("*").alias("errors"), F.sum("bytes_affected").alias("bytes")).collect()}
     rows = errors.orderBy("file", "file_position").limit(MAX_PARSE_ERRORS).select(
-        "log_dir", "topic", "partition", "file", "file_position", "error_kind", "message", "bytes_affected")
+        "topic", "partition", "file", "file_position", "error_kind", "message", "bytes_affected")
     return {"kinds": kinds, "rows": [r.asDict() for r in rows.collect()],
             "rows_total": sum(k["errors"] for k in kinds.values())}
 
