@@ -32,8 +32,12 @@ class OutOfStep(SegauditError):
     """``OUT``'s stages were built from different runs: what to re-run is in the message (exit 2)."""
 
 
-class Interrupted(SegauditError):
-    """SIGINT or SIGTERM arrived: the running stage was abandoned, ``OUT`` keeps its previous run."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived: the running stage was abandoned, ``OUT`` keeps its previous run.
+
+    A ``KeyboardInterrupt``, not an ``Exception``: code that handles the exceptions of its own work
+    (Py4J, Great Expectations) lets it through, as it does Ctrl-C.
+    """
 
     def __init__(self, signal_name: str, stage: str | None = None):
         self.signal_name = signal_name

@@ -9,23 +9,17 @@ Each segment is read once, on an executor, by the data source's ``export-segment
 tasks write the file's batches (and records) and parse errors, and yield its ``segments`` row;
 ``export-sidecars`` writes the sidecar tables likewise (see :mod:`analytics.spark.tasks`).
 
-A run is atomic: every table is written under ``OUT/.staging-<run>/`` first. Only when all are
-complete is ``_export.json`` removed, the tables moved into place one by one, and a new
-``_export.json`` written last. A run that dies before the swap leaves the previous output as it
-was; one that dies during it leaves no ``_export.json``, which readers of ``OUT`` require, so
-nothing half-written looks complete.
+A run is atomic: it is published as one stage (:mod:`analytics.publish`, ``_export.json`` last),
+so a run that dies leaves the previous export, or no ``_export.json``, which readers of ``OUT``
+require: nothing half-written looks complete.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
-import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,17 +29,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analytics.contract import EXPORT, SIDECAR_TABLES
 from analytics.contract import schemas as schema
+from analytics.errors import InputError
 from analytics.kafka.fs import is_remote, local_path
+from analytics.publish import publication
 
 if TYPE_CHECKING:
     from analytics.spark.files import FileTask
 
-MANIFEST = "_export.json"
-SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
+LOG_START_OFFSET = "log-start-offset"  # the checkpoint whose rows are the log start offsets
 
 
-class ExportError(Exception):
+class ExportError(InputError):
     """Inputs that cannot be exported (nothing to read, a bad option): exit code 2."""
 
 
@@ -78,67 +74,52 @@ def export(
     if not files:
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
     total_bytes = sum(f.size for f in files)
-    out = os.path.abspath(out)
-    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-    staging = os.path.join(out, f".staging-{run_id}")
-    parts = os.path.join(staging, "_parts")
-    errors = os.path.join(parts, "parse_errors")
-    os.makedirs(out, exist_ok=True)
-    _remove_abandoned(out)
-    os.makedirs(parts)
-    _claim(staging)
     say = progress or (lambda _msg: None)
     min_tasks = 2 * spark.sparkContext.defaultParallelism  # two tasks a core evens out uneven files
-    say(f"exporting {len(files)} files, {total_bytes / 1e6:,.1f} MB, to {out}")
+    with publication(out, EXPORT) as run:
+        staging = run.path()
+        errors = run.path("_parts", "parse_errors")
+        say(f"exporting {len(files)} files, {total_bytes / 1e6:,.1f} MB, to {run.store.path()}")
 
-    def writing_read(table: str):
-        """A read of one of the data source's tables that write: tables to staging, errors to _parts."""
-        return (spark.read.format("kafka-segments").option("table", table).option("inputFormat", input_format)
-                .option("paths", json.dumps(paths)).option("tablesOut", staging).option("errorsOut", errors))
+        def writing_read(table: str):
+            """A read of one of the data source's tables that write: tables to staging, errors to _parts."""
+            return (spark.read.format("kafka-segments").option("table", table).option("inputFormat", input_format)
+                    .option("paths", json.dumps(paths)).option("tablesOut", staging).option("errorsOut", errors))
 
-    try:
         if input_format == "segments":
             write_rows(errors, "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
         # One pass over the segments: tasks write batches (and records) as Parquet, one segments row per file.
         segments = writing_read(SegmentExportTask.table).option("records", records).option("minTasks", min_tasks)
         with _Progress(errors, files, say):
-            segments.load().repartition(1).write.parquet(os.path.join(staging, "segments"))
+            segments.load().repartition(1).write.parquet(run.path("segments"))
         for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
-            if wanted and not os.path.isdir(os.path.join(staging, table)):  # no rows at all: still a table
-                _write_small(os.path.join(staging, table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
+            if wanted and not os.path.isdir(run.path(table)):  # no rows at all: still a table
+                _write_small(run.path(table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
             sidecars = writing_read(SidecarExportTask.table).option("minTasks", 1)
             sidecars.load().write.format("noop").mode("overwrite").save()
         for table in SIDECAR_TABLES:
-            if not os.path.isdir(os.path.join(staging, table)):
-                _write_small(os.path.join(staging, table), schema.READ_SCHEMAS[table].empty_table())
+            if not os.path.isdir(run.path(table)):
+                _write_small(run.path(table), schema.READ_SCHEMAS[table].empty_table())
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
-        _write_small(os.path.join(staging, "parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
-        checkpoints = _read_parts(os.path.join(staging, "checkpoints"), schema.CHECKPOINTS)
-        starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], "log-start-offset"))
-        _write_small(os.path.join(staging, "log_start_offsets"), pa.table(
+        _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
+        checkpoints = _read_parts(run.path("checkpoints"), schema.CHECKPOINTS)
+        starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], LOG_START_OFFSET))
+        _write_small(run.path("log_start_offsets"), pa.table(
             {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
              "file": starts["file"]}))
-        tables = [t for t in os.listdir(staging) if not t.startswith("_")]
-        rows = {t: _count_rows(os.path.join(staging, t)) for t in sorted(tables)}
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(parts)
-    manifest = {
-        "run_id": run_id,
-        "inputs": paths,
-        "input_format": input_format,
-        "records": records,
-        "files": len(files),
-        "input_bytes": total_bytes,
-        "rows": rows,
-        "finished_at_ms": int(time.time() * 1000),
-    }
-    _swap(out, staging, tables, manifest)
+        rows = {t: _count_rows(run.path(t)) for t in run.written()}
+        run.publish({
+            "inputs": paths,
+            "input_format": input_format,
+            "records": records,
+            "files": len(files),
+            "input_bytes": total_bytes,
+            "rows": rows,
+        })
     seconds = time.monotonic() - started
     say(f"exported {len(files)} files ({total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
-    return ExportResult(out, run_id, len(files), total_bytes, rows, seconds)
+    return ExportResult(run.store.path(), run.run_id, len(files), total_bytes, rows, seconds)
 
 
 def _read_parts(folder: str, target: pa.Schema) -> pa.Table:
@@ -154,72 +135,6 @@ def _write_small(folder: str, table: pa.Table) -> None:
 def _count_rows(folder: str) -> int:
     """Rows of a Parquet table folder, from the files' footers."""
     return sum(pq.read_metadata(f).num_rows for f in Path(folder).rglob("*.parquet"))
-
-
-def _swap(out: str, staging: str, tables: list[str], manifest: dict) -> None:
-    """Move the staged tables into ``out``; the manifest goes first out and last in."""
-    marker = os.path.join(out, MANIFEST)
-    if os.path.exists(marker):
-        os.remove(marker)
-    trash = os.path.join(out, f".trash-{manifest['run_id']}")
-    os.makedirs(trash)
-    _claim(trash)
-    for name in os.listdir(out):  # every table of an earlier run goes, also those this run has not
-        if not name.startswith(".") and name != MANIFEST and os.path.isdir(os.path.join(out, name)) and name in _KNOWN_TABLES:
-            os.replace(os.path.join(out, name), os.path.join(trash, name))
-    for name in tables:
-        os.replace(os.path.join(staging, name), os.path.join(out, name))
-    tmp = marker + ".tmp"
-    Path(tmp).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, marker)
-    shutil.rmtree(trash, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
-
-
-OWNER = "_owner.json"
-
-
-def _claim(folder: str) -> None:
-    """Mark a staging or trash folder with the process that owns it."""
-    Path(folder, OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
-
-
-def _remove_abandoned(out: str) -> None:
-    """Remove staging and trash folders of runs that died (their process on this host is gone).
-
-    Folders of live runs, and of runs on other hosts, are left alone: two exports may share OUT.
-    """
-    for name in os.listdir(out):
-        if not name.startswith((".staging-", ".trash-")):
-            continue
-        folder = os.path.join(out, name)
-        try:
-            owner = json.loads(Path(folder, OWNER).read_text())
-        except (OSError, ValueError):
-            continue
-        if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", 0))):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
-
-
-_KNOWN_TABLES = frozenset({"batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES})
-
-
-def read_manifest(out: str) -> dict:
-    """The manifest of a complete export; raises ExportError when ``out`` holds none."""
-    marker = os.path.join(out, MANIFEST)
-    if not os.path.isfile(marker):
-        raise ExportError(f"{out} holds no complete export (no {MANIFEST}); run `segaudit export` first")
-    return json.loads(Path(marker).read_text())
 
 
 class _Progress:
@@ -256,7 +171,3 @@ class _Progress:
             if state != last:
                 last = state
                 self.say(f"  read {state[0]}/{len(self.sizes)} files, {state[1] / 1e6:,.1f}/{self.total / 1e6:,.1f} MB")
-
-
-def stderr_progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

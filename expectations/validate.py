@@ -162,10 +162,10 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, r
                 meta = r.expectation_config.meta or {}
                 check_id = meta.get("check")
                 check = next(c for c in checks if c.id == check_id)
-                if r.exception_info and r.exception_info.get("raised_exception"):
-                    message = str(r.exception_info.get("exception_message") or "").strip().splitlines() or ["?"]
+                failure = _raised(r.exception_info)
+                if failure is not None:
                     raise InputError(f"Great Expectations could not run the check {suite_name}.{check_id} "
-                                     f"over {table}: {message[0]}")
+                                     f"over {table}: {failure}")
                 rows = (r.result or {}).get("details", {}).get("unexpected_rows") or []
                 results.append(CheckResult(
                     suite=suite_name, id=check_id, description=check.description, success=bool(r.success),
@@ -260,6 +260,19 @@ def read_results(out: str) -> dict:
     """``results.json`` of the complete validation under ``out``."""
     read_manifest(out, VALIDATE)
     return json.loads(Store(out).read_text(f"{VALIDATION_DIR}/results.json"))
+
+
+def _raised(info) -> str | None:
+    """The first line of the exception a check raised, if it raised one. GX reports it either flat
+    (``{"raised_exception": True, "exception_message": ...}``) or per metric (a dict of those)."""
+    if not info:
+        return None
+    entries = [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
+    for entry in entries:
+        if entry.get("raised_exception"):
+            lines = str(entry.get("exception_message") or "").strip().splitlines()
+            return lines[0] if lines else "an exception without a message"
+    return None
 
 
 def _jsonable_row(row) -> dict:

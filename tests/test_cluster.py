@@ -19,7 +19,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.export import read_manifest
+from analytics.contract import EXPORT
+from analytics.publish import read_manifest
 from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
 from analytics.kafka.logdir import read_log_dirs
 from analytics.spark.standalone import spark_class, standalone_cluster
@@ -58,7 +59,7 @@ def test_export_on_a_standalone_cluster_reads_in_executors_and_matches_local(clu
         names = TABLE_SCHEMAS[table].names
         got = sorted(tuple(r[n] for n in names) for r in pq.read_table(out / table).to_pylist())
         assert got == sorted(tuple(r[n] for n in names) for r in tables.table(table).to_pylist()), table
-    assert read_manifest(str(out))["rows"]["records"] == tables.table("records").num_rows
+    assert read_manifest(str(out), EXPORT)["rows"]["records"] == tables.table("records").num_rows
 
 
 def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
@@ -71,7 +72,7 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
     out = tmp_path / "out"
     base = [sys.executable, "-m", "analytics", "export", "--out", str(out), "--master", "local[2]"]
     subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, timeout=600)
-    before = read_manifest(str(out))
+    before = read_manifest(str(out), EXPORT)
     batches_before = sorted(p.name for p in (out / "batches").rglob("*.parquet"))
 
     proc = subprocess.Popen([*base, str(big)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -84,7 +85,7 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
-    assert read_manifest(str(out)) == before
+    assert read_manifest(str(out), EXPORT) == before
     assert sorted(p.name for p in (out / "batches").rglob("*.parquet")) == batches_before
     assert any(d.startswith(".staging-") for d in os.listdir(out))  # the killed run's leftovers, hidden
 
@@ -104,6 +105,6 @@ def test_spark_submit_runs_the_export_job_on_the_cluster(cluster, tmp_path):
         env=dict(env, PYSPARK_DRIVER_PYTHON=sys.executable), capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    manifest = read_manifest(str(out))
+    manifest = read_manifest(str(out), EXPORT)
     assert manifest["rows"]["batches"] == 670 and manifest["files"] == 37
     assert manifest["run_id"] in proc.stdout  # the job names the run it published

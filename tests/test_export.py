@@ -10,7 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.export import MANIFEST, export, read_manifest
+from analytics.contract import EXPORT, MANIFESTS
+from analytics.export import export
+from analytics.publish import read_manifest
+
+MANIFEST = MANIFESTS[EXPORT]
 from analytics.generate import generate
 from analytics.kafka.dumplog import dump_segment
 from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
@@ -64,7 +68,7 @@ def test_every_table_equals_the_pure_reader_row_for_row(sample_export):
 
 def test_the_manifest_is_written_last_and_names_every_table(sample_export):
     out, result = sample_export
-    manifest = read_manifest(out)
+    manifest = read_manifest(out, EXPORT)
     assert manifest["run_id"] == result.run_id and manifest["files"] == 37
     assert set(manifest["rows"]) == {p.name for p in Path(out).iterdir() if p.is_dir() and not p.name.startswith(".")}
     assert manifest["rows"]["batches"] == 670 and manifest["rows"]["parse_errors"] == 4
@@ -105,7 +109,7 @@ def test_a_rerun_replaces_the_output_with_the_same_rows(spark, sample_export, tm
     before = {t: _rows(out, t) for t in COMPARED}
     (Path(out) / "records").mkdir()  # a table an earlier run with --records left: it must go
     second = export(spark, [str(SAMPLE)], out)
-    assert second.run_id != first.run_id and read_manifest(out)["run_id"] == second.run_id
+    assert second.run_id != first.run_id and read_manifest(out, EXPORT)["run_id"] == second.run_id
     assert {t: _rows(out, t) for t in COMPARED} == before
     assert not (Path(out) / "records").exists()
 
@@ -113,7 +117,7 @@ def test_a_rerun_replaces_the_output_with_the_same_rows(spark, sample_export, tm
 def test_a_failed_run_leaves_the_previous_output_complete(spark, tmp_path, monkeypatch):
     out = str(tmp_path / "out")
     export(spark, [str(SAMPLE)], out)
-    manifest = read_manifest(out)
+    manifest = read_manifest(out, EXPORT)
     import analytics.export as ex
 
     def boom(*args, **kwargs):
@@ -122,17 +126,17 @@ def test_a_failed_run_leaves_the_previous_output_complete(spark, tmp_path, monke
     monkeypatch.setattr(ex, "_count_rows", boom)  # fails after every table is staged, before the swap
     with pytest.raises(RuntimeError):
         export(spark, [str(SAMPLE)], out)
-    assert read_manifest(out) == manifest
+    assert read_manifest(out, EXPORT) == manifest
     assert [p.name for p in Path(out).iterdir() if p.name.startswith(".")] == []
     assert _rows(out, "segments")
 
 
 def test_an_output_without_manifest_is_not_an_export(tmp_path):
-    from analytics.export import ExportError
+    from analytics.errors import StageMissing
 
     (tmp_path / "batches").mkdir()
-    with pytest.raises(ExportError, match=MANIFEST):
-        read_manifest(str(tmp_path))
+    with pytest.raises(StageMissing, match=MANIFEST):
+        read_manifest(str(tmp_path), EXPORT)
 
 
 def test_dump_log_text_exports_the_same_batches(spark, sample_export, tmp_path):

@@ -26,12 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def one_line(err: str) -> str:
-    """The failure line, checked to be the only line and free of a traceback."""
+    """The failure line, checked to be the last line, the only one of its kind (the lines before it
+    are progress), and free of a traceback."""
     lines = [line for line in err.splitlines() if line.strip()]
-    assert "Traceback" not in err
-    assert len(lines) == 1, err
-    assert lines[0].startswith("segaudit: ")
-    return lines[0]
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert [line for line in lines if line.startswith("segaudit: ")] == lines[-1:], err
+    return lines[-1]
 
 
 def snapshot(out: str) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import sys
 
@@ -171,9 +170,6 @@ def sql(args) -> int:
     from analytics.forensics import NotFound, run_sql
 
     _out_exists(args.out)
-    # a mistyped query is reported in one line below, not as PySpark's logged JSON traceback
-    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         df = run_sql(spark_session(args), args.out, args.query)
         columns = df.columns

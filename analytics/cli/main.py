@@ -11,15 +11,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
 from analytics import __version__
-from analytics.cli import commands
+from analytics.cli import commands, signals
 from analytics.cli.options import add_audit_options, add_spark_options, add_validation_options
 from analytics.contract import EXIT_BUG, EXIT_OK
 from analytics.errors import Interrupted, SegauditError
+from analytics.spark.stderr import mute_jvm_stderr
 
 ISSUES = "https://github.com/segaudit/segaudit/issues"
 
@@ -145,9 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def guarded(action, command: str, *, debug: bool = False) -> int:
     """``action()``'s exit code; any failure becomes one line on stderr and its exit code
     (the traceback only with ``debug``). SIGINT and SIGTERM interrupt it cleanly."""
-    # Py4J logs a traceback of its own when a call is cut short; the one line below says it all
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    previous = _on_signals()
+    # Py4J logs a traceback of its own when a call is cut short, PySpark a JSON record of every
+    # failed query: the one line below says it all
+    for name in ("py4j", "SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    signals.install()
     try:
         return action()
     except BrokenPipeError:  # `segaudit ... | head`
@@ -159,21 +161,20 @@ def guarded(action, command: str, *, debug: bool = False) -> int:
         _say(f"segaudit: {failure}")
         if isinstance(failure, Interrupted):
             _quiet_shutdown()
-        return failure.exit_code if isinstance(failure, SegauditError) else EXIT_BUG
+        return failure.exit_code
     finally:
-        _restore_signals(previous)
+        signals.restore()
 
 
-def _failure(exc: BaseException, command: str) -> BaseException:
-    """The failure to report for ``exc``: a SegauditError (with its exit code) or an unexpected one (exit 3)."""
+def _failure(exc: BaseException, command: str) -> SegauditError | Interrupted:
+    """The failure to report for ``exc``, with its exit code (3 for one segaudit did not expect)."""
+    if isinstance(exc, Interrupted):
+        return exc if exc.stage else Interrupted(exc.signal_name, command)
     if isinstance(exc, SegauditError):
-        if isinstance(exc, Interrupted) and exc.stage is None:
-            exc.stage = command
-            exc.args = (str(Interrupted(exc.signal_name, command)),)
         return exc
     if isinstance(exc, KeyboardInterrupt):
         return Interrupted("SIGINT", command)
-    interrupted = _pending_signal()
+    interrupted = signals.received()
     if interrupted:  # a Spark call cut short by the signal's cancellation
         return Interrupted(interrupted, command)
     if isinstance(exc, OSError) and (exc.filename or exc.strerror):
@@ -231,62 +232,6 @@ def _gx_failure(exc: BaseException) -> str | None:
     return None
 
 
-# -- signals --------------------------------------------------------------------------------------
-_received: list[str] = []
-
-
-def _on_signals():
-    """SIGINT and SIGTERM: cancel the running Spark jobs, then raise Interrupted in the main thread.
-
-    The running stage's ``with publication`` block removes its staging folder on the way out, so
-    ``OUT`` keeps the previous complete run. A second signal is ignored while the first unwinds.
-    """
-    _received.clear()
-
-    def handler(signum, _frame):
-        if _received:
-            return
-        name = signal.Signals(signum).name
-        _received.append(name)
-        _cancel_spark_jobs()
-        raise Interrupted(name)
-
-    try:
-        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread (a library caller): leave signals alone
-        return {}
-
-
-def _restore_signals(previous: dict) -> None:
-    for s, h in previous.items():
-        signal.signal(s, h)
-
-
-def _pending_signal() -> str | None:
-    return _received[0] if _received else None
-
-
-def _cancel_spark_jobs(wait_s: float = 15.0) -> None:
-    """Cancel every running Spark job of this process's session, if there is one, and wait (at most
-    ``wait_s``) until none runs: a task still writing could otherwise leave files in a staging
-    folder after the stage removed it."""
-    import time
-
-    try:
-        from pyspark.sql import SparkSession
-
-        session = SparkSession.getActiveSession()
-        if session is None:
-            return
-        context = session.sparkContext
-        context.cancelAllJobs()
-        deadline = time.monotonic() + wait_s
-        while context.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
-            time.sleep(0.1)
-    except Exception:  # noqa: BLE001 - the interruption itself is what gets reported
-        pass
-
-
 def _say(line: str) -> None:
     try:
         sys.stdout.flush()
@@ -297,6 +242,7 @@ def _say(line: str) -> None:
 
 def _quiet_shutdown() -> None:
     """After the one line: the JVM's and the interpreter's shutdown messages are not the operator's business."""
+    mute_jvm_stderr()
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from analytics.cli import signals
 from analytics.errors import UsageError
 
 
@@ -56,9 +57,11 @@ def spark_session(args):
             raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
     try:
-        return get_spark(args.master, remote=args.remote, conf=conf)
+        session = get_spark(args.master, remote=args.remote, conf=conf)
     except JavaMissing as exc:
         raise UsageError(str(exc)) from exc
+    signals.install()  # again: the new SparkContext put PySpark's own SIGINT handler in place
+    return session
 
 
 def check_profile(profile: str | None, option: str = "--profile") -> None:

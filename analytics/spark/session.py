@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from analytics.spark.stderr import filtered_stderr
+
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
@@ -44,6 +46,14 @@ JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 
 SCAN_SPLITS = "spark.sql.files.minPartitionNum"
 
+# The audit's join back (``analytics.audit.classify.join_back``) hashes both sides by (history,
+# file_id), a prefix of its join key. Spark takes that as co-partitioning only with this setting
+# false; with its default (true) it hashes both sides on the whole key instead: the same verdicts
+# and as many shuffles, but every write task then holds pieces of every partition's history, so
+# each file of batch_verdicts spans them all and forensic reads skip none. Sessions built here get
+# it; a caller's own session keeps what it has (the audit does not change it).
+CO_PARTITION_ON_KEY_PREFIX = ("spark.sql.requireAllClusterKeysForCoPartition", "false")
+
 
 def get_spark(master: str | None = None, *, remote: str | None = None, app_name: str = "segaudit", conf: dict | None = None):
     """The active session if there is one, else a new one (``local[*]`` unless told otherwise)."""
@@ -74,9 +84,14 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             # 10M batches. Without it the same audit completes (docs/benchmarks.md).
             builder = builder.config("spark.unsafe.sorter.spill.read.ahead.enabled", "false")
         builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
+    builder = builder.config(*CO_PARTITION_ON_KEY_PREFIX)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if remote or submitted:
+        spark = builder.getOrCreate()
+    else:
+        with filtered_stderr():  # the JVM starts here and keeps the filtered stderr for its life
+            spark = builder.getOrCreate()
     if not remote and spark.conf.get(SCAN_SPLITS, None) is None:
         # Spark splits a scan into about one task per core below 128 MiB a task; with so few, the
         # last task of a stage runs alone. Four per core keep both cores of a small machine busy

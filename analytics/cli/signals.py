@@ -1,0 +1,78 @@
+"""SIGINT and SIGTERM during a command: stop the running Spark jobs, then unwind.
+
+The handler cancels the session's jobs from a helper thread (Py4J gives each Python thread its own
+connection; the main thread's may be in the middle of a call) and waits until none runs, so no task
+writes into a staging folder after the stage removed it. It then raises
+:class:`~analytics.errors.Interrupted` in the main thread: the running stage's ``with
+publication`` block removes its staging on the way out, and ``OUT`` keeps the previous complete run.
+From then on every log record is dropped: what is left to say is one line.
+
+Creating a SparkContext installs PySpark's own SIGINT handler (which cancels from inside the
+handler, on the main thread's busy connection): :func:`install` runs again once the session exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+from analytics.errors import Interrupted
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_received: list[str] = []
+_original: dict = {}
+
+
+def install() -> None:
+    """Handle SIGINT and SIGTERM from here on (in the main thread; elsewhere signals are left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in SIGNALS:
+        previous = signal.signal(s, _handler)
+        _original.setdefault(s, previous)
+
+
+def restore() -> None:
+    """Put back the handlers that were there before the first :func:`install`."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s, handler in _original.items():
+        signal.signal(s, handler)
+    _original.clear()
+    _received.clear()
+
+
+def received() -> str | None:
+    """The name of the signal that interrupted the command, if one did."""
+    return _received[0] if _received else None
+
+
+def _handler(signum, _frame) -> None:
+    if _received:  # a second signal while the first unwinds
+        return
+    name = signal.Signals(signum).name
+    _received.append(name)
+    logging.disable(logging.CRITICAL)
+    canceller = threading.Thread(target=cancel_spark_jobs, name="cancel-spark-jobs", daemon=True)
+    canceller.start()
+    canceller.join(timeout=20)
+    raise Interrupted(name)
+
+
+def cancel_spark_jobs(wait_s: float = 15.0) -> None:
+    """Cancel every running job of the active Spark session, if there is one, and wait (at most
+    ``wait_s``) until none runs."""
+    try:
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context
+        if context is None:
+            return
+        context.cancelAllJobs()
+        deadline = time.monotonic() + wait_s
+        while context.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    except Exception:  # noqa: BLE001 - the interruption itself is what gets reported
+        pass
