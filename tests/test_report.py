@@ -20,7 +20,7 @@ from analytics.audit.config import load_config
 from analytics.contract import EXIT_OK, EXIT_USAGE
 from analytics.export import export
 from analytics.pipeline import audit
-from analytics.report.build import write as write_report
+from analytics.pipeline import report as write_report
 from analytics.report.history import read_history
 from analytics.report.summary import BROKER_QUESTION, DATA_QUESTION
 from expectations.validate import read_results, validate

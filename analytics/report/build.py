@@ -10,17 +10,16 @@ check are the sample ``validate`` kept in results.json.
 
 from __future__ import annotations
 
-import os
 import time
 
 from analytics.audit.job import read_audit
 from analytics.contract import (
-    ABORTED, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN, REPORT_DIR,
+    ABORTED, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN,
     SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
 )
 from analytics.errors import StageMissing
-from analytics.report.history import default_history_path, read_history, verdict_column
-from analytics.report.render import write_report
+from analytics.publish import Store
+from analytics.report.history import read_history, verdict_column
 
 MAX_PARTITIONS = 200
 MAX_TIMELINES = 50
@@ -54,7 +53,7 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
     from analytics.spark.columns import with_log_dir
 
     summary = read_audit(out)
-    v = with_log_dir(spark.read.parquet(os.path.join(out, "batch_verdicts")))
+    v = with_log_dir(spark.read.parquet(Store(out).path("batch_verdicts")))
     per_partition = v.groupBy(*KEYS).agg(
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
@@ -63,7 +62,7 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
         *_severity_counts(),
     )
     verdict_counts = v.groupBy(*KEYS, "verdict").count()
-    errors = with_log_dir(spark.read.parquet(os.path.join(out, "parse_errors")))
+    errors = with_log_dir(spark.read.parquet(Store(out).path("parse_errors")))
     per_partition = per_partition.withColumn("findings", F.col(SEV_EXPLAINED) + F.col(SEV_VIOLATION)).cache()
     try:
         partitions_total = per_partition.count()
@@ -132,8 +131,8 @@ def _snapshot_checks(spark, out: str, summary: dict) -> dict | None:
     """The producers whose replayed state disagrees with a broker snapshot, mismatches first."""
     from pyspark.sql import functions as F
 
-    path = os.path.join(out, "snapshot_checks")
-    if not os.path.isdir(path):
+    path = Store(out).path("snapshot_checks")
+    if not Store(out).is_dir("snapshot_checks"):
         return None
     status = F.col("status")
     order = F.when(status == MISMATCH, 0).when(status == NOT_IN_LOG, 1).otherwise(2)
@@ -230,7 +229,7 @@ def _idle(spark, out: str, v) -> list[dict]:
 
     cols = ["topic", "partition", "producer_id", F.col("base_offset").alias("offset"), "idle_ms", "verdict", "severity",
             "explained_by"]
-    found = spark.read.parquet(os.path.join(out, "anomalies")).where(
+    found = spark.read.parquet(Store(out).path("anomalies")).where(
         F.col("severity").isin(*FINDING_SEVERITIES) & F.col("idle_ms").isNotNull()
     ).select(*cols).limit(MAX_IDLE // 2)
     longest = v.where(F.col("idle_ms").isNotNull()).select(*cols).orderBy(F.col("idle_ms").desc()).limit(MAX_IDLE // 2)
@@ -241,7 +240,7 @@ def _idle(spark, out: str, v) -> list[dict]:
 def _transactions(spark, out: str, summary: dict) -> dict:
     from pyspark.sql import functions as F
 
-    t = spark.read.parquet(os.path.join(out, "transactions"))
+    t = spark.read.parquet(Store(out).path("transactions"))
     status = F.col("status")  # the unfinished first
     order = F.when(status == HANGING, 0).when(status == OPEN, 1).when(status == ABORTED, 2).otherwise(3)
     rows = t.orderBy(order, "topic", "partition", "first_offset").limit(MAX_TRANSACTIONS).select(
@@ -252,8 +251,8 @@ def _transactions(spark, out: str, summary: dict) -> dict:
 
 def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
     """The first copies in offset order, each with its key decoded for reading (the dedup key is hex)."""
-    path = os.path.join(out, "record_duplicates")
-    if not os.path.isdir(path):
+    path = Store(out).path("record_duplicates")
+    if not Store(out).is_dir("record_duplicates"):
         return None
     rows = spark.read.parquet(path).orderBy("topic", "partition", "offset").limit(MAX_DUPLICATES).collect()
     return {"dedup_key": summary["configuration"].get("dedup_key"), "rows_total": summary.get("record_duplicates"),
@@ -305,9 +304,3 @@ def _history(spark, path: str) -> list[dict]:
         F.sum("hanging_transactions").alias("hanging"),
     ).orderBy("run_time_ms", "run_id")
     return [r.asDict() for r in runs.collect()]
-
-
-def write(spark, out: str, history: str | None = None) -> str:
-    """Write ``OUT/report/index.html``; ``history`` defaults to the folder beside OUT."""
-    data = report_data(spark, out, history if history is not None else default_history_path(out))
-    return write_report(data, os.path.join(out, REPORT_DIR, "index.html"))

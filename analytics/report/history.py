@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from analytics.contract import HANGING, HISTORY_KEY, SEQUENCE_GAP, SEV_EXPLAINED, SEV_VIOLATION, VERDICTS
+from analytics.publish import Store
 
 # Per-partition counts, in order; one column per verdict follows (its name in lower case).
 COUNT_COLUMNS = ("batches", "records", "violations", "explained", "explained_gaps", "hanging_transactions")
@@ -42,7 +43,7 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
     from analytics.spark.columns import with_log_dir
 
     keys = list(HISTORY_KEY)
-    v = with_log_dir(spark.read.parquet(os.path.join(out, "batch_verdicts")))
+    v = with_log_dir(spark.read.parquet(Store(out).path("batch_verdicts")))
     counts = v.groupBy(*keys).agg(
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
@@ -52,7 +53,7 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
         .alias("explained_gaps"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(verdict_column(name)) for name in VERDICTS],
     )
-    hanging = spark.read.parquet(os.path.join(out, "transactions")).where(F.col("status") == HANGING) \
+    hanging = spark.read.parquet(Store(out).path("transactions")).where(F.col("status") == HANGING) \
         .groupBy(*keys).agg(F.count("*").alias("hanging_transactions"))
     return counts.join(hanging, keys, "left").select(
         F.lit(run_time_ms).cast("long").alias("run_time_ms"), F.lit(run_id).alias("run_id"), *keys,
