@@ -20,7 +20,7 @@ from analytics.cli.options import (
     validation_config,
 )
 from analytics.cli.render import checks_table, passed, plain, render_table
-from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT
+from analytics.contract import AUDIT, BROKER_QUESTION, DATA_QUESTION, EXIT_OK, EXIT_VIOLATION, EXPORT
 from analytics.errors import UsageError
 
 
@@ -121,6 +121,7 @@ def run(args) -> int:
     result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,
                           input_format=args.input_format, progress=progress, **history_options(args))
     audited = result.audited
+    print(f"{BROKER_QUESTION} (severity per batch)")
     print(render_table(["", "count"], [
         ["partitions", result.partitions],
         ["producers", result.producers],
@@ -129,7 +130,7 @@ def run(args) -> int:
         *[[f"severity {s}", n] for s, n in audited.severities.items() if n],
         *[[f"transactions {s}", n] for s, n in audited.transactions.items() if n],
     ]))
-    print()
+    print(f"\n{DATA_QUESTION} (the expectation suites: an explained duplicate or zombie write still fails its check)")
     print(checks_table(result.validated))
     print(f"\n{passed(result.validated)} in {result.seconds:.1f} s; Data Docs: {result.validated.data_docs}; "
           f"report: {result.report}")

@@ -69,6 +69,15 @@ SEV_OK, SEV_INFO, SEV_EXPLAINED, SEV_VIOLATION = "ok", "info", "explained", "vio
 SEVERITIES = (SEV_OK, SEV_INFO, SEV_EXPLAINED, SEV_VIOLATION)
 FINDING_SEVERITIES = (SEV_EXPLAINED, SEV_VIOLATION)
 
+# -- the two questions every output answers, and the sentences that keep them apart ------------------
+BROKER_QUESTION = "Did the broker keep its rules?"
+BROKER_ANSWER = ("Each batch's severity: a violation broke a rule the broker enforces; an explained batch broke one "
+                 "with evidence the broker was right to accept it (it had forgotten the producer, say). Right for the "
+                 "broker is not right for the data: an explained duplicate or zombie write is still a bad batch in the log.")
+DATA_QUESTION = "Is the data sound?"
+DATA_ANSWER = ("The expectation suites judge the data, whatever the broker's reasons: an explained duplicate or "
+               "zombie write still fails its check, so failed checks can outnumber violations.")
+
 # -- explanations (batch_verdicts.explained_by), in the order the audit tries them ----------------
 STATE_LOSS = "state_loss"
 PRODUCER_EXPIRATION = "producer_expiration"

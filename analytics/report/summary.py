@@ -9,6 +9,7 @@ each says which question it answers.
 
 from __future__ import annotations
 
+from analytics.contract import BROKER_ANSWER, BROKER_QUESTION, DATA_ANSWER, DATA_QUESTION
 from analytics.contract import (
     DUPLICATE, FENCED_ZOMBIE_WRITE, FINDING_SEVERITIES, HANGING, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT,
     SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES, VERDICTS,
@@ -17,16 +18,6 @@ from analytics.report.markup import badge, nothing, section, span, table
 from analytics.report.values import (
     DASH, as_dict, as_int, as_list, esc, fmt, fmt_path, fmt_time, human_ms, is_num,
 )
-
-
-# The two questions of the contract, each with the sentence that keeps them apart.
-BROKER_QUESTION = "Did the broker keep its rules?"
-BROKER_ANSWER = ("Each batch's severity: a violation broke a rule the broker enforces; an explained batch broke one "
-                 "with evidence the broker was right to accept it (it had forgotten the producer, say). Right for the "
-                 "broker is not right for the data: an explained duplicate or zombie write is still a bad batch in the log.")
-DATA_QUESTION = "Is the data sound?"
-DATA_ANSWER = ("The expectation suites judge the data, whatever the broker's reasons: an explained duplicate or "
-               "zombie write still fails its check, so failed checks can outnumber violations.")
 
 
 def question(title: str, answer: str) -> str:
