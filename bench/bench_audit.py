@@ -1,7 +1,7 @@
 """Audit time against the pure-Python reference replay and DuckDB, on the same exported Parquet.
 
     .venv/bin/python bench/bench_audit.py [--batches N ...] [--work DIR] [--driver-memory 8g]
-                                          [--python-max N] [--skip-default-memory]
+                                          [--python-max N] [--skip-default-memory] [--conf KEY=VALUE ...]
 
 For each size, a ``clean`` log dir of about N batches is written by the generator and exported
 once (both cached in ``--work``, so repeated runs time the audit only). Cases, each on the
@@ -21,7 +21,9 @@ export's ``batches`` table:
   run completes only if nothing large is collected to the driver. Its peak is the resident memory
   of the driver's process tree.
 
-The verdict counts of DuckDB and of the reference are checked against Spark's.
+The verdict counts of DuckDB and of the reference are checked against Spark's. ``--conf`` sets
+Spark options of the in-process session (e.g. ``spark.sql.requireAllClusterKeysForCoPartition=true``,
+Spark's default, to time the join back of a session not built by ``get_spark``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_export import tree_rss_kib
 
 from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
-from analytics.audit.rules import REPLAY_COLUMNS
+from analytics.audit.steps import REPLAY_COLUMNS
 from analytics.spark.standalone import standalone_cluster
 
 
@@ -174,13 +176,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--python-max", type=int, default=10_000_000, help="largest size the pure-Python replay runs on")
     ap.add_argument("--skip-default-memory", action="store_true")
     ap.add_argument("--executor-memory", default="8g", help="the standalone worker's executors, in the default-memory case")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark option of the in-process session")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
 
     from analytics.spark.session import get_spark
 
-    spark = get_spark(conf={"spark.driver.memory": args.driver_memory})
+    conf = dict(option.split("=", 1) for option in args.conf)
+    spark = get_spark(conf={"spark.driver.memory": args.driver_memory, **conf})
     config = AuditConfig()
     print(f"{cores} cores; Spark local[*], driver memory {args.driver_memory}; DuckDB threads {cores}")
     print(f"{'batches':>11} {'case':<26} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")

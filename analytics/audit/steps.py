@@ -1,0 +1,302 @@
+"""The steps of :func:`analytics.audit.rules.classify`, in the order it chains them, and the windows
+they share. Each step is a ``DataFrame -> DataFrame`` function (a factory where it takes the
+configuration or another frame) whose docstring says which facts it adds; the rules it evaluates
+are the named predicates of :mod:`analytics.audit.predicates`.
+
+The window steps reuse one exchange (hash of ``history``, :func:`replay_columns`) and three sorts:
+the duplicate ranges, the partition order and the producer order. Each select of window functions
+is one window level, a pass over the sorted rows buffering each window group: the producer sort
+has three (:func:`producer_state`, :func:`running_state`, :func:`sequence_mark`), each reading
+facts the one before adds. A function added to a step joins its pass; a step of its own would add
+one. The plain columns between them are computed after the last level, so the window rows stay
+narrow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import DataFrame, Window, WindowSpec
+from pyspark.sql import functions as F
+
+from analytics.audit.config import AuditConfig
+from analytics.audit.predicates import (
+    conflict_offset, epoch_changed, expected_sequence, expiry_point, explained_by, explanation_text,
+    has_state, idle, is_data, is_replayed, marker_bumps_txn, offset_left, sequence_left, severity,
+    transaction_open, verdict, wrap_crossing,
+)
+from analytics.contract.vocabulary import HISTORY_KEY, SEQ_SPACE
+from analytics.spark.columns import with_log_dir
+
+Step = Callable[[DataFrame], DataFrame]
+
+# A partition's history is one broker's log: the same topic-partition in two log directories
+# (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
+PARTITION_KEY = HISTORY_KEY
+# Every (log_dir, topic, partition) history gets a small integer id, ``history``, and every file a
+# ``file_id`` (``file_dictionary``): the exchange, the window sorts and the join back key on integers
+# instead of comparing path strings row by row.
+HISTORY = "history"
+ORDER = ("base_offset", "file_position")
+
+# The columns the replay reads (plus topic and file_position, which with the file id identify a row):
+# the window sorts carry these only, and the other columns of ``batches`` are joined back by identity.
+REPLAY_COLUMNS = (
+    "topic", "partition", "file", "file_position", "magic", "crc_valid", "base_offset", "last_offset",
+    "record_count", "is_transactional", "is_control", "max_timestamp", "producer_id", "producer_epoch",
+    "base_sequence", "last_sequence", "coordinator_epoch",
+)
+# topic first: the joined rows come out sorted for the write
+IDENTITY = ("topic", HISTORY, "file_id", "file_position")
+# What classify adds to the batches columns, in the order batch_verdicts has them.
+VERDICT_COLUMNS = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms",
+                   "offset_holes", "explanation", "txn_open", "offset_overlap", "state_last_sequence",
+                   "state_last_offset", "expired_offset", "conflict_offset")
+# Computed before the join back; severity and explanation are derived from these and the wide columns
+# after it.
+FACT_COLUMNS = tuple(c for c in VERDICT_COLUMNS if c not in ("severity", "explanation"))
+# Facts only the sentences read, carried across the join back where a step added them (:func:`explanations`).
+SENTENCE_FACTS = ("marker_bumps_txn",)
+# Facts of the replay, which exist for replayed rows only.
+REPLAY_FACTS = ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timestamp", "state_last_seq",
+                "seq_mark", "mark_offset", "expired_offset")
+
+
+# -- the dictionary of files and histories -------------------------------------------------------
+def file_dictionary(batches: DataFrame) -> DataFrame:
+    """One row per file of ``batches``: ``file``, the ``history`` id of its (log_dir, topic, partition),
+    a ``file_id``, and the file's ``log_dir``, ``topic`` and ``partition``.
+
+    Small (one row per segment file): the distinct (topic, partition, file) of ``batches``, which
+    partial aggregation reduces to a few rows per scan task.
+    """
+    files = with_log_dir(batches.select("topic", "partition", "file").distinct())
+    return files.select(
+        "file",
+        F.dense_rank().over(Window.orderBy(*PARTITION_KEY)).alias(HISTORY),
+        F.row_number().over(Window.orderBy("file")).alias("file_id"),
+        *PARTITION_KEY,
+    )
+
+
+def history_log_starts(dictionary: DataFrame, log_starts: DataFrame) -> DataFrame:
+    """``(history, log_start_offset)``: each history's log start offset from the checkpoint of its own
+    log dir (the checkpoint file sits in the log dir). An export without the checkpoint's ``file``
+    gives each topic-partition the highest of its log start offsets, whatever the log dir."""
+    histories = dictionary.select(HISTORY, *PARTITION_KEY).distinct()
+    if "file" in log_starts.columns:
+        starts = with_log_dir(log_starts, levels=1)
+        key = list(PARTITION_KEY)
+    else:
+        starts, key = log_starts, ["topic", "partition"]
+    starts = starts.groupBy(*key).agg(F.max("log_start_offset").alias("log_start_offset"))
+    return histories.join(starts, on=key, how="inner").select(HISTORY, "log_start_offset")
+
+
+# -- windows (functions: a window spec needs an active session) -----------------------------------
+def by_partition() -> WindowSpec:
+    """The partition's valid batches in offset order (corrupt ones form their own group)."""
+    return Window.partitionBy(HISTORY, "crc_valid").orderBy(*ORDER)
+
+
+def by_producer() -> WindowSpec:
+    """A replayed producer's batches in offset order (``state_pid`` is null for the rest)."""
+    return Window.partitionBy(HISTORY, "state_pid").orderBy(*ORDER)
+
+
+def before() -> WindowSpec:
+    """The producer's rows before this one."""
+    return by_producer().rowsBetween(Window.unboundedPreceding, -1)
+
+
+def running() -> WindowSpec:
+    """The producer's rows up to and including this one."""
+    return by_producer().rowsBetween(Window.unboundedPreceding, Window.currentRow)
+
+
+def by_range() -> WindowSpec:
+    """A producer's data batches with the same epoch and sequence range, in offset order."""
+    return (Window.partitionBy(HISTORY, "state_pid", "producer_epoch", "base_sequence", "last_sequence")
+            .orderBy(*ORDER))
+
+
+# -- the steps, in the order classify chains them -------------------------------------------------
+def replay_columns(files: DataFrame) -> Step:
+    """The narrow rows the windows sort: ``REPLAY_COLUMNS`` with the ``history`` and ``file_id`` of
+    their file (``files``: the broadcast dictionary) in place of its path; ``stateful`` (the row
+    updates producer state), ``tracked`` (its sequences are validated) and ``state_pid`` (the
+    producer id of a stateful row, null for the rest). Hash-partitioned by history: the one
+    exchange every window below reuses."""
+    def step(batches: DataFrame) -> DataFrame:
+        rows = batches.select(*REPLAY_COLUMNS).join(files, on="file", how="inner").drop("file")
+        return (rows.withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
+                .withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id")))
+                .repartition(HISTORY))
+    return step
+
+
+def duplicate_ranges(rows: DataFrame) -> DataFrame:
+    """``dup_rank``: a data batch's rank among the producer's batches with its epoch and sequence
+    range (above 1: a copy of an earlier one); ``dup_original``: the base offset of the first of
+    them, the original (same window, same sort). Null for markers."""
+    data = is_data()
+    return (rows.withColumn("dup_rank", F.when(data, F.row_number().over(by_range())))
+            .withColumn("dup_original", F.when(data, F.first("base_offset").over(by_range()))))
+
+
+def partition_facts(rows: DataFrame) -> DataFrame:
+    """Per partition, in offset order: ``cum_holes``, the offsets before each batch that no batch
+    carries (compaction evidence) up to a constant: base - the sum of the earlier batches' spans
+    (the difference between two batches counts the holes between them); ``partition_first_offset``,
+    the history's first valid offset; ``offset_overlap``, the offsets a valid batch shares with
+    earlier ones (0 in a sound log). Running frames, so the window streams."""
+    span = F.col("last_offset") - F.col("base_offset") + 1
+    earlier = by_partition().rowsBetween(Window.unboundedPreceding, -1)
+    overlap = F.coalesce(F.max("last_offset").over(earlier) - F.col("base_offset") + 1, F.lit(0))
+    return rows.select(
+        "*",
+        (F.col("base_offset") - F.coalesce(F.sum(span).over(earlier), F.lit(0))).alias("cum_holes"),
+        F.first("base_offset").over(by_partition().rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("partition_first_offset"),
+        F.when(F.col("crc_valid"), F.greatest(overlap, F.lit(0))).alias("offset_overlap"),
+    )
+
+
+def producer_state(rows: DataFrame) -> DataFrame:
+    """The producer's previous batch: ``prev_epoch``, ``prev_max_timestamp``, ``prev_base_offset``,
+    ``offset_holes`` (the partition's holes between the two); and over all its earlier batches:
+    ``prev_coordinator_epoch`` (the highest of its markers), ``last_txn_data`` and ``last_marker``
+    (the base offsets of its latest transactional data batch and marker), ``prev_data_seq`` (the
+    last sequence of its latest data batch)."""
+    data, previous, earlier = is_data(), by_producer(), before()
+    return rows.select(
+        "*",
+        F.lag("producer_epoch").over(previous).alias("prev_epoch"),
+        F.lag("max_timestamp").over(previous).alias("prev_max_timestamp"),
+        F.lag("base_offset").over(previous).alias("prev_base_offset"),
+        (F.col("cum_holes") - F.lag("cum_holes").over(previous)).alias("offset_holes"),
+        F.max("coordinator_epoch").over(earlier).alias("prev_coordinator_epoch"),
+        F.last(F.when(data & F.col("is_transactional"), F.col("base_offset")), True).over(earlier)
+        .alias("last_txn_data"),
+        F.last(F.when(F.col("is_control"), F.col("base_offset")), True).over(earlier).alias("last_marker"),
+        F.last(F.when(data, F.col("last_sequence")), True).over(earlier).alias("prev_data_seq"),
+    )
+
+
+def running_state(config: AuditConfig) -> Step:
+    """Running over the producer's batches: ``expired_offset``, the base offset of its latest expiry
+    point at or before the row (:func:`~analytics.audit.predicates.expiry_point`); ``state_last_seq``
+    and ``state_last_off``, the last sequence and offset its earlier batches left (a follower's);
+    ``epoch_run``, the count of its epoch runs so far; ``seq_wraps``, the crossings of INT_MAX so far
+    (:func:`~analytics.audit.predicates.wrap_crossing`)."""
+    def step(rows: DataFrame) -> DataFrame:
+        return rows.select(
+            "*",
+            F.last(F.when(expiry_point(config), F.col("base_offset")), True).over(running())
+            .alias("expired_offset"),
+            F.last(sequence_left(), True).over(before()).alias("state_last_seq"),
+            F.last(offset_left(), True).over(before()).alias("state_last_off"),
+            F.sum(epoch_changed().cast("int")).over(running()).alias("epoch_run"),
+            F.coalesce(F.sum(wrap_crossing()).over(running()), F.lit(0)).alias("seq_wraps"),
+        )
+    return step
+
+
+def sequence_mark(rows: DataFrame) -> DataFrame:
+    """``seq_mark``: the producer's highest sequence in its current epoch run before the batch (-1
+    when the run has no data batch yet): the max, over its earlier data batches, of (epoch run,
+    ``last_sequence + seq_wraps * 2^31``, last offset), taken mod 2^31 when its run is the batch's;
+    ``mark_offset``: the last offset of the batch holding it (the latest on a tie)."""
+    mark = F.struct(F.col("epoch_run").alias("run"),
+                    (F.col("last_sequence") + F.col("seq_wraps") * SEQ_SPACE).alias("seq"),
+                    F.col("last_offset").alias("offset"))
+    in_run = F.col("mark.run") == F.col("epoch_run")
+    seq = F.pmod(F.col("mark.seq"), F.lit(SEQ_SPACE)).cast("int")
+    return (rows.withColumn("mark", F.max(F.when(is_data(), mark)).over(before()))
+            .withColumn("seq_mark", F.when(in_run, seq).otherwise(F.lit(-1)))
+            .withColumn("mark_offset", F.when(in_run, F.col("mark.offset")))
+            .drop("mark"))
+
+
+def replay_facts(rows: DataFrame) -> DataFrame:
+    """``txn_open`` (a replayed batch's producer had a transaction open), ``idle_ms`` (since its
+    previous batch), ``state_last_sequence`` and ``state_last_offset`` (the state a stateful batch
+    leaves: its own, or its earlier batches' when it changes nothing); then the facts of the replay
+    (``REPLAY_FACTS``) nulled on the rows it does not replay, and ``partition_first_offset`` on
+    corrupt ones."""
+    stateful, tracked = F.col("stateful"), F.col("tracked")
+    rows = rows.withColumns({
+        "txn_open": tracked & transaction_open(),
+        "idle_ms": idle(),
+        "state_last_sequence": F.when(stateful, F.coalesce(sequence_left(), F.col("state_last_seq"))),
+        "state_last_offset": F.when(stateful, F.coalesce(offset_left(), F.col("state_last_off"))),
+    })
+    return rows.withColumns({name: F.when(tracked, F.col(name)) for name in REPLAY_FACTS}).withColumn(
+        "partition_first_offset", F.when(F.col("crc_valid"), F.col("partition_first_offset")))
+
+
+def verdicts(rows: DataFrame) -> DataFrame:
+    """``verdict`` and ``expected_sequence`` (:func:`~analytics.audit.predicates.verdict`,
+    :func:`~analytics.audit.predicates.expected_sequence`)."""
+    return rows.withColumn("verdict", verdict()).withColumn("expected_sequence", expected_sequence())
+
+
+def log_start_offsets(config: AuditConfig, starts: DataFrame | None) -> Step:
+    """``log_start_offset``: the history's (``starts``, from :func:`history_log_starts`, broadcast),
+    or the configured one of its topic-partition, which wins; null when neither knows it."""
+    def step(rows: DataFrame) -> DataFrame:
+        if starts is None:
+            rows = rows.withColumn("log_start_offset", F.lit(None).cast("long"))
+        else:
+            rows = rows.join(F.broadcast(starts), on=HISTORY, how="left")
+        for (topic, partition), offset in config.log_start_offsets.items():
+            configured = (F.col("topic") == topic) & (F.col("partition") == partition)
+            rows = rows.withColumn("log_start_offset",
+                                   F.when(configured, F.lit(offset)).otherwise(F.col("log_start_offset")))
+        return rows
+    return step
+
+
+def conflicts(rows: DataFrame) -> DataFrame:
+    """``conflict_offset`` (:func:`~analytics.audit.predicates.conflict_offset`)."""
+    return rows.withColumn("conflict_offset", conflict_offset())
+
+
+def explanations(config: AuditConfig) -> Step:
+    """``explained_by`` (:func:`~analytics.audit.predicates.explained_by`); under a profile before
+    transactions V2, ``marker_bumps_txn`` (:func:`~analytics.audit.predicates.marker_bumps_txn`) for
+    the sentence of a COMMIT marker."""
+    def step(rows: DataFrame) -> DataFrame:
+        rows = rows.withColumn("explained_by", explained_by(config))
+        if config.broker_profile.transactions_v2:
+            return rows
+        return rows.withColumn("marker_bumps_txn", marker_bumps_txn())
+    return step
+
+
+def join_back(batches: DataFrame, files: DataFrame) -> Step:
+    """The wide columns of ``batches`` beside the narrow facts, joined on the identity (topic,
+    history, file_id, file_position).
+
+    In many small tasks: both sides hash-partitioned by (history, file_id), which Spark accepts as
+    co-partitioning for the longer join key when ``spark.sql.requireAllClusterKeysForCoPartition``
+    is false (``analytics.spark.session.CO_PARTITION_ON_KEY_PREFIX``; under Spark's default it
+    hashes both on the whole key instead). Only the narrow facts are shuffled a second time; the
+    sort of the wide rows, the sentences and the write spread evenly over the cores in tasks far
+    smaller than a partition's history, and each output file is sorted by (topic, history, file):
+    row-group statistics let forensic reads skip the other partitions.
+    """
+    def step(facts: DataFrame) -> DataFrame:
+        carried = (*IDENTITY, *FACT_COLUMNS, *(c for c in SENTENCE_FACTS if c in facts.columns))
+        narrow = facts.select(*carried).repartition(HISTORY, "file_id")
+        wide = batches.join(files, on="file", how="inner").repartition(HISTORY, "file_id")
+        return wide.join(narrow, on=list(IDENTITY), how="inner")
+    return step
+
+
+def severity_and_text(config: AuditConfig) -> Step:
+    """``severity`` and ``explanation`` (:func:`~analytics.audit.predicates.severity`,
+    :func:`~analytics.audit.predicates.explanation_text`)."""
+    def step(rows: DataFrame) -> DataFrame:
+        return rows.withColumn("severity", severity()).withColumn("explanation", explanation_text(config))
+    return step
