@@ -20,7 +20,7 @@ from analytics.contract import (
     STATE_LOSS,
     VERDICT_MEANING,
 )
-from analytics.report.render import human_ms
+from analytics.report.values import human_ms
 
 
 def utc(ms) -> str | None:

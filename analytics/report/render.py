@@ -23,10 +23,9 @@ from analytics.report import sections
 from analytics.report.markup import span
 from analytics.report.style import CSS
 from analytics.report.summary import summary
-from analytics.report.values import DASH, as_dict, esc, fmt_path, fmt_time, human_ms
+from analytics.report.values import DASH, as_dict, esc, fmt_path, fmt_time
 
-# human_ms belongs to the interface too: analytics.forensics words durations as the report does.
-__all__ = ["SECTIONS", "human_ms", "render", "write_report"]
+__all__ = ["SECTIONS", "render", "write_report"]
 
 # (id, navigation label, builder), in page order. Findings first: the full partition list, mostly
 # healthy rows, closes the page.

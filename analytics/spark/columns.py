@@ -10,8 +10,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analytics.contract import HISTORY_KEY  # noqa: F401 - the key the callers group by
-
 
 def log_dir_column(levels: int = 2):
     """``file`` without its last ``levels`` path components."""
