@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analytics.audit.config import AuditConfig
 from analytics.audit.job import AuditResult
-from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT, REPORT, REPORT_DIR
+from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT, REPORT, REPORT_DIR, VALIDATION_DIR
 from analytics.errors import OutOfStep
 from analytics.export import ExportResult
-from analytics.publish import Store, out_of_step, publication, read_manifest
+from analytics.publish import Store, out_of_step, publication, read_manifest, unit
 from expectations.suites import ValidationConfig
 from expectations.validate import ValidationResult
 
@@ -67,15 +67,26 @@ def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
     require(out, EXPORT)
     result = audit_stage(spark, out, config)
     if history or prometheus_file:
-        from analytics.report.history import append_history, partition_metrics, prometheus_text, write_prometheus
-
-        metrics = partition_metrics(spark, out, result.run_id, result.finished_at_ms)
-        if history:
-            append_history(spark, metrics, history)
-        if prometheus_file:
-            rows = [r.asDict() for r in metrics.collect()]  # one row per topic-partition
-            write_prometheus(prometheus_file, prometheus_text(rows, result.finished_at_ms))
+        _record_metrics(spark, _metrics(spark, out, result), history, prometheus_file, result.finished_at_ms)
     return result
+
+
+def _metrics(spark, out: str, result: AuditResult):
+    """The audit's counts per (log dir, topic, partition): a small DataFrame held in the driver
+    (one row per partition), so it outlives the folder it was counted from."""
+    from analytics.report.history import partition_metrics
+
+    metrics = partition_metrics(spark, out, result.run_id, result.finished_at_ms)
+    return spark.createDataFrame(metrics.collect(), metrics.schema)
+
+
+def _record_metrics(spark, metrics, history: str | None, prometheus_file: str | None, run_time_ms: int) -> None:
+    from analytics.report.history import append_history, prometheus_text, write_prometheus
+
+    if history:
+        append_history(spark, metrics, history)
+    if prometheus_file:
+        write_prometheus(prometheus_file, prometheus_text([r.asDict() for r in metrics.collect()], run_time_ms))
 
 
 def validate(spark, out: str, validation: ValidationConfig | None = None) -> ValidationResult:
@@ -86,15 +97,17 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     return validate_stage(spark, out, validation)
 
 
-def report(spark, out: str, history: str | None = None) -> str:
-    """Publish ``OUT/report/index.html``; returns its path. ``history`` defaults to ``OUT.history``."""
+def report(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None) -> str:
+    """Publish ``OUT/report/index.html``; returns its path. ``history`` defaults to ``OUT.history``;
+    ``shown_as`` and ``pending``: see :func:`analytics.report.build.report_data`."""
     from analytics.report.build import report_data
     from analytics.report.history import default_history_path
     from analytics.report.render import write_report
 
     manifests = require(out, AUDIT, EXPORT)
     with publication(out, REPORT, built_from={AUDIT: manifests[AUDIT]["run_id"]}) as run:
-        data = report_data(spark, out, history if history is not None else default_history_path(out))
+        data = report_data(spark, out, history if history is not None else default_history_path(out),
+                           shown_as=shown_as, pending=pending)
         write_report(data, run.path(REPORT_DIR, "index.html"))
         run.publish({})
     return run.store.path(REPORT_DIR, "index.html")
@@ -121,20 +134,33 @@ class RunResult:
 def run(spark, paths: list[str], out: str, config: AuditConfig, validation: ValidationConfig | None = None, *,
         records: bool = True, input_format: str = "segments", history: str | None = None,
         prometheus_file: str | None = None, progress: Progress | None = None) -> RunResult:
-    """The main job: export (with records), audit, validate and report, in one Spark application."""
+    """The main job: export (with records), audit, validate and report, in one Spark application,
+    published as one unit (:func:`analytics.publish.unit`): until all four are done, ``OUT`` keeps
+    its previous complete set. The history and the Prometheus file get this run once it is published."""
     from pyspark.sql import functions as F
+
+    from analytics.audit.job import audit as audit_stage
+    from analytics.report.history import default_history_path
 
     say = progress or _quiet
     started = time.monotonic()
-    exported = export(spark, paths, out, records=records, input_format=input_format, progress=say)
-    say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
-    audited = audit(spark, out, config, history=history, prometheus_file=prometheus_file)
-    say("validating ...")
-    validated = validate(spark, out, validation)
-    say("reporting ...")
-    page = report(spark, out, history)
+    with unit(out) as staged:
+        exported = export(spark, paths, staged.out, records=records, input_format=input_format, progress=say)
+        say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
+        audited = audit_stage(spark, staged.out, config)
+        metrics = _metrics(spark, staged.out, audited)
+        say("validating ...")
+        validated = validate(spark, staged.out, validation)
+        say("reporting ...")
+        report(spark, staged.out, history if history is not None else default_history_path(out), shown_as=out,
+               pending=metrics)
+        staged.publish()
+    _record_metrics(spark, metrics, history, prometheus_file, audited.finished_at_ms)
     store = Store(out)
+    exported, audited = replace(exported, out=out), replace(audited, out=out)
+    validated = replace(validated, out=out, data_docs=store.path(VALIDATION_DIR, "data_docs", "index.html"))
     producers = spark.read.parquet(store.path("producer_sessions")).agg(
         F.countDistinct("topic", "partition", "producer_id")).first()[0]
     partitions = spark.read.parquet(store.path("segments")).select("topic", "partition").distinct().count()
-    return RunResult(exported, audited, validated, page, partitions, producers, time.monotonic() - started)
+    return RunResult(exported, audited, validated, store.path(REPORT_DIR, "index.html"), partitions, producers,
+                     time.monotonic() - started)

@@ -2,17 +2,21 @@
 
 A stage (export, audit, validate, report; ``analytics.contract.STAGES``) writes everything into
 ``OUT/.staging-<stage>-<run>/`` first, a folder claimed by its process. Only when all of it is
-complete does :meth:`Publication.publish`:
+complete is it committed (:func:`commit`):
 
-1. remove the stage's manifest (``_export.json``, ...) — from here on readers see no complete stage;
-2. move the stage's previous outputs into a trash folder (also those this run does not write);
-3. move the new outputs into place;
-4. write the manifest last, atomically (a temporary file renamed over it).
+1. a journal, ``OUT/_publishing.json``, is written (atomically): it names the staging folder, the
+   outputs staged and the manifests to write. Writing it is the commit point;
+2. the stages' manifests (``_export.json``, ...) are removed;
+3. their previous outputs move into a trash folder (also those this run does not write);
+4. the new outputs move into place, the manifests are written, and the journal is removed.
 
-A run that dies before step 1 leaves the previous outputs as they were; one that dies during the
-swap leaves no manifest, which every reader of ``OUT`` requires (:func:`read_manifest`), so nothing
-half-written looks complete. Staging and trash folders of dead runs on this host are removed by
-the next run; those of live runs and of other hosts are left alone (two runs may share ``OUT``).
+A run that dies before the commit point leaves ``OUT`` as it was; one that dies after it leaves the
+journal, and the next command that opens ``OUT`` finishes the swap (:func:`settle`), so readers see
+the previous complete outputs or the new ones, never a mix. SIGINT and SIGTERM wait until a commit
+is done. ``segaudit run`` stages all four stages in one folder (``.staging-run-<run>``, itself laid
+out like ``OUT``) and commits them as one unit (:func:`unit`): a killed ``run`` leaves the previous
+complete set. Staging and trash folders of dead runs on this host are removed by the next run;
+those of live runs and of other hosts are left alone (two runs may share ``OUT``).
 
 Each manifest records the run ids of the stages it was built from (``built_from``), so a reader
 can tell outputs that belong together from a mix.
@@ -22,18 +26,22 @@ Files are reached through a :class:`Store` (a pyarrow filesystem and a root), no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
+import signal
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from analytics.contract import AUDIT, EXPORT, MANIFESTS, REPORT, REPORT_DIR, VALIDATE, VALIDATION_DIR
+from analytics.contract import AUDIT, EXPORT, MANIFESTS, REPORT, STAGES, VALIDATE, VALIDATION_DIR
+from analytics.contract import REPORT_DIR
 from analytics.contract.vocabulary import AUDIT_TABLES, EXPORT_TABLES, SUMMARY
 from analytics.errors import StageMissing
 
@@ -47,6 +55,7 @@ OUTPUTS = {
 # The stage each stage reads: its manifest's run id goes into ``built_from``.
 UPSTREAM = {EXPORT: None, AUDIT: EXPORT, VALIDATE: AUDIT, REPORT: AUDIT}
 OWNER = "_owner.json"
+JOURNAL = "_publishing.json"
 COMMANDS = {EXPORT: "segaudit export LOGDIR --out {out}", AUDIT: "segaudit audit {out}",
             VALIDATE: "segaudit validate {out}", REPORT: "segaudit report {out}"}
 
@@ -110,9 +119,13 @@ class Store:
     def write_text(self, name: str, text: str) -> None:
         """Write a file whole: into a temporary name first, renamed over the target."""
         tmp = f"{name}.tmp-{uuid.uuid4().hex[:8]}"
-        with self.fs.open_output_stream(self._p(tmp)) as f:
-            f.write(text.encode())
-        self.move(tmp, name)
+        try:
+            with self.fs.open_output_stream(self._p(tmp)) as f:
+                f.write(text.encode())
+            self.move(tmp, name)
+        except BaseException:
+            self.delete(tmp)
+            raise
 
 
 def new_run_id() -> str:
@@ -126,6 +139,7 @@ def read_manifest(out: str, stage: str) -> dict:
     name = MANIFESTS[stage]
     if not store.is_dir(""):
         raise StageMissing(f"{out}: no such directory")
+    settle(store)
     if not store.is_file(name):
         raise StageMissing(f"{out} holds no complete {stage} (no {name}); run `{COMMANDS[stage].format(out=out)}` first")
     return json.loads(store.read_text(name))
@@ -159,26 +173,10 @@ class Publication:
         return [n for n in self.store.names(self.staging) if not n.startswith(("_", "."))]
 
     def publish(self, manifest: dict) -> dict:
-        """Swap the staged outputs in; the manifest (with run id, stage and built_from) goes last."""
-        store, final = self.store, MANIFESTS[self.stage]
+        """Commit the staged outputs; the manifest gets the run id, the stage and ``built_from``."""
         manifest = {"run_id": self.run_id, "stage": self.stage, "built_from": self.built_from,
                     **manifest, "finished_at_ms": int(time.time() * 1000)}
-        staged = self.written()
-        unknown = sorted(set(staged) - set(OUTPUTS[self.stage]))
-        if unknown:
-            raise ValueError(f"the {self.stage} stage does not own {', '.join(unknown)}")
-        store.delete(final)
-        trash = f".trash-{self.stage}-{self.run_id}"
-        store.makedirs(trash)
-        _claim(store, trash)
-        for name in OUTPUTS[self.stage]:  # every output of an earlier run goes, also those this run has not
-            if store.exists(name):
-                store.move(name, f"{trash}/{name}")
-        for name in staged:
-            store.move(f"{self.staging}/{name}", name)
-        store.write_text(final, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        store.delete(trash)
-        store.delete(self.staging)
+        commit(self.store, self.staging, {self.stage: manifest}, self.run_id)
         self.published = True
         return manifest
 
@@ -188,8 +186,141 @@ class Publication:
         return self
 
     def __exit__(self, *exc) -> None:
-        if not self.published:
+        if not self.published and not _committed(self.store, self.staging):
             self.store.delete(self.staging)
+
+
+@dataclass
+class Unit:
+    """Several stages staged in one folder laid out like ``OUT`` and committed together.
+
+    ``with unit(out) as u:`` the body runs the stages with ``u.out`` as their ``OUT`` (each
+    publishes into it as usual) and ends with ``u.publish()``; leaving the block in any other way
+    removes the folder and leaves ``OUT`` as it was.
+    """
+
+    store: Store
+    run_id: str
+    published: bool = False
+
+    @property
+    def staging(self) -> str:
+        return f".staging-run-{self.run_id}"
+
+    @property
+    def out(self) -> str:
+        """The folder the stages write to, as ``OUT`` for them."""
+        return self.store.path(self.staging)
+
+    def publish(self, stages: Iterable[str] = STAGES) -> dict[str, dict]:
+        """Commit every stage's outputs and manifest at once; the manifests, by stage."""
+        manifests = {s: read_manifest(self.out, s) for s in stages}
+        commit(self.store, self.staging, manifests, self.run_id)
+        self.published = True
+        return manifests
+
+    def __enter__(self) -> Unit:
+        self.store.makedirs(self.staging)
+        _claim(self.store, self.staging)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.published and not _committed(self.store, self.staging):
+            self.store.delete(self.staging)
+
+
+def unit(out: str) -> Unit:
+    """A new set of stages under ``out``, committed as one (``segaudit run``)."""
+    store = Store(out)
+    store.makedirs("")
+    settle(store)
+    remove_abandoned(store)
+    return Unit(store, new_run_id())
+
+
+def commit(store: Store, staging: str, manifests: dict[str, dict], run_id: str) -> None:
+    """Swap the outputs staged in ``staging`` into the root, with ``manifests`` (by stage) last.
+
+    Every output the stages own goes: those staged replace them, the others are removed. The
+    journal is the commit point; SIGINT and SIGTERM wait until the swap is done.
+    """
+    staged = [n for n in store.names(staging) if not n.startswith(("_", "."))]
+    owned = {n for stage in manifests for n in OUTPUTS[stage]}
+    unknown = sorted(set(staged) - owned)
+    if unknown:
+        raise ValueError(f"the {', '.join(manifests)} stage does not own {', '.join(unknown)}")
+    journal = {"staging": staging, "run_id": run_id, "outputs": staged, "manifests": manifests,
+               "host": socket.gethostname(), "pid": os.getpid()}
+    with _uninterrupted():
+        store.write_text(JOURNAL, json.dumps(journal, sort_keys=True))
+        _roll_forward(store, journal)
+
+
+def _committed(store: Store, staging: str) -> bool:
+    """Whether a journal names ``staging``: past the commit point, only finishing the swap is right."""
+    try:
+        return json.loads(store.read_text(JOURNAL)).get("staging") == staging
+    except (OSError, ValueError):
+        return False
+
+
+def settle(store: Store) -> None:
+    """Finish the swap a dead run committed but did not complete (its journal is still there).
+
+    :class:`StageMissing` while a live process is in the middle of one.
+    """
+    if not store.is_file(JOURNAL):
+        return
+    try:
+        journal = json.loads(store.read_text(JOURNAL))
+    except FileNotFoundError:  # finished meanwhile
+        return
+    if journal.get("pid") != os.getpid() and (journal.get("host") != socket.gethostname()
+                                              or _alive(int(journal.get("pid", 0)))):
+        raise StageMissing(f"{store.uri} is being published by run {journal.get('run_id')} "
+                           f"(pid {journal.get('pid')} on {journal.get('host')}); try again when it is done")
+    _roll_forward(store, journal)
+
+
+def _roll_forward(store: Store, journal: dict) -> None:
+    """The swap a journal describes; each step can be repeated, so a swap cut short is finished by
+    running it again."""
+    staging, staged, manifests = journal["staging"], set(journal["outputs"]), journal["manifests"]
+    for stage in manifests:
+        store.delete(MANIFESTS[stage])
+    trash = f".trash-{journal['run_id']}"
+    store.makedirs(trash)
+    _claim(store, trash)
+    for stage in manifests:
+        for name in OUTPUTS[stage]:
+            incoming = name in staged and store.exists(f"{staging}/{name}")
+            if store.exists(name) and (incoming or name not in staged):  # an earlier run's output
+                store.delete(f"{trash}/{name}")
+                store.move(name, f"{trash}/{name}")
+            if incoming:
+                store.move(f"{staging}/{name}", name)
+    for stage, manifest in manifests.items():
+        store.write_text(MANIFESTS[stage], json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    store.delete(trash)
+    store.delete(staging)
+    store.delete(JOURNAL)
+
+
+@contextlib.contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """SIGINT and SIGTERM are held until the block ends, then delivered (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def publication(out: str, stage: str, *, built_from: dict | None = None) -> Publication:
@@ -200,6 +331,7 @@ def publication(out: str, stage: str, *, built_from: dict | None = None) -> Publ
     """
     store = Store(out)
     store.makedirs("")
+    settle(store)
     remove_abandoned(store)
     if built_from is None:
         upstream = UPSTREAM[stage]

@@ -123,18 +123,22 @@ def test_a_missing_out_says_it_is_missing(tmp_path, capsys):
 
 @pytest.mark.parametrize(("command", "sig", "code"), [
     ("export", signal.SIGINT, 130), ("audit", signal.SIGTERM, 143),
-    ("validate", signal.SIGINT, 130), ("report", signal.SIGTERM, 143),
+    ("validate", signal.SIGINT, 130), ("report", signal.SIGTERM, 143), ("run", signal.SIGINT, 130),
 ])
 def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig, code):
     """A real process, a real signal once the stage has started staging: one line, exit 130/143,
     and every byte under OUT as it was."""
     before = snapshot(one_audit)
     args = {"export": ["export", str(REPO / "data" / "mixed"), "--out", one_audit],
-            "audit": ["audit", one_audit, "--no-history"]}.get(command, [command, one_audit])
+            "audit": ["audit", one_audit, "--no-history"],
+            "run": ["run", str(REPO / "data" / "mixed"), "--out", one_audit, "--no-history"]}.get(
+        command, [command, one_audit])
     process = subprocess.Popen([sys.executable, "-m", "analytics", *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     deadline = time.monotonic() + 180
-    while not [p for p in os.listdir(one_audit) if p.startswith(f".staging-{command}")]:
+    # run stages all four stages in one folder: its signal comes once the audit (the second) has started
+    staging = ".staging-run-*/.staging-audit-*" if command == "run" else f".staging-{command}-*"
+    while not list(Path(one_audit).glob(staging)):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.05)

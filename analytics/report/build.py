@@ -47,7 +47,9 @@ def _severity_counts():
     return [F.sum((F.col("severity") == s).cast("long")).alias(s) for s in SEVERITIES]
 
 
-def report_data(spark, out: str, history: str | None = None) -> dict:
+def report_data(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None) -> dict:
+    """Everything the report page shows. ``shown_as``: the OUT the page names (when ``out`` is a
+    staging folder); ``pending``: this run's history rows (a DataFrame), not yet appended."""
     from pyspark.sql import functions as F
 
     from analytics.spark.columns import with_log_dir
@@ -89,7 +91,7 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
     idle = _idle(spark, out, v)
     return {
         "title": "segaudit report",
-        "out": out,
+        "out": shown_as or out,
         "generated_at_ms": int(time.time() * 1000),
         "summary": summary,
         "verdict_severities": _verdict_severities(v),
@@ -103,7 +105,7 @@ def report_data(spark, out: str, history: str | None = None) -> dict:
         "idle": {"threshold_ms": expiration, "points": idle},
         "transactions": _transactions(spark, out, summary),
         "record_duplicates": _record_duplicates(spark, out, summary),
-        "history": _history(spark, history) if history else [],
+        "history": _history(spark, history, pending) if history else [],
     }
 
 
@@ -290,10 +292,12 @@ def _validation(out: str) -> dict | None:
     return {"success": doc.get("success"), "run_id": doc.get("run_id"), "checks": checks}
 
 
-def _history(spark, path: str) -> list[dict]:
+def _history(spark, path: str, pending=None) -> list[dict]:
     from pyspark.sql import functions as F
 
     h = read_history(spark, path)
+    if pending is not None:
+        h = pending if h is None else h.unionByName(pending, allowMissingColumns=True)
     if h is None:
         return []
     runs = h.groupBy("run_time_ms", "run_id").agg(
