@@ -7,6 +7,8 @@ Problems inside Kafka's bytes are not failures: they are ``parse_errors`` rows
 
 from __future__ import annotations
 
+import difflib
+
 from analytics.contract.vocabulary import EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE
 
 
@@ -45,3 +47,20 @@ class Interrupted(KeyboardInterrupt):
         self.exit_code = EXIT_SIGTERM if signal_name == "SIGTERM" else EXIT_SIGINT
         where = f" during {stage}" if stage else ""
         super().__init__(f"interrupted ({signal_name}){where}; OUT still holds the previous complete run")
+
+
+LISTED = 20  # names an unknown-name message lists at most
+
+
+def unknown(kind: str, name: str, known: list[str]) -> str:
+    """One line for a name that is not there: the closest known names first, then the known names.
+
+    >>> unknown("topic", "ordrs", ["orders", "payments"])
+    "unknown topic 'ordrs' (did you mean 'orders'?); topics: orders, payments"
+    """
+    if not known:
+        return f"unknown {kind} {name!r}: the audit holds none"
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    listed = ", ".join(known[:LISTED]) + (f" and {len(known) - LISTED} more" if len(known) > LISTED else "")
+    return f"unknown {kind} {name!r}{hint}; {kind}s: {listed}"

@@ -69,6 +69,19 @@ class ValidationConfig:
         return cls(allow=allow, warn=frozenset(str(w) for w in data.get("warn") or ()))
 
 
+def check_ids() -> list[str]:
+    """The id of every check any audit can have (those on records included)."""
+    return sorted(c.id for checks in suites(AuditConfig(), has_records=True).values() for c in checks)
+
+
+def unknown_check_ids(validation: ValidationConfig, known: list[str]) -> str | None:
+    """Why ``validation`` names a check that is not among ``known``, or None when it does not."""
+    from analytics.errors import unknown
+
+    names = sorted((set(validation.allow) | validation.warn) - set(known))
+    return "; ".join(unknown("check", n, known) for n in names[:1]) if names else None
+
+
 def _quote(values) -> str:
     return ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) or "NULL"
 

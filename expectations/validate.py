@@ -31,7 +31,7 @@ from analytics.audit.job import read_audit
 from analytics.contract import AUDIT, VALIDATE, VALIDATION_DIR
 from analytics.errors import InputError, UsageError
 from analytics.publish import Store, publication, read_manifest
-from expectations.suites import SUITE_TABLES, ValidationConfig, suites, with_allowance
+from expectations.suites import SUITE_TABLES, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
 
 VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates")
 SAMPLE_ROWS = 20  # offending rows kept per check in results.json (GX keeps up to 200 in Data Docs)
@@ -79,11 +79,11 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
             frames[name] = spark.read.parquet(store.path(name))
             frames[name].createOrReplaceTempView(name)
     declared = suites(config, has_records="record_duplicates" in frames)
-    known = sorted(c.id for checks in declared.values() for c in checks)
-    unknown = sorted((set(validation.allow) | validation.warn) - set(known))
-    if unknown:
-        raise UsageError(f"unknown check ids in the validation configuration: {', '.join(unknown)}; "
-                         f"the checks are: {', '.join(known)}")
+    why = unknown_check_ids(validation, check_ids())
+    if why is None and (why := unknown_check_ids(validation, [c.id for cs in declared.values() for c in cs])):
+        why += " (a check on records: this audit's export has none; export with --records)"
+    if why:
+        raise UsageError(why)
     with publication(out, VALIDATE, built_from={AUDIT: read_manifest(out, AUDIT)["run_id"]}) as run:
         docs = run.path(VALIDATION_DIR, "data_docs")
         os.makedirs(docs)

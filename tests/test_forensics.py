@@ -111,14 +111,25 @@ assert explain({out!r}, "fenced-zombie", 0, 25).batches
 assert producer_history({out!r}, 7000).sessions
 for args in (["explain", {out!r}, "--topic", "fenced-zombie", "--partition", "0", "--offset", "25"],
              ["producer", {out!r}, "--producer-id", "7000"],
-             ["explain", {out!r}, "--topic", "nope", "--partition", "0", "--offset", "25"]):
-    cli.main(args)
+             ["explain", {out!r}, "--topic", "nope", "--partition", "0", "--offset", "25"],
+             ["validate", {out!r}, "--warn", "no_unexplained_sequnce_gap"],
+             ["run", {out!r}, "--out", {out!r} + ".new", "--allow", "no_zombie_writes=1"],
+             ["sql", {out!r}, "SELECT count(*) FROM batch_verdict"],
+             ["explain", {out!r} + ".nowhere", "--topic", "nope", "--partition", "0", "--offset", "25"]):
+    assert cli.main(args) == (0 if args[0] != "validate" and "nope" not in args and "sql" not in args
+                              and "run" not in args else 2), args
 assert "pyspark" not in sys.modules, "pyspark was imported"
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "fenced-zombie-0 offset 25" in done.stdout and "producer 7000:" in done.stdout
     assert "unknown topic 'nope'" in done.stderr
+    # the mistakes of every command are answered before any Spark: the closest names, then all of them
+    assert "unknown check 'no_unexplained_sequnce_gap' (did you mean 'no_unexplained_sequence_gap'" \
+        in done.stderr
+    assert "unknown check 'no_zombie_writes' (did you mean 'no_zombie_write'?)" in done.stderr
+    assert "unknown table 'batch_verdict' (did you mean 'batch_verdicts'?); tables: " in done.stderr
+    assert ".nowhere: no such directory" in done.stderr
 
 
 def test_unknown_names_are_one_line_listing_the_closest(audited, capsys):

@@ -102,9 +102,9 @@ def audit(args) -> int:
 
 
 def validate(args) -> int:
+    validation = validation_config(args)  # a mistake answered before Spark is imported
     from analytics import pipeline
 
-    validation = validation_config(args)
     pipeline.require(args.out, AUDIT, EXPORT)
     result = pipeline.validate(spark_session(args), args.out, validation)
     print(checks_table(result))
@@ -114,10 +114,10 @@ def validate(args) -> int:
 
 def run(args) -> int:
     """export, audit, validate, report: one Spark application, a short result on stdout, progress on stderr."""
+    _inputs_exist(args.logdirs)
+    config, validation = audit_config(args), validation_config(args)  # mistakes answered before Spark
     from analytics import pipeline
 
-    _inputs_exist(args.logdirs)
-    config, validation = audit_config(args), validation_config(args)
     result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,
                           input_format=args.input_format, progress=progress, **history_options(args))
     audited = result.audited
@@ -166,11 +166,13 @@ def producer(args) -> int:
 def sql(args) -> int:
     import csv
 
-    from pyspark.errors import AnalysisException, ParseException
-
     from analytics.forensics import NotFound, run_sql
+    from analytics.forensics.sql import check_tables
 
     _out_exists(args.out)
+    check_tables(args.out, args.query)  # before Spark starts
+    from pyspark.errors import AnalysisException, ParseException
+
     try:
         df = run_sql(spark_session(args), args.out, args.query)
         columns = df.columns

@@ -101,15 +101,19 @@ def audit_config(args):
 def validation_config(args):
     """The [validation] table of --config with --warn and --allow applied over it."""
     from analytics.audit.config import load_validation_section
-    from expectations.suites import ValidationConfig
+    from expectations.suites import ValidationConfig, check_ids, unknown_check_ids
 
     try:
         section = load_validation_section(args.config)
         validation = ValidationConfig.from_mapping(section)
         allow = validation.allow | {k: int(v) for k, v in (pair(a, "=") for a in args.allow)}
-        return ValidationConfig(allow=allow, warn=validation.warn | frozenset(args.warn))
+        validation = ValidationConfig(allow=allow, warn=validation.warn | frozenset(args.warn))
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read the validation configuration: {exc}") from exc
+    why = unknown_check_ids(validation, check_ids())  # before Spark starts
+    if why:
+        raise UsageError(why)
+    return validation
 
 
 def history_options(args) -> dict:

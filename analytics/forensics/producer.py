@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 
 from analytics.contract import ABORTED, FINDING_SEVERITIES, HANGING, OPEN, log_dir_of
 from analytics.forensics.offset import BATCH_FIELDS
-from analytics.forensics.tables import Audit, NotFound, log_dirs, unknown
+from analytics.errors import unknown
+from analytics.forensics.tables import Audit, NotFound, log_dirs
 
 LONGEST = 5  # the longest pauses listed, beside every pause at or above the expiration
 UNFINISHED_FIRST = [HANGING, OPEN, ABORTED]  # the order transactions are listed in; the rest after

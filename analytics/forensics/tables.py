@@ -10,7 +10,6 @@ wide column of a large table is decoded for rows that are not shown.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 
@@ -19,28 +18,17 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from analytics.contract import AUDIT, EXPORT, SUMMARY
-from analytics.errors import OutOfStep, UsageError
+from analytics.errors import OutOfStep, UsageError, unknown
 from analytics.publish import Store, out_of_step
 
 VERDICTS = "batch_verdicts"
 TOPIC_FOLDER = "topic="  # the Hive-style folder of each topic of batch_verdicts
 # Columns of batch_verdicts newer than some audits on disk: read as null from those.
 LATER_COLUMNS = ("expired_offset", "conflict_offset")
-LISTED = 20  # names an unknown-name message lists at most
 
 
 class NotFound(UsageError):
     """The audit holds nothing for the question asked (one line, exit 2)."""
-
-
-def unknown(kind: str, name: str, known: list[str]) -> str:
-    """One line for a name that is not there: the closest known names first, then the known names."""
-    if not known:
-        return f"unknown {kind} {name!r}: the audit holds none"
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    listed = ", ".join(known[:LISTED]) + (f" and {len(known) - LISTED} more" if len(known) > LISTED else "")
-    return f"unknown {kind} {name!r}{hint}; {kind}s: {listed}"
 
 
 def log_dirs(files: pa.Array, levels: int = 2) -> pa.Array:
