@@ -9,7 +9,7 @@ kept in ``--workdir`` and reused by the next run). Each question runs in fresh `
 analytics`` processes; the table shows the median, least and most wall time of ``--repeat`` runs
 and the median CPU time (the process and the children it waited for: not the JVM a Spark-based
 checkout starts, which it never waits for). The questions: ``explain`` the middle offset of the
-largest partition, ``producer`` of its busiest producer, ``inspect`` the log dir the export read,
+largest partition, ``producer`` of its busiest producer, ``inspect`` the export and the log dir it read,
 and ``explain`` a misspelled topic (an error, exit 2). ``--code`` times another checkout of
 segaudit (first on ``PYTHONPATH``) on the same OUT.
 """
@@ -81,7 +81,8 @@ def questions(out: Path) -> dict[str, list[str]]:
     return {
         f"explain {topic}-{partition} offset {offset}": ["explain", str(out), "--topic", topic, *where],
         f"producer {busiest}": ["producer", str(out), "--producer-id", str(busiest)],
-        "inspect the log dir": ["inspect", *logdirs],
+        "inspect the export (OUT)": ["inspect", str(out)],
+        "inspect the log dir (every batch header read)": ["inspect", *logdirs],
         f"explain a misspelled topic ({topic[:-1]})": ["explain", str(out), "--topic", topic[:-1], *where],
     }
 

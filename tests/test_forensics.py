@@ -128,7 +128,7 @@ assert "pyspark" not in sys.modules, "pyspark was imported"
     assert "unknown check 'no_unexplained_sequnce_gap' (did you mean 'no_unexplained_sequence_gap'" \
         in done.stderr
     assert "unknown check 'no_zombie_writes' (did you mean 'no_zombie_write'?)" in done.stderr
-    assert "unknown table 'batch_verdict' (did you mean 'batch_verdicts'?); tables: " in done.stderr
+    assert "unknown table 'batch_verdict' (did you mean 'batch_verdicts'" in done.stderr and "; tables: " in done.stderr
     assert ".nowhere: no such directory" in done.stderr
 
 
@@ -272,3 +272,15 @@ def test_a_repeat_after_an_expiration_is_explained_in_words():
                     "producer.id.expiration.ms 3,000 ms (3 s), no open transaction), after its original batch at "
                     "offset 4: the broker had forgotten it and took this batch in sequence with what the producer "
                     "wrote since.")
+
+
+def test_inspect_an_export_answers_what_inspecting_its_log_dir_does(audited, capsys):
+    """``inspect OUT`` reads the export's tables instead of every segment: the same summary, the
+    same parse errors, the same output."""
+    from analytics.inventory import inventory_of_export, take_inventory
+
+    for name in ("fenced-zombie", "corrupt-crc", "torn-tails"):
+        g, out = audited[name]
+        assert inventory_of_export(out) == take_inventory([str(g.log_dir)]), name
+    g, out = audited["corrupt-crc"]
+    assert _cli(["inspect", out], capsys)[:2] == _cli(["inspect", str(g.log_dir)], capsys)[:2]

@@ -43,10 +43,15 @@ def _out_exists(out: str) -> None:
 
 
 def inspect(args) -> int:
-    from analytics.inventory import take_inventory
+    from analytics.contract import MANIFESTS
+    from analytics.inventory import inventory_of_export, take_inventory
 
     _inputs_exist(args.logdirs)
-    inventory = take_inventory(args.logdirs)
+    [first, *rest] = args.logdirs
+    if not rest and os.path.isfile(os.path.join(first, MANIFESTS[EXPORT])):
+        inventory = inventory_of_export(first)  # an export: its tables answer, no segment is read again
+    else:
+        inventory = take_inventory(args.logdirs)
     if not inventory.partitions:
         raise UsageError(f"no Kafka partition folders or segments found in {' '.join(args.logdirs)}")
     if args.format == "json":

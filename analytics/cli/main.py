@@ -34,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("inspect", help="what log directories hold, per partition and log dir (no Spark needed)")
-    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dir, partition folder or .log file")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR",
+                   help="log dir, partition folder or .log file; or an export's OUT (read from its tables)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--max-errors", type=int, default=20, help="parse errors to list (all are counted)")
     p.set_defaults(run=commands.inspect)

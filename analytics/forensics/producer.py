@@ -22,6 +22,10 @@ LONGEST = 5  # the longest pauses listed, beside every pause at or above the exp
 UNFINISHED_FIRST = [HANGING, OPEN, ABORTED]  # the order transactions are listed in; the rest after
 PAUSE_FIELDS = ["topic", "partition", "base_offset", "prev_base_offset", "max_timestamp", "idle_ms", "verdict",
                 "severity", "explained_by", "log_dir"]
+# What the epoch changes and the pauses read of every batch of the producer, in one scan; the other
+# columns are fetched for the few batches they list.
+NARROW = ["partition", "file", "file_position", "base_offset", "producer_epoch", "idle_ms", "crc_valid"]
+KEY = ("partition", "base_offset", "file", "file_position")
 
 
 @dataclass
@@ -62,8 +66,12 @@ def producer_history(out: str, producer_id: int, topic: str | None = None, limit
     changes, idle = [], []
     for name in sorted({t for t, _ in wanted}):
         partitions = [p for t, p in wanted if t == name]
-        changes += _epoch_changes(audit, name, partitions, producer_id, limit)
-        idle += _pauses(audit, name, partitions, producer_id, expiration, limit)
+        verdicts = audit.verdicts(name, dictionary=("file", "verdict", "severity", "explained_by"))
+        where = pc.field("partition").isin(partitions) & (pc.field("producer_id") == producer_id)
+        rows = verdicts.read(where, NARROW).combine_chunks()  # one scan of a few columns for both answers
+        details = _Details(verdicts, where)
+        changes += _epoch_changes(rows.filter(pc.field("crc_valid")), name, limit, details)
+        idle += _pauses(details, rows.filter(pc.field("idle_ms").is_valid()), expiration, limit)
     return ProducerHistory(producer_id, sessions, changes, findings, findings_total, transactions, transactions_total,
                            idle, expiration)
 
@@ -92,53 +100,83 @@ def _transactions(audit: Audit, mine: pc.Expression, limit: int) -> tuple[list[d
     return transactions.dicts(first, transactions.columns), rows.num_rows
 
 
-def _epoch_changes(audit: Audit, topic: str, partitions: list[int], producer_id: int, limit: int) -> list[dict]:
-    """Every batch of the producer whose epoch differs from its previous batch's in the same log, in
-    (partition, offset, log dir) order: a sort of the producer's CRC-valid batches by their log."""
-    verdicts = audit.verdicts(topic, dictionary=("file", "verdict"))
-    rows = verdicts.read(pc.field("partition").isin(partitions) & (pc.field("producer_id") == producer_id)
-                         & pc.field("crc_valid"),
-                         ["partition", "file", "file_position", "base_offset", "max_timestamp", "producer_epoch",
-                          "verdict"])
-    if rows.num_rows < 2:
+class _Details:
+    """Every column of a few of the producer's batches, fetched by partition and offset (row-group
+    statistics skip the rest)."""
+
+    def __init__(self, verdicts, where: pc.Expression):
+        self.verdicts, self.where = verdicts, where
+
+    def of(self, picked: pa.Table, columns: list[str]) -> list[dict]:
+        """``columns`` of the rows of ``picked`` (which has the ``KEY`` columns), in its order."""
+        if picked.num_rows == 0:
+            return []
+        offsets = picked["base_offset"]
+        fetch = self.where & (pc.field("base_offset") >= pc.min(offsets)) & (pc.field("base_offset") <= pc.max(offsets)) \
+            & pc.field("base_offset").isin(offsets.unique())
+        found = {tuple(r[c] for c in KEY): r for r in self.verdicts.rows(fetch, list(dict.fromkeys([*KEY, *columns])))}
+        return [{c: found[tuple(r[c] for c in KEY)][c] for c in columns} for r in picked.select(list(KEY)).to_pylist()]
+
+
+def _epoch_changes(rows: pa.Table, topic: str, limit: int, details: _Details) -> list[dict]:
+    """Every batch of the producer (``rows``: its CRC-valid batches on ``topic``) whose epoch differs
+    from its previous batch's in the same log, in (partition, offset, log dir) order."""
+    epoch = rows["producer_epoch"].to_numpy()
+    if rows.num_rows < 2 or np.all(epoch == epoch[0]):  # one epoch throughout: nothing to sort
         return []
     names, dirs = _log_dir_codes(rows["file"])
-    rows = rows.append_column("log_dir_code", dirs)
-    rows = rows.take(pc.sort_indices(rows, [(c, "ascending") for c in (
-        "log_dir_code", "partition", "base_offset", "file_position")]))
+    parts = rows["partition"].to_numpy()
+    offsets, positions = rows["base_offset"].to_numpy(), rows["file_position"].to_numpy()
+    order = np.lexsort((positions, offsets, parts, dirs))
+    rows, dirs, parts, offsets = rows.take(pa.array(order)), dirs[order], parts[order], offsets[order]
     epoch = rows["producer_epoch"].to_numpy()
-    dirs, parts = rows["log_dir_code"].to_numpy(), rows["partition"].to_numpy()
     at = np.flatnonzero((dirs[1:] == dirs[:-1]) & (parts[1:] == parts[:-1]) & (epoch[1:] != epoch[:-1])) + 1
-    at = at[np.lexsort((dirs[at], rows["base_offset"].to_numpy()[at], parts[at]))][:limit]
+    at = at[np.lexsort((dirs[at], offsets[at], parts[at]))][:limit]
+    full = details.of(rows.take(pa.array(at)), ["partition", "base_offset", "max_timestamp", "producer_epoch",
+                                                "verdict"])
     return [{"topic": topic, "partition": r["partition"], "from_epoch": int(epoch[i - 1]),
              "to_epoch": r["producer_epoch"], "at_offset": r["base_offset"], "at_timestamp": r["max_timestamp"],
              "verdict": r["verdict"], "log_dir": names[code]}
-            for i, code, r in zip(at, dirs[at], rows.take(pa.array(at)).to_pylist())]
+            for i, code, r in zip(at, dirs[at], full)]
 
 
-def _log_dir_codes(files: pa.ChunkedArray) -> tuple[list[str], pa.ChunkedArray]:
+def _log_dir_codes(files: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
     """The log dirs of ``files`` in path order, and each row's position among them; the file
     column is read dictionary-encoded, so each distinct path is looked at once."""
     names = sorted({log_dir_of(f) for c in files.chunks for f in c.dictionary.to_pylist()})
+    if len(names) == 1:  # one log dir, the usual case: nothing to look up per row
+        return names, np.zeros(len(files), dtype=np.int32)
     code = {d: i for i, d in enumerate(names)}
-    return names, pa.chunked_array(
-        [pa.array([code[log_dir_of(f)] for f in c.dictionary.to_pylist()], pa.int32()).take(c.indices)
-         for c in files.chunks], pa.int32())
+    return names, np.concatenate(
+        [np.array([code[log_dir_of(f)] for f in c.dictionary.to_pylist()], dtype=np.int32)[
+            c.indices.to_numpy(zero_copy_only=False)] for c in files.chunks])
 
 
-def _pauses(audit: Audit, topic: str, partitions: list[int], producer_id: int, expiration: int | None,
-            limit: int) -> list[dict]:
+def _pauses(details: _Details, rows: pa.Table, expiration: int | None, limit: int) -> list[dict]:
     """The producer's longest pauses and (the first ``limit``) pauses at or above the expiration, in
-    (partition, offset, log dir) order."""
-    verdicts = audit.verdicts(topic)
-    paused = (pc.field("partition").isin(partitions) & (pc.field("producer_id") == producer_id)
-              & pc.field("idle_ms").is_valid())
+    (partition, offset, log dir) order; ``rows``: its batches on one topic that have an idle time."""
     columns = [*PAUSE_FIELDS[:-1], "file"]
-    rows = verdicts.first(paused, "idle_ms", LONGEST, descending=True, columns=columns)
+    picked = _first(rows, "idle_ms", LONGEST, descending=True)
     if expiration is not None:
-        rows += verdicts.first(paused & (pc.field("idle_ms") >= expiration), "base_offset", limit, columns=columns)
+        picked = pa.concat_tables([picked, _first(rows.filter(pc.field("idle_ms") >= expiration), "base_offset",
+                                                  limit)])
     pauses = {}
-    for r in rows:
+    for r in details.of(picked, columns):
         pause = {**{c: r[c] for c in PAUSE_FIELDS[:-1]}, "log_dir": log_dir_of(r["file"])}
         pauses[tuple(pause.values())] = pause
     return sorted(pauses.values(), key=lambda p: (p["partition"], p["base_offset"], p["log_dir"]))
+
+
+def _first(rows: pa.Table, by: str, k: int, *, descending: bool = False,
+           then: tuple[str, ...] = ("file", "file_position")) -> pa.Table:
+    """The first ``k`` of ``rows`` ordered by ``by``, ties by ``then`` (in the same direction): only
+    the rows up to the k-th value of ``by`` are sorted."""
+    if k < 1 or rows.num_rows == 0:
+        return rows.slice(0, 0)
+    pick = pc.top_k_unstable if descending else pc.bottom_k_unstable
+    values = rows[by]
+    chosen = values.take(pick(values, k=min(k, len(values))))
+    near = rows.filter((pc.field(by) >= pc.min(chosen)) if descending else (pc.field(by) <= pc.max(chosen)))
+    keys = near.select([by, *then]).to_pylist()
+    order = sorted(range(len(keys)), key=lambda i: tuple(keys[i].values()), reverse=descending)[:k]
+    return near.take(pa.array(order, pa.int64()))

@@ -25,8 +25,11 @@ class JavaMissing(RuntimeError):
 def check_java() -> None:
     java = shutil.which("java")
     home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+    if home:  # Spark's launcher takes $JAVA_HOME/bin/java when JAVA_HOME is set, whatever PATH holds
         java = os.path.join(home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            raise JavaMissing(f"JAVA_HOME is {home}, which holds no bin/java: point it at a Java 17+ "
+                              "installation or unset it (On Debian: sudo apt-get install -y openjdk-17-jre-headless)")
     if not java:
         raise JavaMissing("Java 17+ is required (Spark runs on the JVM) and no 'java' was found. "
                           "On Debian: sudo apt-get install -y openjdk-17-jre-headless")

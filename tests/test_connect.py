@@ -1,0 +1,82 @@
+"""``segaudit sql --remote sc://...``: the query runs on a Spark Connect server started here (from
+PySpark's own jars); the command's process starts no JVM of its own (it runs with no Java at all),
+and a second command reuses the same server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.spark
+QUERY = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDER BY verdict"
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    log_path = tmp_path_factory.mktemp("connect") / "server.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            [str(submit), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer", "--master", "local[2]",
+             "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.ui.enabled=false",
+             "--conf", "spark.sql.shuffle.partitions=2", "spark-internal"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "Spark Connect server started" not in log_path.read_text():
+            assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+
+
+def without_java() -> dict:
+    """The environment with no Java to find: a command that tried to start a local JVM would fail."""
+    java = shutil.which("java")
+    hidden = {str(Path(java).resolve().parent), str(Path(java).parent)} if java else set()
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p not in hidden)
+    return {**os.environ, "PATH": path, "JAVA_HOME": "/nonexistent", "PYTHONPATH": str(REPO)}
+
+
+def segaudit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analytics", *args], capture_output=True, text=True, cwd=REPO,
+                          env=without_java(), timeout=300)
+
+
+def test_sql_runs_on_a_running_spark_connect_server(connect_server, audited, spark):
+    out = audited["fenced-zombie"][1]
+    local = {r["verdict"]: r["n"] for r in spark.read.parquet(os.path.join(out, "batch_verdicts"))
+             .groupBy("verdict").count().withColumnRenamed("count", "n").collect()}
+    for _ in range(2):  # the second command finds the same server, nothing to start
+        done = segaudit("sql", out, QUERY, "--remote", connect_server, "--format", "csv")
+        assert done.returncode == 0, done.stderr
+        rows = [line.split(",") for line in done.stdout.splitlines()[1:]]
+        assert {v: int(n) for v, n in rows} == local
+        assert done.stderr == ""
+    # with no Java here, a command that needs a local Spark says so in one line
+    done = segaudit("sql", out, QUERY)
+    assert done.returncode == 2 and "JAVA_HOME is /nonexistent, which holds no bin/java" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_query_error_over_connect_is_one_line(connect_server, audited):
+    out = audited["fenced-zombie"][1]
+    done = segaudit("sql", out, "SELECT no_such_column FROM batch_verdicts", "--remote", connect_server)
+    assert done.returncode == 2
+    assert done.stderr.startswith("segaudit: ") and len(done.stderr.strip().splitlines()) == 1
+    assert "no_such_column" in done.stderr
