@@ -64,7 +64,7 @@ def take_inventory(paths: Iterable[str | os.PathLike]) -> Inventory:
     tables = read_log_dirs(paths)
     segments = [(s.file, s.topic, s.partition, s.size_bytes, s.valid_bytes) for s in tables.segments]
     snapshots = [(e.file, e.topic, e.partition) for e in tables.producer_snapshots]
-    return _summarise(tables.table("batches"), segments, snapshots, tables.parse_errors)
+    return _summarise([tables.table("batches")], segments, snapshots, tables.parse_errors)
 
 
 def inventory_of_export(out: str) -> Inventory:
@@ -82,7 +82,12 @@ def inventory_of_export(out: str) -> Inventory:
         parquet = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=dictionary))
         return ds.dataset(store.path(name), format=parquet, partitioning="hive").to_table(columns=columns)
 
-    batches = table("batches", BATCH_COLUMNS, ("file", "compression", "control_type")).unify_dictionaries()
+    if store.is_dir("batches"):  # read a record batch at a time: memory stays flat whatever the export's size
+        parquet = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=("file", "compression")))
+        batches = (pa.Table.from_batches([b]) for b in ds.dataset(store.path("batches"), format=parquet, partitioning="hive")
+                   .to_batches(columns=BATCH_COLUMNS, batch_size=1 << 20))
+    else:
+        batches = iter([])
     segments = table("segments", ["file", "topic", "partition", "size_bytes", "valid_bytes"]).to_pylist()
     snapshots = table("producer_snapshots", ["file", "topic", "partition"]).to_pylist()
     errors = [ParseError(**r) for r in table("parse_errors", list(ParseError.__slots__)).to_pylist()]
@@ -90,9 +95,10 @@ def inventory_of_export(out: str) -> Inventory:
     return _summarise(batches, [tuple(r.values()) for r in segments], [tuple(r.values()) for r in snapshots], errors)
 
 
-def _summarise(batches: pa.Table, segments: list[tuple], snapshots: list[tuple], errors: list[ParseError]) -> Inventory:
-    """``segments``: (file, topic, partition, size_bytes, valid_bytes); ``snapshots``: (file, topic,
-    partition) per producer entry."""
+def _summarise(batches: Iterable[pa.Table], segments: list[tuple], snapshots: list[tuple],
+               errors: list[ParseError]) -> Inventory:
+    """``batches``: the batch rows, in one or more tables; ``segments``: (file, topic, partition,
+    size_bytes, valid_bytes); ``snapshots``: (file, topic, partition) per producer entry."""
     per_partition: dict[tuple[str, str, int], dict] = {}
 
     def slot(log_dir: str, topic: str, partition: int) -> dict:
@@ -103,10 +109,17 @@ def _summarise(batches: pa.Table, segments: list[tuple], snapshots: list[tuple],
         s["segments"] = s.get("segments", 0) + 1
         s["size_bytes"] = s.get("size_bytes", 0) + size_bytes
         s["valid_bytes"] = s.get("valid_bytes", 0) + valid_bytes
-    for row in _batch_counts(batches):
-        s = slot(row.pop("log_dir"), row.pop("topic"), row.pop("partition"))
-        s["codecs"].update(c for c in row.pop("codecs") if c is not None)
-        s.update(row)
+    for part in batches:
+        for row in _batch_counts(part):
+            s = slot(row.pop("log_dir"), row.pop("topic"), row.pop("partition"))
+            s["codecs"].update(row.pop("codecs"))
+            s.setdefault("producer_ids", set()).update(row.pop("producer_ids"))
+            for key in ("first_offset", "last_offset"):
+                value, pick = row.pop(key), (min if key == "first_offset" else max)
+                if value is not None:
+                    s[key] = value if s.get(key) is None else pick(s[key], value)
+            for key, n in row.items():
+                s[key] = s.get(key, 0) + n
     for file, topic, partition in snapshots:
         s = slot(log_dir_of(file), topic, partition)
         s["snapshots"] = s.get("snapshots", 0) + 1
@@ -126,7 +139,7 @@ def _summarise(batches: pa.Table, segments: list[tuple], snapshots: list[tuple],
             records=s.get("records", 0),
             first_offset=s.get("first_offset"),
             last_offset=s.get("last_offset"),
-            producers=s.get("producers", 0),
+            producers=len(s.get("producer_ids", ())),
             idempotent_batches=s.get("idempotent_batches", 0),
             transactional_batches=s.get("transactional_batches", 0),
             commits=s.get("commits", 0),
@@ -141,8 +154,8 @@ def _summarise(batches: pa.Table, segments: list[tuple], snapshots: list[tuple],
 
 
 def _batch_counts(batches: pa.Table) -> list[dict]:
-    """The batch counts of each history (log dir, topic, partition: the key the audit replays by),
-    in one pass: each count reads a column masked to the batches it counts (CRC-valid ones, data
+    """The batch counts of each history (log dir, topic, partition: the key the audit replays by) in
+    ``batches`` (a part of the rows: counts add up, producer ids and codecs are sets), in one pass: each count reads a column masked to the batches it counts (CRC-valid ones, data
     batches of idempotent producers, markers)."""
     valid = pc.fill_null(batches["crc_valid"], False)
     control = pc.and_(valid, batches["is_control"])
@@ -163,14 +176,15 @@ def _batch_counts(batches: pa.Table) -> list[dict]:
     })
     rows = keyed.group_by(["log_dir_code", "topic", "partition"]).aggregate([
         ([], "count_all"), ("records", "sum"), ("first_offset", "min"), ("last_offset", "max"),
-        ("codecs", "distinct"), ("producers", "count_distinct"), ("producers", "count"),
+        ("codecs", "distinct"), ("producers", "distinct"), ("producers", "count"),
         ("transactional", "sum"), ("commits", "sum"), ("aborts", "sum"),
     ]).to_pylist()
     return [{"log_dir": names[r["log_dir_code"]], "topic": r["topic"], "partition": r["partition"],
              "batches": r["count_all"], "records": r["records_sum"] or 0, "first_offset": r["first_offset_min"],
              "last_offset": r["last_offset_max"],
              "codecs": [codec_names[c] for c in r["codecs_distinct"] if c is not None],
-             "producers": r["producers_count_distinct"], "idempotent_batches": r["producers_count"],
+             "producer_ids": [p for p in r["producers_distinct"] if p is not None],
+             "idempotent_batches": r["producers_count"],
              "transactional_batches": r["transactional_sum"] or 0, "commits": r["commits_sum"] or 0,
              "aborts": r["aborts_sum"] or 0} for r in rows]
 

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
@@ -146,7 +146,30 @@ def read_manifest(out: str, stage: str) -> dict:
 
 
 @dataclass
-class Publication:
+class _Staging:
+    """A staging folder under ``OUT`` claimed by this process: ``with`` creates it; leaving the
+    block without a commit removes it and leaves ``OUT`` as it was."""
+
+    store: Store
+    run_id: str
+    published: bool = field(default=False, init=False)
+
+    @property
+    def staging(self) -> str:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.store.makedirs(self.staging)
+        _claim(self.store, self.staging)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.published and not _committed(self.store, self.staging):
+            self.store.delete(self.staging)
+
+
+@dataclass
+class Publication(_Staging):
     """One run of a stage, from its staging folder to its published outputs.
 
     ``with publication(out, stage) as p:`` creates and claims the staging folder; the body writes
@@ -154,11 +177,8 @@ class Publication:
     (an error, Ctrl-C) removes the staging folder and leaves ``OUT`` as it was.
     """
 
-    store: Store
-    stage: str
-    run_id: str
-    built_from: dict
-    published: bool = False
+    stage: str = ""
+    built_from: dict = field(default_factory=dict)
 
     @property
     def staging(self) -> str:
@@ -180,28 +200,15 @@ class Publication:
         self.published = True
         return manifest
 
-    def __enter__(self) -> Publication:
-        self.store.makedirs(self.staging)
-        _claim(self.store, self.staging)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if not self.published and not _committed(self.store, self.staging):
-            self.store.delete(self.staging)
-
 
 @dataclass
-class Unit:
+class Unit(_Staging):
     """Several stages staged in one folder laid out like ``OUT`` and committed together.
 
     ``with unit(out) as u:`` the body runs the stages with ``u.out`` as their ``OUT`` (each
     publishes into it as usual) and ends with ``u.publish()``; leaving the block in any other way
     removes the folder and leaves ``OUT`` as it was.
     """
-
-    store: Store
-    run_id: str
-    published: bool = False
 
     @property
     def staging(self) -> str:
@@ -218,15 +225,6 @@ class Unit:
         commit(self.store, self.staging, manifests, self.run_id)
         self.published = True
         return manifests
-
-    def __enter__(self) -> Unit:
-        self.store.makedirs(self.staging)
-        _claim(self.store, self.staging)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if not self.published and not _committed(self.store, self.staging):
-            self.store.delete(self.staging)
 
 
 def unit(out: str) -> Unit:
@@ -336,7 +334,7 @@ def publication(out: str, stage: str, *, built_from: dict | None = None) -> Publ
     if built_from is None:
         upstream = UPSTREAM[stage]
         built_from = {upstream: read_manifest(out, upstream)["run_id"]} if upstream else {}
-    return Publication(store, stage, new_run_id(), built_from)
+    return Publication(store, new_run_id(), stage=stage, built_from=built_from)
 
 
 def _claim(store: Store, folder: str) -> None:

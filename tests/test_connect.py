@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pyspark
 import pytest
 
 from tests.conftest import REPO
+from tests.kafka_cluster import free_port
 
 pytestmark = pytest.mark.spark
 QUERY = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDER BY verdict"
@@ -23,9 +23,7 @@ QUERY = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDE
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     log_path = tmp_path_factory.mktemp("connect") / "server.log"
     with open(log_path, "w") as log:

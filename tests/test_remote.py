@@ -17,6 +17,7 @@ import pytest
 from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
 from analytics.kafka.logdir import read_log_dirs
 from tests.conftest import REPO
+from tests.kafka_cluster import free_port
 
 SAMPLE = (REPO / "data" / "mixed").resolve()
 BUCKET_URI = "s3://kafka-logs/broker-1"
@@ -24,9 +25,7 @@ BUCKET_URI = "s3://kafka-logs/broker-1"
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = shutil_which("moto_server")
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
     proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
