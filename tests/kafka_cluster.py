@@ -391,9 +391,14 @@ def _leader(partition: dict) -> int:
 
 
 def _base64_uuid() -> str:
+    """A cluster id as Kafka's ``Uuid.randomUuid`` makes one: never starting with "-", which the
+    storage tool's argument parser would take for an option."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def copy_log_dir(src: Path, dst: Path) -> Path:
