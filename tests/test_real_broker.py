@@ -3,9 +3,8 @@ fencing, aborts, a killed producer, retention, DeleteRecords and compaction, aud
 ``segaudit run`` (a copy taken while the broker runs, and the log dir after a clean shutdown), and
 compared with what the clients and the broker reported.
 
-One broker per version for the module (the newest 4.x release and 3.9.x), both driven side by side
-from the module's first test (the scenarios mostly wait: idle times, expirations, retention);
-every scenario writes its own topic (``broker_scenarios.py``). Set ``SEGAUDIT_REAL_BROKER_REPORT=FILE`` to write the tables of
+One broker per version for the module (the newest 4.x release and 3.9.x); every scenario writes its
+own topic (``broker_scenarios.py``). Set ``SEGAUDIT_REAL_BROKER_REPORT=FILE`` to write the tables of
 ``docs/real-broker.md`` from a run.
 """
 
@@ -13,7 +12,6 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import pytest
 
 from tests import broker_scenarios as sc
 from tests.fault_proxy import FaultProxy
-from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, kafka_jars, require_jars
+from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, require_jars
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -124,29 +122,11 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
     return facts, live
 
 
-_RUNS: dict[str, Future] = {}
-
-
 @pytest.fixture(scope="module", params=VERSIONS)
 def broker_run(request, tmp_path_factory) -> BrokerRun:
-    """The broker run of one version; the first call starts every version's run in a thread of its
-    own, so the next version's broker works while this one's tests run."""
     version = request.param
     require_jars(version)
-    if not _RUNS:
-        pool = ThreadPoolExecutor(len(VERSIONS), thread_name_prefix="broker-run")
-        for v in VERSIONS:
-            try:
-                kafka_jars(v)  # resolved here, one at a time: only the brokers run side by side
-            except Exception:  # noqa: BLE001 - that version's own fixture skips, saying why
-                continue
-            _RUNS[v] = pool.submit(_broker_run, v, tmp_path_factory.mktemp(f"kafka-{v}"))
-        pool.shutdown(wait=False)
-        request.addfinalizer(lambda: [f.exception() for f in _RUNS.values()])  # wait, whatever happened
-    return _RUNS[version].result()
-
-
-def _broker_run(version: str, root: Path) -> BrokerRun:
+    root = tmp_path_factory.mktemp(f"kafka-{version}")
     cluster = KafkaCluster(version, root / "cluster", config=sc.BROKER_CONFIG)
     proxy = FaultProxy(upstream_port=cluster.node(1).port).start()
     cluster.node(1).advertised_port = proxy.port  # every client goes through the proxy
