@@ -106,3 +106,28 @@ class Table:
         """The rows matching ``where`` as dicts of ``columns``."""
         columns = columns or self.columns
         return self.dicts(self.read(where, columns), columns)
+
+    def first(self, where: pc.Expression, by: str, k: int = 1, descending: bool = False,
+              columns: list[str] | None = None, then: tuple[str, ...] = ("file", "file_position")) -> list[dict]:
+        """The first ``k`` rows matching ``where`` ordered by ``by``, ties by ``then`` (in the same
+        direction: of equal pauses, the latest comes first).
+
+        Only ``by`` is scanned to pick the rows (a batch at a time, keeping ``k`` values); the rows
+        are then fetched by those values, which row-group statistics make cheap when ``by`` is an
+        offset of a sorted file.
+        """
+        if k < 1:
+            return []
+        pick = pc.top_k_unstable if descending else pc.bottom_k_unstable
+        picked = pa.array([], self.dataset.schema.field(by).type)
+        for batch in self.dataset.to_batches(columns=[by], filter=where & pc.field(by).is_valid()):
+            values = pa.concat_arrays([picked, batch.column(0)])
+            picked = values.take(pick(values, k=min(k, len(values))))
+        if len(picked) == 0:
+            return []
+        lo, hi = pc.min_max(picked).values()
+        fetch = where & (pc.field(by) >= lo) & (pc.field(by) <= hi) & pc.field(by).isin(picked.unique())
+        rows = self.rows(fetch, list(dict.fromkeys([*(columns or self.columns), by, *then])))
+        rows.sort(key=lambda r: (r[by], *(r[c] for c in then)), reverse=descending)
+        wanted = columns or self.columns
+        return [{c: r[c] for c in wanted} for r in rows[:k]]
