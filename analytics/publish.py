@@ -97,6 +97,16 @@ class Store:
         selector = pafs.FileSelector(self._p(name), allow_not_found=True)
         return sorted(posixpath.basename(info.path) for info in self.fs.get_file_info(selector))
 
+    def size(self, name: str) -> int:
+        """The bytes of a file, or of every file under a folder; 0 when it does not exist."""
+        info = self.fs.get_file_info(self._p(name))
+        if info.type == pafs.FileType.File:
+            return info.size or 0
+        if info.type != pafs.FileType.Directory:
+            return 0
+        selector = pafs.FileSelector(self._p(name), recursive=True)
+        return sum(i.size or 0 for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File)
+
     def makedirs(self, name: str) -> None:
         self.fs.create_dir(self._p(name), recursive=True)
 

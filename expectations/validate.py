@@ -31,6 +31,7 @@ from analytics.audit.job import read_audit
 from analytics.contract import AUDIT, VALIDATE, VALIDATION_DIR
 from analytics.errors import InputError, UsageError
 from analytics.publish import Store, publication, read_manifest
+from analytics.spark.tables import read_table
 from expectations.suites import SUITE_TABLES, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
 
 VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates")
@@ -73,17 +74,17 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     summary = read_audit(out)
     config = config_from_mapping(summary["configuration"])
     validation = validation or ValidationConfig()
-    frames = {}
-    for name in VIEWS:
-        if store.is_dir(name):
-            frames[name] = spark.read.parquet(store.path(name))
-            frames[name].createOrReplaceTempView(name)
-    declared = suites(config, has_records="record_duplicates" in frames)
+    present = [name for name in VIEWS if store.is_dir(name)]
+    declared = suites(config, has_records="record_duplicates" in present)
     why = unknown_check_ids(validation, check_ids())
     if why is None and (why := unknown_check_ids(validation, [c.id for cs in declared.values() for c in cs])):
         why += " (a check on records: this audit's export has none; export with --records)"
     if why:
         raise UsageError(why)
+    frames = {}
+    for name in present:
+        frames[name] = read_table(spark, store.path(name), store.size(name))
+        frames[name].createOrReplaceTempView(name)
     with publication(out, VALIDATE, built_from={AUDIT: read_manifest(out, AUDIT)["run_id"]}) as run:
         docs = run.path(VALIDATION_DIR, "data_docs")
         os.makedirs(docs)

@@ -52,6 +52,8 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
     from pyspark.sql import functions as F
 
     from analytics.audit.rules import classify
+    from analytics.spark.concurrent import concurrently
+    from analytics.spark.tables import read_table
 
     started = time.monotonic()
     store = Store(out)
@@ -61,24 +63,34 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
     with publication(out, AUDIT, built_from={EXPORT: export_manifest["run_id"]}) as run:
         def write(name: str, df, writer=lambda w: w):
             writer(conform(df, name).write).parquet(run.path(name))
-            return spark.read.parquet(run.path(name))
+            return read_table(spark, run.path(name), run.store.size(f"{run.staging}/{name}"))
 
-        written = write("batch_verdicts", classify(batches, config, log_starts),
-                        lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic"))
-        write("anomalies", written.where(F.col("severity") != "ok"))
+        records = spark.read.parquet(store.path("records")) if store.is_dir("records") else None
+        dedup = (lambda: write("record_duplicates", tables.record_duplicates(records, config.dedup_key)).count()) \
+            if records is not None else (lambda: None)
+        # record duplicates read records only: they run beside the replay
+        first = concurrently(spark, {
+            "batch_verdicts": lambda: write("batch_verdicts", classify(batches, config, log_starts),
+                                            lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic")),
+            "record_duplicates": dedup,
+        })
+        written, duplicates = first["batch_verdicts"], first["record_duplicates"]
         export_time = config.export_time_ms
         if export_time is None:
             export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
         per_file = tables.per_file(written).localCheckpoint()  # small, read twice: one pass over the verdicts
-        write("producer_sessions", tables.producer_sessions(per_file))
-        txns = _counts(write("transactions", tables.transactions(written, config, export_time)), "status")
-        counts, severities = _counts(written, "verdict"), _counts(written, "severity")
         snapshots = spark.read.parquet(store.path("producer_snapshots"))
-        checks = _counts(write("snapshot_checks", tables.snapshot_checks(written, per_file, snapshots)), "status")
-        duplicates = None
-        if store.is_dir("records"):
-            records = spark.read.parquet(store.path("records"))
-            duplicates = write("record_duplicates", tables.record_duplicates(records, config.dedup_key)).count()
+        derived = concurrently(spark, {
+            "anomalies": lambda: write("anomalies", written.where(F.col("severity") != "ok")),
+            "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
+            "transactions": lambda: _counts(
+                write("transactions", tables.transactions(written, config, export_time)), "status"),
+            "snapshot_checks": lambda: _counts(
+                write("snapshot_checks", tables.snapshot_checks(written, per_file, snapshots)), "status"),
+            "counts": lambda: _verdict_and_severity_counts(written),
+        })
+        txns, checks = derived["transactions"], derived["snapshot_checks"]
+        counts, severities = derived["counts"]
         seconds = time.monotonic() - started
         summary = {
             "run_id": run.run_id,
@@ -120,6 +132,16 @@ def plain_columns(writer, columns):
 def _counts(df, column: str) -> dict:
     """Rows per value of a low-cardinality column (a handful of rows reach the driver)."""
     return {r[column]: r["count"] for r in df.groupBy(column).count().collect()}
+
+
+def _verdict_and_severity_counts(verdicts) -> tuple[dict, dict]:
+    """Batches per verdict and per severity, from one aggregate (verdicts x severities rows)."""
+    by_verdict: dict = {}
+    by_severity: dict = {}
+    for r in verdicts.groupBy("verdict", "severity").count().collect():
+        by_verdict[r["verdict"]] = by_verdict.get(r["verdict"], 0) + r["count"]
+        by_severity[r["severity"]] = by_severity.get(r["severity"], 0) + r["count"]
+    return by_verdict, by_severity
 
 
 def _jsonable(value):

@@ -49,72 +49,88 @@ def _severity_counts():
 
 def report_data(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None) -> dict:
     """Everything the report page shows. ``shown_as``: the OUT the page names (when ``out`` is a
-    staging folder); ``pending``: this run's history rows (a DataFrame), not yet appended."""
-    from pyspark.sql import functions as F
+    staging folder); ``pending``: this run's history rows (a DataFrame), not yet appended.
 
+    The sections read the tables independently of each other, so they run at once
+    (:func:`analytics.spark.concurrent.concurrently`)."""
     from analytics.spark.columns import with_log_dir
+    from analytics.spark.concurrent import concurrently
+    from analytics.spark.tables import read_table
 
     summary = read_audit(out)
-    v = with_log_dir(spark.read.parquet(Store(out).path("batch_verdicts")))
-    per_partition = v.groupBy(*KEYS).agg(
-        F.count("*").alias("batches"),
-        F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
-        F.min("base_offset").alias("first_offset"), F.max("last_offset").alias("last_offset"),
-        F.min("max_timestamp").alias("first_timestamp"), F.max("max_timestamp").alias("last_timestamp"),
-        *_severity_counts(),
-    )
-    verdict_counts = v.groupBy(*KEYS, "verdict").count()
-    errors = with_log_dir(spark.read.parquet(Store(out).path("parse_errors")))
-    per_partition = per_partition.withColumn("findings", F.col(SEV_EXPLAINED) + F.col(SEV_VIOLATION)).cache()
-    try:
-        partitions_total = per_partition.count()
-        ranked = per_partition.orderBy(
-            F.col(SEV_VIOLATION).desc(), F.col(SEV_EXPLAINED).desc(), *KEYS).limit(MAX_PARTITIONS)
-        partitions = [r.asDict() for r in ranked.collect()]
-        verdicts_of = {}
-        shown = spark.createDataFrame([_key(p) for p in partitions] or [("", "", -1)],
-                                      "log_dir string, topic string, partition int")
-        for r in verdict_counts.join(F.broadcast(shown), KEYS).collect():
-            verdicts_of.setdefault(_key(r), {})[r["verdict"]] = r["count"]
-        errors_of = {_key(r): r["count"] for r in errors.groupBy(*KEYS).count().join(F.broadcast(shown), KEYS).collect()}
-        for p in partitions:
-            p["severities"] = {s: p.pop(s) for s in SEVERITIES}
-            p["verdicts"] = verdicts_of.get(_key(p), {})
-            p["parse_errors"] = errors_of.get(_key(p), 0)
-        with_findings = per_partition.where(F.col("findings") > 0).orderBy(
-            F.col(SEV_VIOLATION).desc(), F.col("findings").desc(), *KEYS).limit(MAX_TIMELINES)
-        timelines = _timelines(v, [r.asDict() for r in with_findings.collect()])
-    finally:
-        per_partition.unpersist()
-    producers = _producers(v)
-    expiration = summary["configuration"].get("producer_id_expiration_ms")
-    idle = _idle(spark, out, v)
+    store = Store(out)
+    v = with_log_dir(read_table(spark, store.path("batch_verdicts"), store.size("batch_verdicts")))
+    errors = with_log_dir(spark.read.parquet(store.path("parse_errors")))
+    sections = concurrently(spark, {
+        "partitions": lambda: _partitions(spark, v, errors),
+        "producers": lambda: _producers(v),
+        "idle": lambda: _idle(spark, out, v),
+        "parse_errors": lambda: _parse_errors(errors),
+        "snapshot_checks": lambda: _snapshot_checks(spark, out, summary),
+        "transactions": lambda: _transactions(spark, out, summary),
+        "record_duplicates": lambda: _record_duplicates(spark, out, summary),
+        "history": lambda: _history(spark, history, pending) if history else [],
+    })
+    partitions = sections.pop("partitions")
     return {
         "title": "segaudit report",
         "out": shown_as or out,
         "generated_at_ms": int(time.time() * 1000),
         "summary": summary,
-        "verdict_severities": _verdict_severities(v),
         "validation": _validation(out),
-        "parse_errors": _parse_errors(errors),
-        "snapshot_checks": _snapshot_checks(spark, out, summary),
-        "partitions": partitions,
-        "partitions_total": partitions_total,
-        "timelines": timelines,
-        "producers": producers,
-        "idle": {"threshold_ms": expiration, "points": idle},
-        "transactions": _transactions(spark, out, summary),
-        "record_duplicates": _record_duplicates(spark, out, summary),
-        "history": _history(spark, history, pending) if history else [],
+        **partitions,
+        **sections,
+        "idle": {"threshold_ms": summary["configuration"].get("producer_id_expiration_ms"), "points": sections["idle"]},
     }
 
 
-def _verdict_severities(v) -> dict:
+def _partitions(spark, v, errors) -> dict:
+    """The partitions ranked by findings (at most ``MAX_PARTITIONS``) with their verdicts and parse
+    errors, their total, the timelines of those with findings, and the verdict x severity table."""
+    from pyspark.sql import functions as F
+
+    # one pass over the verdicts: a row per (partition, verdict, severity), small, computed once and
+    # read by the partition ranking, each shown partition's verdicts and the verdict x severity table
+    counts = v.groupBy(*KEYS, "verdict", "severity").agg(
+        F.count("*").alias("batches"),
+        F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
+        F.min("base_offset").alias("first_offset"), F.max("last_offset").alias("last_offset"),
+        F.min("max_timestamp").alias("first_timestamp"), F.max("max_timestamp").alias("last_timestamp"),
+    ).localCheckpoint()
+    per_partition = counts.groupBy(*KEYS).agg(
+        F.sum("batches").alias("batches"), F.sum("records").alias("records"),
+        F.min("first_offset").alias("first_offset"), F.max("last_offset").alias("last_offset"),
+        F.min("first_timestamp").alias("first_timestamp"), F.max("last_timestamp").alias("last_timestamp"),
+        *[F.sum(F.when(F.col("severity") == s, F.col("batches")).otherwise(0)).alias(s) for s in SEVERITIES],
+    ).withColumn("findings", F.col(SEV_EXPLAINED) + F.col(SEV_VIOLATION))
+    ranked = per_partition.orderBy(F.col(SEV_VIOLATION).desc(), F.col(SEV_EXPLAINED).desc(), *KEYS)
+    partitions = [r.asDict() for r in ranked.limit(MAX_PARTITIONS).collect()]
+    partitions_total = len(partitions) if len(partitions) < MAX_PARTITIONS else per_partition.count()
+    verdicts_of = {}
+    shown = spark.createDataFrame([_key(p) for p in partitions] or [("", "", -1)],
+                                  "log_dir string, topic string, partition int")
+    for r in counts.join(F.broadcast(shown), KEYS).groupBy(*KEYS, "verdict").agg(F.sum("batches").alias("count")).collect():
+        verdicts_of.setdefault(_key(r), {})[r["verdict"]] = r["count"]
+    errors_of = {_key(r): r["count"] for r in errors.groupBy(*KEYS).count().join(F.broadcast(shown), KEYS).collect()}
+    for p in partitions:
+        p["severities"] = {s: p.pop(s) for s in SEVERITIES}
+        p["verdicts"] = verdicts_of.get(_key(p), {})
+        p["parse_errors"] = errors_of.get(_key(p), 0)
+    with_findings = per_partition.where(F.col("findings") > 0).orderBy(
+        F.col(SEV_VIOLATION).desc(), F.col("findings").desc(), *KEYS).limit(MAX_TIMELINES)
+    return {"partitions": partitions, "partitions_total": partitions_total,
+            "timelines": _timelines(v, [r.asDict() for r in with_findings.collect()]),
+            "verdict_severities": _verdict_severities(counts)}
+
+
+def _verdict_severities(counts) -> dict:
     """verdict -> severity -> batches: which of a verdict's batches the broker was right to accept."""
-    counts: dict = {}
-    for r in v.groupBy("verdict", "severity").count().collect():  # at most verdicts x severities rows
-        counts.setdefault(r["verdict"], {})[r["severity"]] = r["count"]
-    return counts
+    from pyspark.sql import functions as F
+
+    table: dict = {}
+    for r in counts.groupBy("verdict", "severity").agg(F.sum("batches").alias("count")).collect():  # verdicts x severities
+        table.setdefault(r["verdict"], {})[r["severity"]] = r["count"]
+    return table
 
 
 def _parse_errors(errors) -> dict:

@@ -1,0 +1,56 @@
+"""Independent Spark actions run at once.
+
+A stage that writes several tables from the same inputs (the audit's derived tables, the report's
+sections) would run them one after the other, and with small inputs each of their jobs is one task
+on one core while the driver plans the next: most of the time goes to fixed per-job costs, with
+the other cores idle. Submitted from several threads, Spark runs their jobs side by side (each
+Python thread has its own JVM thread) and the planning of one overlaps the tasks of another. The
+work is the same; on inputs large enough to fill the cluster, the jobs share it.
+
+A failure (or a signal) in one stops all: the others' jobs are interrupted, and :func:`concurrently`
+returns only when no action of it runs any more, so nothing writes into a staging folder that the
+caller is about to remove.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+MAX_THREADS = 4
+
+
+def concurrently(spark, actions: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run ``actions`` (name -> function of no arguments) at once; their results by name.
+
+    The first exception (of an action, or a signal in the calling thread) interrupts the session's
+    running jobs, waits for every action to end, and is raised."""
+    if not actions:
+        return {}
+    pool = ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(actions)), thread_name_prefix="segaudit")
+    futures: dict[str, Future] = {}
+    try:
+        futures = {name: pool.submit(action) for name, action in actions.items()}
+        done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+        for future in done:
+            future.result()  # the first failure, raised here
+        return {name: future.result() for name, future in futures.items()}
+    except BaseException:
+        _stop(spark, pool, futures.values())
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def _stop(spark, pool: ThreadPoolExecutor, futures) -> None:
+    """Cancel what has not started and interrupt the jobs of what has, until every action ended."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    pending = [f for f in futures if not f.done()]
+    while pending:
+        try:
+            spark.interruptAll()
+        except Exception:  # noqa: BLE001 - a session already stopped has nothing left to interrupt
+            pass
+        _, not_done = wait(pending, timeout=0.5)
+        pending = list(not_done)
