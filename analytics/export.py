@@ -66,6 +66,7 @@ def export(
 ) -> ExportResult:
     """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written."""
     from analytics.spark.plan import file_errors, segment_files
+    from analytics.spark.session import default_parallelism
     from analytics.spark.tasks import SegmentExportTask, SidecarExportTask, write_rows
 
     started = time.monotonic()
@@ -75,7 +76,7 @@ def export(
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
     total_bytes = sum(f.size for f in files)
     say = progress or (lambda _msg: None)
-    min_tasks = 2 * spark.sparkContext.defaultParallelism  # two tasks a core evens out uneven files
+    min_tasks = 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
     with publication(out, EXPORT) as run:
         staging = run.path()
         errors = run.path("_parts", "parse_errors")

@@ -14,6 +14,7 @@ narrow.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, Window, WindowSpec
@@ -29,6 +30,10 @@ from analytics.contract.vocabulary import HISTORY_KEY, SEQ_SPACE
 from analytics.spark.columns import with_log_dir
 
 Step = Callable[[DataFrame], DataFrame]
+
+# The file dictionary numbers its rows with windows over the whole (small) table; a Spark Connect
+# client warns of any such window on stderr, which is the command's one line for failures.
+warnings.filterwarnings("ignore", message="WARN WindowExpression: No Partition Defined", category=UserWarning)
 
 # A partition's history is one broker's log: the same topic-partition in two log directories
 # (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.

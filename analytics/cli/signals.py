@@ -67,6 +67,9 @@ def cancel_spark_jobs(wait_s: float = 15.0) -> None:
     try:
         from pyspark import SparkContext
 
+        from analytics.spark.session import interrupt_remote
+
+        interrupt_remote()
         context = SparkContext._active_spark_context
         if context is None:
             return

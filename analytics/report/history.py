@@ -82,7 +82,9 @@ def read_history(spark, path: str):
     from pyspark.errors import AnalysisException
 
     try:  # any filesystem Spark reads; a missing or empty folder is no history yet
-        return spark.read.parquet(path)
+        history = spark.read.parquet(path)
+        history.schema  # noqa: B018 - analysed now (Spark Connect analyses a plan only when asked)
+        return history
     except AnalysisException as exc:
         if exc.getCondition() in ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA"):
             return None

@@ -93,6 +93,8 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         builder = builder.config(key, value)
     if remote or submitted:
         spark = builder.getOrCreate()
+        if remote:
+            _remote_sessions.append(spark)
     else:
         with filtered_stderr():  # the JVM starts here and keeps the filtered stderr for its life
             spark = builder.getOrCreate()
@@ -106,6 +108,32 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         spark.sparkContext.setLogLevel(level)
     _register(spark)
     return spark
+
+
+_remote_sessions: list = []
+
+
+def interrupt_remote() -> None:
+    """Interrupt every operation the Spark Connect sessions of this process are running (the server
+    runs them: a client that stops waiting does not stop them)."""
+    for spark in _remote_sessions:
+        try:
+            spark.interruptAll()
+        except Exception:  # noqa: BLE001 - a server gone has nothing left to interrupt
+            pass
+
+
+def default_parallelism(spark) -> int:
+    """The cores Spark spreads a job over: the context's default parallelism; over Spark Connect,
+    where the client has no context, ``spark.default.parallelism`` when the server sets it, else 8."""
+    if is_connect(spark):
+        return int(spark.conf.get("spark.default.parallelism", None) or 8)
+    return spark.sparkContext.defaultParallelism
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect client session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _register(spark) -> None:
