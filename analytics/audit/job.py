@@ -65,16 +65,14 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
             writer(conform(df, name).write).parquet(run.path(name))
             return read_table(spark, run.path(name), run.store.size(f"{run.staging}/{name}"))
 
-        records = spark.read.parquet(store.path("records")) if store.is_dir("records") else None
-        dedup = (lambda: write("record_duplicates", tables.record_duplicates(records, config.dedup_key)).count()) \
-            if records is not None else (lambda: None)
-        # record duplicates read records only: they run beside the replay
-        first = concurrently(spark, {
-            "batch_verdicts": lambda: write("batch_verdicts", classify(batches, config, log_starts),
-                                            lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic")),
-            "record_duplicates": dedup,
-        })
-        written, duplicates = first["batch_verdicts"], first["record_duplicates"]
+        replay = {"batch_verdicts": lambda: write("batch_verdicts", classify(batches, config, log_starts),
+                                                  lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic"))}
+        if store.is_dir("records"):  # record duplicates read records only: they run beside the replay
+            records = spark.read.parquet(store.path("records"))
+            replay["record_duplicates"] = lambda: write(
+                "record_duplicates", tables.record_duplicates(records, config.dedup_key)).count()
+        replayed = concurrently(spark, replay)
+        written, duplicates = replayed["batch_verdicts"], replayed.get("record_duplicates")
         export_time = config.export_time_ms
         if export_time is None:
             export_time = written.agg(F.max("max_timestamp")).first()[0] or 0

@@ -64,7 +64,8 @@ def report_data(spark, out: str, history: str | None = None, *, shown_as: str | 
     sections = concurrently(spark, {
         "partitions": lambda: _partitions(spark, v, errors),
         "producers": lambda: _producers(v),
-        "idle": lambda: _idle(spark, out, v),
+        "idle": lambda: {"threshold_ms": summary["configuration"].get("producer_id_expiration_ms"),
+                         "points": _idle(spark, out, v)},
         "parse_errors": lambda: _parse_errors(errors),
         "snapshot_checks": lambda: _snapshot_checks(spark, out, summary),
         "transactions": lambda: _transactions(spark, out, summary),
@@ -80,7 +81,6 @@ def report_data(spark, out: str, history: str | None = None, *, shown_as: str | 
         "validation": _validation(out),
         **partitions,
         **sections,
-        "idle": {"threshold_ms": summary["configuration"].get("producer_id_expiration_ms"), "points": sections["idle"]},
     }
 
 

@@ -126,12 +126,12 @@ def interrupt_remote() -> None:
 def default_parallelism(spark) -> int:
     """The cores Spark spreads a job over: the context's default parallelism; over Spark Connect,
     where the client has no context, ``spark.default.parallelism`` when the server sets it, else 8."""
-    if is_connect(spark):
+    if _is_connect(spark):
         return int(spark.conf.get("spark.default.parallelism", None) or 8)
     return spark.sparkContext.defaultParallelism
 
 
-def is_connect(spark) -> bool:
+def _is_connect(spark) -> bool:
     """Whether ``spark`` is a Spark Connect client session."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
