@@ -107,6 +107,8 @@ def test_spark_and_the_reference_replay_agree(spark, histories, data):
                                                                                               max_size=8))},
         broker_restarts=tuple(Restart(offset=data.draw(st.integers(1, 60)), topic=t) for t in data.draw(
             st.lists(st.sampled_from(topics), max_size=4))),
+        # histories replayed whole, or cut into ranges of a few batches each
+        range_batches=data.draw(st.sampled_from([250_000, 1, 2, 3, 5])),
     )
     df = spark.createDataFrame(rows, schema=_spark_schema())
     got = {(r["file"], r["file_position"]): {c: r[c] for c in COMPARED}
@@ -163,9 +165,10 @@ MARK_CASES = {
 }
 
 
-def test_a_copy_or_a_rewind_does_not_lower_the_sequence_mark(spark):
+@pytest.mark.parametrize("range_batches", [250_000, 2])
+def test_a_copy_or_a_rewind_does_not_lower_the_sequence_mark(spark, range_batches):
     rows = [r for topic, (batches, _) in MARK_CASES.items() for r in _producer_rows(topic, batches)]
-    config = AuditConfig()
+    config = AuditConfig(range_batches=range_batches)
     got_spark = {(r["topic"], r["base_offset"]): r.asDict() for r in classify(spark.createDataFrame(rows, schema=_spark_schema()), config).collect()}
     got_reference = {(b["topic"], b["base_offset"]): v for b in rows for k, v in replay(rows, config).items()
                      if k == (b["file"], b["file_position"])}
@@ -222,10 +225,11 @@ EXPIRY_CASES = {
 }
 
 
-def test_repeats_after_an_expiration_are_explained_when_the_broker_took_them_in_sequence(spark):
+@pytest.mark.parametrize("range_batches", [250_000, 1])
+def test_repeats_after_an_expiration_are_explained_when_the_broker_took_them_in_sequence(spark, range_batches):
     cases = EXPIRY_CASES
     rows = [r for topic, (batches, _) in cases.items() for r in _timed_rows(topic, batches)]
-    config = AuditConfig(producer_id_expiration_ms=3000)
+    config = AuditConfig(producer_id_expiration_ms=3000, range_batches=range_batches)
     got_spark = {(r["topic"], r["base_offset"]): r.asDict()
                  for r in classify(spark.createDataFrame(rows, schema=_spark_schema()), config).collect()}
     reference = replay(rows, config)

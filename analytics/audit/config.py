@@ -5,6 +5,7 @@
     transaction_max_timeout_ms = 900000   # transaction.max.timeout.ms
     export_time_ms = 1767490224297        # "now" for hanging transactions (default: newest batch timestamp)
     dedup_key = "key_value"               # or "header:<name>" or "json:<field>"
+    range_batches = 250000                # a longer partition history is replayed in ranges this long
 
     [cleanup_policy]
     "orders-compacted" = "compact"
@@ -30,6 +31,9 @@ from pathlib import Path
 
 from analytics.replay.broker import LATEST_PROFILE_NAME, Profile, resolve_profile
 
+# Batches of a partition's history replayed in one task (analytics.audit.ranges): work, not results;
+# every verdict is the same whatever the cut.
+DEFAULT_RANGE_BATCHES = 250_000
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata", "__share_group_state"})
 
 
@@ -49,7 +53,8 @@ class Restart:
 class AuditConfig:
     """``profile``: the brokers' behaviour by Kafka version (``resolve_profile``: a profile name, ``4.x``
     or a version such as ``3.9``); an unknown one is a ValueError. ``producer_id_expiration_ms`` None
-    takes the profile's default (:attr:`expiration_ms`)."""
+    takes the profile's default (:attr:`expiration_ms`). ``range_batches``: how long a partition's
+    history gets before it is replayed in several tasks (:mod:`analytics.audit.ranges`)."""
 
     profile: str = LATEST_PROFILE_NAME
     producer_id_expiration_ms: int | None = None
@@ -59,9 +64,12 @@ class AuditConfig:
     cleanup_policy: dict[str, str] = field(default_factory=dict)
     log_start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     broker_restarts: tuple[Restart, ...] = ()
+    range_batches: int = DEFAULT_RANGE_BATCHES
 
     def __post_init__(self) -> None:
         resolve_profile(self.profile)
+        if self.range_batches < 1:
+            raise ValueError(f"range_batches must be at least 1, not {self.range_batches}")
 
     @property
     def broker_profile(self) -> Profile:
@@ -128,6 +136,7 @@ def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
         cleanup_policy={str(k): str(v) for k, v in doc.get("cleanup_policy", {}).items()},
         log_start_offsets=starts,
         broker_restarts=tuple(restarts),
+        range_batches=int(doc.get("range_batches", DEFAULT_RANGE_BATCHES)),
     )
 
 

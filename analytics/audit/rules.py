@@ -5,9 +5,10 @@ columns and the configuration prove it, an explanation.
 DataFrame`` function whose docstring says which facts it adds. The broker's rules the steps
 evaluate are named Column predicates (:mod:`analytics.audit.predicates`), each tested alone.
 
-One shuffle of the replay's columns: rows are hash-partitioned by their history id (one per log
-dir, topic and partition); the partition, producer and duplicate windows cluster on supersets of
-that key, so Spark reuses the exchange and only sorts, on integers. The rest of ``batches`` joins
+One shuffle of the replay's columns: rows are partitioned by their offset range (one per history,
+a log dir's topic and partition, unless the history is longer than ``AuditConfig.range_batches``);
+the partition and producer windows cluster on supersets of that key, so Spark reuses the exchange
+and only sorts, on integers, and no task holds more than a range. The rest of ``batches`` joins
 back co-partitioned. Native Column expressions only.
 
 The state before a batch is what the previous visible batches of its producer left: its epoch;
@@ -22,12 +23,18 @@ is a follower's: the last batch's. Corrupt batches are not replayed. The rules a
 
 from __future__ import annotations
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analytics.audit import steps
+from analytics.audit import carry, ranges, steps
 from analytics.audit.config import AuditConfig
-from analytics.audit.steps import HISTORY, VERDICT_COLUMNS
+from analytics.audit.ranges import HISTORY, RANGE
+from analytics.audit.steps import VERDICT_COLUMNS
+from analytics.spark.session import default_parallelism
+
+# Carry tables up to this many rows (producers x ranges) are broadcast to the replay's tasks.
+BROADCAST_ROWS = 500_000
 
 
 def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None) -> DataFrame:
@@ -37,12 +44,15 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     partition) and the producer state the batch leaves (state_last_sequence, state_last_offset), so
     that every explanation, integrity check and snapshot comparison reads from the row itself.
 
-    One exchange of the ``REPLAY_COLUMNS`` (hash of the history id) and three sorts: the duplicate
-    ranges, the partition order and the producer order. Every window partitions by a superset of the
-    exchange key, so none shuffles again; the untracked and corrupt rows ride along in their own
-    groups instead of being split off and unioned back (which would scan and shuffle twice). The
-    narrow facts then shuffle once more, by (history, file_id), to meet the wide columns hashed the
-    same way from the scan (:func:`analytics.audit.steps.join_back`).
+    One exchange of the ``REPLAY_COLUMNS`` by range (:mod:`analytics.audit.ranges`) and two sorts
+    within each range: the partition order and the producer order. When every history is one range
+    (up to ``config.range_batches`` batches), the exchange is a hash of the range id and the
+    duplicate ranges sort on it too, so nothing else shuffles: :func:`_in_one_range`. Longer
+    histories are cut into ranges replayed side by side with the state the earlier ranges carry:
+    :func:`_in_ranges`. The untracked and corrupt rows ride along in their own groups instead of
+    being split off and unioned back (which would scan and shuffle twice). The narrow facts then
+    shuffle once more, by (history, file_id), to meet the wide columns hashed the same way from the
+    scan (:func:`analytics.audit.steps.join_back`).
 
     The session's settings are the caller's: classify reads none and changes none. Under
     ``spark.sql.requireAllClusterKeysForCoPartition=false`` (sessions of
@@ -51,16 +61,15 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     verdicts and as many shuffles, but every output file then spans every partition of its topic
     and the join back costs more (200k batches: classify about 15% slower).
     """
-    dictionary = steps.file_dictionary(batches)
-    files = F.broadcast(dictionary.select("file", HISTORY, "file_id"))  # one broadcast, for both joins
+    dictionary = ranges.file_dictionary(batches, config.range_batches).localCheckpoint()
+    plan = ranges.plan(dictionary)
+    # one broadcast, for both joins
+    files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
     starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts)
+    rows = batches.transform(steps.replay_columns(files))
+    replayed = _in_ranges(rows, plan, config) if plan.split else _in_one_range(rows, config)
     facts = (
-        batches.transform(steps.replay_columns(files))
-        .transform(steps.duplicate_ranges)
-        .transform(steps.partition_facts)
-        .transform(steps.producer_state)
-        .transform(steps.running_state(config))
-        .transform(steps.sequence_mark)
+        replayed.transform(steps.marks)
         .transform(steps.replay_facts)
         .transform(steps.verdicts)
         .transform(steps.log_start_offsets(config, starts))
@@ -68,7 +77,59 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         .transform(steps.explanations(config))
     )
     return (
-        facts.transform(steps.join_back(batches, files))
+        facts.transform(steps.join_back(batches, files.drop("rid0", "bounds")))
         .transform(steps.severity_and_text(config))
         .select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
     )
+
+
+def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
+    """Every history in one range: one hash exchange of ``rid``, which every window reuses."""
+    return (
+        rows.repartition(RANGE)
+        .transform(steps.duplicate_ranges(RANGE))
+        .transform(steps.partition_facts)
+        .transform(steps.producer_state)
+        .transform(steps.running_state(config))
+        .transform(steps.sequence_mark)
+    )
+
+
+def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig) -> DataFrame:
+    """Histories cut into ranges, each replayed in a task with what the earlier ranges carry
+    (:mod:`analytics.audit.carry`): the duplicates first, over whole histories (their own exchange);
+    then one range-partitioned exchange of ``rid`` and, per range, the partition facts, the
+    producer facts and the running facts, each stage held (in memory, or on local disk when it does
+    not fit) while the small carry aggregate over it is taken, so that no stage is computed twice. Which ranges share a task is Spark's range partitioning of ``rid``:
+    about ``range_batches`` batches a task, and at least as many tasks as cores while there are
+    ranges."""
+    spark = rows.sparkSession
+    tasks = min(plan.ranges, max(-(-plan.batches // config.range_batches), default_parallelism(spark)))
+    partition_carry = carry.partition_carry(rows).localCheckpoint()
+    # persisted, not checkpointed: a checkpoint forgets the range partitioning the producer windows reuse
+    ranged = (
+        rows.transform(steps.duplicate_ranges(HISTORY))
+        .repartitionByRange(tasks, RANGE)
+        .join(F.broadcast(partition_carry), on=[RANGE, "crc_valid"], how="left")
+        .transform(steps.partition_facts)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        producers = _small(carry.producer_carry(ranged).localCheckpoint())
+        running = (
+            ranged.join(producers, on=[RANGE, carry.PRODUCER], how="left")
+            .transform(steps.producer_state)
+            .transform(steps.running_state(config))
+            .transform(steps.sequence_mark)
+            .localCheckpoint()
+        )
+    finally:
+        ranged.unpersist()
+    carried = _small(carry.running_carry(running).localCheckpoint())
+    return running.join(carried, on=[RANGE, carry.PRODUCER], how="left").transform(carry.carry_in)
+
+
+def _small(table: DataFrame) -> DataFrame:
+    """A carry table, broadcast when it is small (one row per producer and range): the replayed rows
+    then keep their range partitioning; a larger one is joined by shuffle."""
+    return F.broadcast(table) if table.count() <= BROADCAST_ROWS else table

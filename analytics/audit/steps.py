@@ -3,45 +3,42 @@ they share. Each step is a ``DataFrame -> DataFrame`` function (a factory where 
 configuration or another frame) whose docstring says which facts it adds; the rules it evaluates
 are the named predicates of :mod:`analytics.audit.predicates`.
 
-The window steps reuse one exchange (hash of ``history``, :func:`replay_columns`) and three sorts:
-the duplicate ranges, the partition order and the producer order. Each select of window functions
-is one window level, a pass over the sorted rows buffering each window group: the producer sort
-has three (:func:`producer_state`, :func:`running_state`, :func:`sequence_mark`), each reading
-facts the one before adds. A function added to a step joins its pass; a step of its own would add
-one. The plain columns between them are computed after the last level, so the window rows stay
-narrow.
+The window steps reuse one exchange (of ``rid``, the offset range of a history,
+:mod:`analytics.audit.ranges`) and two sorts: the partition order and the producer order, each
+within a range; the duplicate ranges sort on their own key. Each select of window functions is one
+window level, a pass over the sorted rows buffering each window group (a range's rows at most): the
+producer sort has three (:func:`producer_state`, :func:`running_state`, :func:`sequence_mark`), each
+reading facts the one before adds. A function added to a step joins its pass; a step of its own
+would add one. The plain columns between them are computed after the last level, so the window rows
+stay narrow. Where a history spans several ranges, the steps read what the earlier ranges carry
+(``carry_*`` columns, :mod:`analytics.audit.carry`); a step finding none computes over the range
+alone, which is then the whole history.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, Window, WindowSpec
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
+from analytics.audit.carry import mark_of
 from analytics.audit.config import AuditConfig
 from analytics.audit.predicates import (
     conflict_offset, epoch_changed, expected_sequence, expiry_point, explained_by, explanation_text,
     has_state, idle, is_data, is_replayed, marker_bumps_txn, offset_left, sequence_left, severity,
     transaction_open, verdict, wrap_crossing,
 )
+from analytics.audit.ranges import HISTORY, RANGE, range_of
 from analytics.contract.vocabulary import HISTORY_KEY, SEQ_SPACE
 from analytics.spark.columns import with_log_dir
 
 Step = Callable[[DataFrame], DataFrame]
 
-# The file dictionary numbers its rows with windows over the whole (small) table; a Spark Connect
-# client warns of any such window on stderr, which is the command's one line for failures.
-warnings.filterwarnings("ignore", message="WARN WindowExpression: No Partition Defined", category=UserWarning)
-
 # A partition's history is one broker's log: the same topic-partition in two log directories
 # (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
+# Its id ``history`` and the ids of its offset ranges, ``rid``: :mod:`analytics.audit.ranges`.
 PARTITION_KEY = HISTORY_KEY
-# Every (log_dir, topic, partition) history gets a small integer id, ``history``, and every file a
-# ``file_id`` (``file_dictionary``): the exchange, the window sorts and the join back key on integers
-# instead of comparing path strings row by row.
-HISTORY = "history"
 ORDER = ("base_offset", "file_position")
 
 # The columns the replay reads (plus topic and file_position, which with the file id identify a row):
@@ -67,23 +64,7 @@ REPLAY_FACTS = ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timesta
                 "seq_mark", "mark_offset", "expired_offset")
 
 
-# -- the dictionary of files and histories -------------------------------------------------------
-def file_dictionary(batches: DataFrame) -> DataFrame:
-    """One row per file of ``batches``: ``file``, the ``history`` id of its (log_dir, topic, partition),
-    a ``file_id``, and the file's ``log_dir``, ``topic`` and ``partition``.
-
-    Small (one row per segment file): the distinct (topic, partition, file) of ``batches``, which
-    partial aggregation reduces to a few rows per scan task.
-    """
-    files = with_log_dir(batches.select("topic", "partition", "file").distinct())
-    return files.select(
-        "file",
-        F.dense_rank().over(Window.orderBy(*PARTITION_KEY)).alias(HISTORY),
-        F.row_number().over(Window.orderBy("file")).alias("file_id"),
-        *PARTITION_KEY,
-    )
-
-
+# -- the log start offset of each history ------------------------------------------------------
 def history_log_starts(dictionary: DataFrame, log_starts: DataFrame) -> DataFrame:
     """``(history, log_start_offset)``: each history's log start offset from the checkpoint of its own
     log dir (the checkpoint file sits in the log dir). An export without the checkpoint's ``file``
@@ -100,13 +81,13 @@ def history_log_starts(dictionary: DataFrame, log_starts: DataFrame) -> DataFram
 
 # -- windows (functions: a window spec needs an active session) -----------------------------------
 def by_partition() -> WindowSpec:
-    """The partition's valid batches in offset order (corrupt ones form their own group)."""
-    return Window.partitionBy(HISTORY, "crc_valid").orderBy(*ORDER)
+    """The range's valid batches in offset order (corrupt ones form their own group)."""
+    return Window.partitionBy(RANGE, "crc_valid").orderBy(*ORDER)
 
 
 def by_producer() -> WindowSpec:
-    """A replayed producer's batches in offset order (``state_pid`` is null for the rest)."""
-    return Window.partitionBy(HISTORY, "state_pid").orderBy(*ORDER)
+    """A replayed producer's batches in the range, in offset order (``state_pid`` is null for the rest)."""
+    return Window.partitionBy(RANGE, "state_pid").orderBy(*ORDER)
 
 
 def before() -> WindowSpec:
@@ -119,34 +100,36 @@ def running() -> WindowSpec:
     return by_producer().rowsBetween(Window.unboundedPreceding, Window.currentRow)
 
 
-def by_range() -> WindowSpec:
-    """A producer's data batches with the same epoch and sequence range, in offset order."""
-    return (Window.partitionBy(HISTORY, "state_pid", "producer_epoch", "base_sequence", "last_sequence")
+def by_range(key: str) -> WindowSpec:
+    """A producer's data batches with the same epoch and sequence range, in offset order: in the
+    whole history (``key``: ``history``), or in the range when that is the whole history (``rid``)."""
+    return (Window.partitionBy(key, "state_pid", "producer_epoch", "base_sequence", "last_sequence")
             .orderBy(*ORDER))
 
 
 # -- the steps, in the order classify chains them -------------------------------------------------
 def replay_columns(files: DataFrame) -> Step:
     """The narrow rows the windows sort: ``REPLAY_COLUMNS`` with the ``history`` and ``file_id`` of
-    their file (``files``: the broadcast dictionary) in place of its path; ``stateful`` (the row
-    updates producer state), ``tracked`` (its sequences are validated) and ``state_pid`` (the
-    producer id of a stateful row, null for the rest). Hash-partitioned by history: the one
-    exchange every window below reuses."""
+    their file (``files``: the broadcast dictionary) in place of its path, and their range ``rid``;
+    ``stateful`` (the row updates producer state), ``tracked`` (its sequences are validated) and
+    ``state_pid`` (the producer id of a stateful row, null for the rest)."""
     def step(batches: DataFrame) -> DataFrame:
         rows = batches.select(*REPLAY_COLUMNS).join(files, on="file", how="inner").drop("file")
-        return (rows.withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
-                .withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id")))
-                .repartition(HISTORY))
+        return (rows.withColumn(RANGE, range_of()).drop("rid0", "bounds")
+                .withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
+                .withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id"))))
     return step
 
 
-def duplicate_ranges(rows: DataFrame) -> DataFrame:
+def duplicate_ranges(key: str) -> Step:
     """``dup_rank``: a data batch's rank among the producer's batches with its epoch and sequence
     range (above 1: a copy of an earlier one); ``dup_original``: the base offset of the first of
-    them, the original (same window, same sort). Null for markers."""
-    data = is_data()
-    return (rows.withColumn("dup_rank", F.when(data, F.row_number().over(by_range())))
-            .withColumn("dup_original", F.when(data, F.first("base_offset").over(by_range()))))
+    them, the original (same window, same sort). Null for markers. ``key``: :func:`by_range`."""
+    def step(rows: DataFrame) -> DataFrame:
+        data, window = is_data(), by_range(key)
+        return (rows.withColumn("dup_rank", F.when(data, F.row_number().over(window)))
+                .withColumn("dup_original", F.when(data, F.first("base_offset").over(window))))
+    return step
 
 
 def partition_facts(rows: DataFrame) -> DataFrame:
@@ -154,17 +137,24 @@ def partition_facts(rows: DataFrame) -> DataFrame:
     carries (compaction evidence) up to a constant: base - the sum of the earlier batches' spans
     (the difference between two batches counts the holes between them); ``partition_first_offset``,
     the history's first valid offset; ``offset_overlap``, the offsets a valid batch shares with
-    earlier ones (0 in a sound log). Running frames, so the window streams."""
+    earlier ones (0 in a sound log). Running frames, so the window streams; the earlier ranges'
+    spans, highest last offset and first offset come from :func:`~analytics.audit.carry.partition_carry`."""
+    carried = "carry_span" in rows.columns
     span = F.col("last_offset") - F.col("base_offset") + 1
     earlier = by_partition().rowsBetween(Window.unboundedPreceding, -1)
-    overlap = F.coalesce(F.max("last_offset").over(earlier) - F.col("base_offset") + 1, F.lit(0))
-    return rows.select(
+    spans = F.coalesce(F.sum(span).over(earlier), F.lit(0))
+    top = F.max("last_offset").over(earlier)
+    first = F.first("base_offset").over(by_partition().rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    if carried:
+        spans, top, first = spans + F.col("carry_span"), F.greatest(top, F.col("carry_top")), F.col("carry_first")
+    overlap = F.coalesce(top - F.col("base_offset") + 1, F.lit(0))
+    rows = rows.select(
         "*",
-        (F.col("base_offset") - F.coalesce(F.sum(span).over(earlier), F.lit(0))).alias("cum_holes"),
-        F.first("base_offset").over(by_partition().rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        .alias("partition_first_offset"),
+        (F.col("base_offset") - spans).alias("cum_holes"),
+        first.alias("partition_first_offset"),
         F.when(F.col("crc_valid"), F.greatest(overlap, F.lit(0))).alias("offset_overlap"),
     )
+    return rows.drop("carry_span", "carry_top", "carry_first") if carried else rows
 
 
 def producer_state(rows: DataFrame) -> DataFrame:
@@ -174,18 +164,32 @@ def producer_state(rows: DataFrame) -> DataFrame:
     (the base offsets of its latest transactional data batch and marker), ``prev_data_seq`` (the
     last sequence of its latest data batch)."""
     data, previous, earlier = is_data(), by_producer(), before()
-    return rows.select(
+    carried = "carry_last" in rows.columns
+
+    def prev(name: str, carry: str) -> Column:  # a stateful row's columns are never null: lag is null at the first
+        lag = F.lag(name).over(previous)
+        return F.coalesce(lag, F.col("carry_last")[carry]) if carried else lag
+
+    def last(value: Column, carry: str) -> Column:
+        local = F.last(value, True).over(earlier)
+        return F.coalesce(local, F.col(carry)) if carried else local
+
+    coordinator = F.max("coordinator_epoch").over(earlier)
+    rows = rows.select(
         "*",
-        F.lag("producer_epoch").over(previous).alias("prev_epoch"),
-        F.lag("max_timestamp").over(previous).alias("prev_max_timestamp"),
-        F.lag("base_offset").over(previous).alias("prev_base_offset"),
-        (F.col("cum_holes") - F.lag("cum_holes").over(previous)).alias("offset_holes"),
-        F.max("coordinator_epoch").over(earlier).alias("prev_coordinator_epoch"),
-        F.last(F.when(data & F.col("is_transactional"), F.col("base_offset")), True).over(earlier)
-        .alias("last_txn_data"),
-        F.last(F.when(F.col("is_control"), F.col("base_offset")), True).over(earlier).alias("last_marker"),
-        F.last(F.when(data, F.col("last_sequence")), True).over(earlier).alias("prev_data_seq"),
+        prev("producer_epoch", "epoch").alias("prev_epoch"),
+        prev("max_timestamp", "max_timestamp").alias("prev_max_timestamp"),
+        prev("base_offset", "base_offset").alias("prev_base_offset"),
+        (F.col("cum_holes") - prev("cum_holes", "cum_holes")).alias("offset_holes"),
+        (F.greatest(coordinator, F.col("carry_coordinator_epoch")) if carried else coordinator)
+        .alias("prev_coordinator_epoch"),
+        last(F.when(data & F.col("is_transactional"), F.col("base_offset")), "carry_txn_data").alias("last_txn_data"),
+        last(F.when(F.col("is_control"), F.col("base_offset")), "carry_marker").alias("last_marker"),
+        last(F.when(data, F.col("last_sequence")), "carry_data_seq").alias("prev_data_seq"),
     )
+    if carried:
+        rows = rows.drop("carry_last", "carry_coordinator_epoch", "carry_txn_data", "carry_marker", "carry_data_seq")
+    return rows
 
 
 def running_state(config: AuditConfig) -> Step:
@@ -208,17 +212,19 @@ def running_state(config: AuditConfig) -> Step:
 
 
 def sequence_mark(rows: DataFrame) -> DataFrame:
+    """``mark``: the max, over the producer's earlier data batches, of (epoch run,
+    ``last_sequence + seq_wraps * 2^31``, last offset) (:func:`~analytics.audit.carry.mark_of`)."""
+    mark = mark_of(F.col("epoch_run"), F.col("last_sequence") + F.col("seq_wraps") * SEQ_SPACE, F.col("last_offset"))
+    return rows.withColumn("mark", F.max(F.when(is_data(), mark)).over(before()))
+
+
+def marks(rows: DataFrame) -> DataFrame:
     """``seq_mark``: the producer's highest sequence in its current epoch run before the batch (-1
-    when the run has no data batch yet): the max, over its earlier data batches, of (epoch run,
-    ``last_sequence + seq_wraps * 2^31``, last offset), taken mod 2^31 when its run is the batch's;
-    ``mark_offset``: the last offset of the batch holding it (the latest on a tie)."""
-    mark = F.struct(F.col("epoch_run").alias("run"),
-                    (F.col("last_sequence") + F.col("seq_wraps") * SEQ_SPACE).alias("seq"),
-                    F.col("last_offset").alias("offset"))
+    when the run has no data batch yet): the ``mark``'s sequence mod 2^31 when its run is the
+    batch's; ``mark_offset``: the last offset of the batch holding it (the latest on a tie)."""
     in_run = F.col("mark.run") == F.col("epoch_run")
     seq = F.pmod(F.col("mark.seq"), F.lit(SEQ_SPACE)).cast("int")
-    return (rows.withColumn("mark", F.max(F.when(is_data(), mark)).over(before()))
-            .withColumn("seq_mark", F.when(in_run, seq).otherwise(F.lit(-1)))
+    return (rows.withColumn("seq_mark", F.when(in_run, seq).otherwise(F.lit(-1)))
             .withColumn("mark_offset", F.when(in_run, F.col("mark.offset")))
             .drop("mark"))
 
