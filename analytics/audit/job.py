@@ -65,13 +65,18 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
             writer(conform(df, name).write).parquet(run.path(name))
             return read_table(spark, run.path(name), run.store.size(f"{run.staging}/{name}"))
 
-        replay = {"batch_verdicts": lambda: write("batch_verdicts", classify(batches, config, log_starts),
+        held: list = []  # what classify persisted for its result, released once it is written
+        replay = {"batch_verdicts": lambda: write("batch_verdicts", classify(batches, config, log_starts, held),
                                                   lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic"))}
         if store.is_dir("records"):  # record duplicates read records only: they run beside the replay
             records = spark.read.parquet(store.path("records"))
             replay["record_duplicates"] = lambda: write(
                 "record_duplicates", tables.record_duplicates(records, config.dedup_key)).count()
-        replayed = concurrently(spark, replay)
+        try:
+            replayed = concurrently(spark, replay)
+        finally:
+            for frame in held:
+                frame.unpersist()
         written, duplicates = replayed["batch_verdicts"], replayed.get("record_duplicates")
         export_time = config.export_time_ms
         if export_time is None:

@@ -23,7 +23,6 @@ is a follower's: the last batch's. Corrupt batches are not replayed. The rules a
 
 from __future__ import annotations
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -33,11 +32,14 @@ from analytics.audit.ranges import HISTORY, RANGE
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark.session import default_parallelism
 
+# Tiny ranges (a test's) share tasks: a task's fixed cost is worth this many batches.
+MIN_TASK_BATCHES = 10_000
 # Carry tables up to this many rows (producers x ranges) are broadcast to the replay's tasks.
 BROADCAST_ROWS = 500_000
 
 
-def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None) -> DataFrame:
+def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
+             held: list | None = None) -> DataFrame:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
     transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
@@ -54,6 +56,10 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     shuffle once more, by (history, file_id), to meet the wide columns hashed the same way from the
     scan (:func:`analytics.audit.steps.join_back`).
 
+    Over cut histories the result reads frames classify persisted: they are added to ``held``, for
+    the caller to ``unpersist`` once the result is written (without ``held`` they stay cached for
+    the session's life; the audit passes one).
+
     The session's settings are the caller's: classify reads none and changes none. Under
     ``spark.sql.requireAllClusterKeysForCoPartition=false`` (sessions of
     :func:`analytics.spark.session.get_spark`) the join back keeps the (history, file_id) hashing;
@@ -67,7 +73,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
     starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts)
     rows = batches.transform(steps.replay_columns(files))
-    replayed = _in_ranges(rows, plan, config) if plan.split else _in_one_range(rows, config)
+    replayed = _in_ranges(rows, plan, config, [] if held is None else held) if plan.split \
+        else _in_one_range(rows, config)
     facts = (
         replayed.transform(steps.marks)
         .transform(steps.replay_facts)
@@ -95,38 +102,38 @@ def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
     )
 
 
-def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig) -> DataFrame:
+def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: list) -> DataFrame:
     """Histories cut into ranges, each replayed in a task with what the earlier ranges carry
-    (:mod:`analytics.audit.carry`): the duplicates first, over whole histories (their own exchange);
-    then one range-partitioned exchange of ``rid`` and, per range, the partition facts, the
-    producer facts and the running facts, each stage held (in memory, or on local disk when it does
-    not fit) while the small carry aggregate over it is taken, so that no stage is computed twice. Which ranges share a task is Spark's range partitioning of ``rid``:
-    about ``range_batches`` batches a task, and at least as many tasks as cores while there are
-    ranges."""
+    (:mod:`analytics.audit.carry`). The copies first, over whole histories (an exchange of seven
+    narrow columns, :func:`~analytics.audit.steps.copies`); then one range-partitioned exchange of
+    ``rid`` (about ``range_batches`` batches a task, at least ``MIN_TASK_BATCHES``, at least a
+    task per core while there are ranges) and per range the partition facts, held (``persist``, in memory or on local disk; a
+    checkpoint would forget the partitioning) for the producer windows, which run twice over them:
+    once for the small aggregate of what each range carries out (:func:`~analytics.audit.carry.running_carry`),
+    once for the facts, cheaper than holding their 45 columns. ``held`` gets the held frame, for
+    the caller to release once the result is written."""
     spark = rows.sparkSession
-    tasks = min(plan.ranges, max(-(-plan.batches // config.range_batches), default_parallelism(spark)))
+    per_task = max(config.range_batches, MIN_TASK_BATCHES)
+    tasks = min(plan.ranges, max(-(-plan.batches // per_task), default_parallelism(spark)))
+    copies = _small(steps.copies(rows).localCheckpoint())
     partition_carry = carry.partition_carry(rows).localCheckpoint()
-    # persisted, not checkpointed: a checkpoint forgets the range partitioning the producer windows reuse
     ranged = (
-        rows.transform(steps.duplicate_ranges(HISTORY))
-        .repartitionByRange(tasks, RANGE)
+        rows.repartitionByRange(tasks, RANGE)
         .join(F.broadcast(partition_carry), on=[RANGE, "crc_valid"], how="left")
         .transform(steps.partition_facts)
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .persist()
     )
-    try:
-        producers = _small(carry.producer_carry(ranged).localCheckpoint())
-        running = (
-            ranged.join(producers, on=[RANGE, carry.PRODUCER], how="left")
-            .transform(steps.producer_state)
-            .transform(steps.running_state(config))
-            .transform(steps.sequence_mark)
-            .localCheckpoint()
-        )
-    finally:
-        ranged.unpersist()
+    held.append(ranged)
+    producers = _small(carry.producer_carry(ranged).localCheckpoint())
+    running = (
+        ranged.join(producers, on=[RANGE, carry.PRODUCER], how="left")
+        .transform(steps.producer_state)
+        .transform(steps.running_state(config))
+        .transform(steps.sequence_mark)
+    )
     carried = _small(carry.running_carry(running).localCheckpoint())
-    return running.join(carried, on=[RANGE, carry.PRODUCER], how="left").transform(carry.carry_in)
+    return (running.join(carried, on=[RANGE, carry.PRODUCER], how="left").transform(carry.carry_in)
+            .join(copies, on=list(steps.ROW_KEY), how="left"))
 
 
 def _small(table: DataFrame) -> DataFrame:

@@ -50,6 +50,8 @@ REPLAY_COLUMNS = (
 )
 # topic first: the joined rows come out sorted for the write
 IDENTITY = ("topic", HISTORY, "file_id", "file_position")
+# A row of the replay, without its topic (the history has one).
+ROW_KEY = (HISTORY, "file_id", "file_position")
 # What classify adds to the batches columns, in the order batch_verdicts has them.
 VERDICT_COLUMNS = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms",
                    "offset_holes", "explanation", "txn_open", "offset_overlap", "state_last_sequence",
@@ -130,6 +132,17 @@ def duplicate_ranges(key: str) -> Step:
         return (rows.withColumn("dup_rank", F.when(data, F.row_number().over(window)))
                 .withColumn("dup_original", F.when(data, F.first("base_offset").over(window))))
     return step
+
+
+def copies(rows: DataFrame) -> DataFrame:
+    """The copies among ``rows`` (:func:`replay_columns`), over whole histories: ``ROW_KEY``,
+    ``dup_rank`` (above 1) and ``dup_original`` of each data batch with the epoch and sequence range
+    of an earlier batch of its producer (:func:`duplicate_ranges`); few in any log. Their own
+    exchange, of the seven columns the check reads: the other rows leave it with no copy."""
+    key = ("state_pid", "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control")
+    candidates = rows.where(F.col("state_pid").isNotNull() & is_data()).select(*ROW_KEY, *key)
+    return (candidates.transform(duplicate_ranges(HISTORY)).where(F.col("dup_rank") > 1)
+            .select(*ROW_KEY, "dup_rank", "dup_original"))
 
 
 def partition_facts(rows: DataFrame) -> DataFrame:

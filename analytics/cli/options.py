@@ -26,6 +26,9 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
                    help="a partition's log start offset when the export has none; repeatable")
     p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
                    help="a broker restart or truncation that lost producer state; repeatable")
+    p.add_argument("--range-batches", type=int, default=None, metavar="N",
+                   help="replay a partition's history in ranges of about N batches, each in a task of its own "
+                        "(default 250000; changes where the work runs, never a verdict)")
     p.add_argument("--history", default=None, metavar="PATH",
                    help="append this run's counts per partition to this Parquet history (default OUT.history)")
     p.add_argument("--no-history", action="store_true", help="do not append to the metrics history")
@@ -90,6 +93,7 @@ def audit_config(args):
             cleanup_policy=(config.cleanup_policy | dict(pair(v, "=") for v in args.cleanup_policy)) if args.cleanup_policy else None,
             log_start_offsets=(config.log_start_offsets | dict(log_start(v) for v in args.log_start)) if args.log_start else None,
             broker_restarts=(config.broker_restarts + tuple(restart(v) for v in args.restart)) if args.restart else None,
+            range_batches=args.range_batches,
         )
         if args.dedup_key:
             check_dedup_key(args.dedup_key)
