@@ -8,8 +8,9 @@ the files alone (one row per segment: its batch count and first and last base of
 assumed evenly spread over a file's offsets), so planning the ranges reads no batch twice. Ranges
 only decide where work is done: a verdict is the same whatever the cut.
 
-``rid`` numbers the ranges of every history in (history, offset) order, so one range-partitioned
-exchange on ``rid`` clusters every window the replay runs: all of them partition by ``rid`` first.
+``rid`` numbers the ranges of every history in (history, offset) order, 0 to ``Plan.ranges - 1``;
+``task`` says which task replays a range (:func:`task_of`), and every window of the replay
+partitions by (``task``, ``rid``) first, so one exchange of ``task`` clusters them all.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from pyspark.sql import functions as F
 
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.spark.columns import with_log_dir
+from analytics.spark.partitioning import task_keys
 
 # Every (log_dir, topic, partition) history gets a small integer id, ``history``, and every file a
 # ``file_id``: the exchange, the window sorts and the join back key on integers instead of comparing
 # path strings row by row.
 HISTORY = "history"
 RANGE = "rid"
+# The task a range is replayed in: every window partitions by (task, rid, ...), so one exchange of
+# ``task`` clusters them all (a range's ``task`` is a function of its ``rid``).
+TASK = "task"
 
 # The dictionary numbers its rows with windows over the whole (small) table; a Spark Connect client
 # warns of any such window on stderr, which is the command's one line for failures.
@@ -104,3 +109,12 @@ def range_of() -> "F.Column":
     range starts inside the file at or below its base offset."""
     offset = F.col("base_offset")
     return F.col("rid0") + F.size(F.filter("bounds", lambda b: b <= offset))
+
+
+def task_of(plan: Plan, tasks: int) -> "F.Column":
+    """``task`` of a row with its ``rid``: the ranges in order, in ``tasks`` contiguous runs of
+    about equal count, each run's key one that Spark's hash partitioning into ``tasks`` sends to
+    its own task (:func:`analytics.spark.partitioning.task_keys`)."""
+    keys = F.array(*[F.lit(k) for k in task_keys(tasks)])
+    run = F.floor(F.col(RANGE) * tasks / plan.ranges).cast("int")
+    return F.element_at(keys, run + 1).cast("int")

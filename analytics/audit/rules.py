@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from analytics.audit import carry, ranges, steps
 from analytics.audit.config import AuditConfig
-from analytics.audit.ranges import HISTORY, RANGE
+from analytics.audit.ranges import HISTORY, RANGE, TASK
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark.session import default_parallelism
 
@@ -91,9 +91,9 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
 
 
 def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
-    """Every history in one range: one hash exchange of ``rid``, which every window reuses."""
+    """Every history in one range (its ``task`` its ``rid``): one hash exchange, which every window reuses."""
     return (
-        rows.repartition(RANGE)
+        rows.withColumn(TASK, F.col(RANGE)).repartition(TASK)
         .transform(steps.duplicate_ranges(RANGE))
         .transform(steps.partition_facts)
         .transform(steps.producer_state)
@@ -105,20 +105,21 @@ def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
 def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: list) -> DataFrame:
     """Histories cut into ranges, each replayed in a task with what the earlier ranges carry
     (:mod:`analytics.audit.carry`). The copies first, over whole histories (an exchange of seven
-    narrow columns, :func:`~analytics.audit.steps.copies`); then one range-partitioned exchange of
-    ``rid`` (about ``range_batches`` batches a task, at least ``MIN_TASK_BATCHES``, at least a
-    task per core while there are ranges) and per range the partition facts, held (``persist``, in memory or on local disk; a
-    checkpoint would forget the partitioning) for the producer windows, which run twice over them:
-    once for the small aggregate of what each range carries out (:func:`~analytics.audit.carry.running_carry`),
-    once for the facts, cheaper than holding their 45 columns. ``held`` gets the held frame, for
-    the caller to release once the result is written."""
+    narrow columns, :func:`~analytics.audit.steps.copies`); then one exchange of ``task``
+    (:func:`~analytics.audit.ranges.task_of`: contiguous ranges, about ``range_batches`` batches a
+    task but at least ``MIN_TASK_BATCHES``, at least a task per core while there are ranges, and no
+    sampling pass) and per range the partition facts, held (``persist``, in memory or on local
+    disk; a checkpoint would forget the partitioning) for the producer windows, which run twice
+    over them: once for the small aggregate of what each range carries out
+    (:func:`~analytics.audit.carry.running_carry`), once for the facts, cheaper than holding their
+    45 columns. ``held`` gets the held frame, for the caller to release once the result is written."""
     spark = rows.sparkSession
     per_task = max(config.range_batches, MIN_TASK_BATCHES)
     tasks = min(plan.ranges, max(-(-plan.batches // per_task), default_parallelism(spark)))
     copies = _small(steps.copies(rows).localCheckpoint())
     partition_carry = carry.partition_carry(rows).localCheckpoint()
     ranged = (
-        rows.repartitionByRange(tasks, RANGE)
+        rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
         .join(F.broadcast(partition_carry), on=[RANGE, "crc_valid"], how="left")
         .transform(steps.partition_facts)
         .persist()

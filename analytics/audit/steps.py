@@ -3,8 +3,8 @@ they share. Each step is a ``DataFrame -> DataFrame`` function (a factory where 
 configuration or another frame) whose docstring says which facts it adds; the rules it evaluates
 are the named predicates of :mod:`analytics.audit.predicates`.
 
-The window steps reuse one exchange (of ``rid``, the offset range of a history,
-:mod:`analytics.audit.ranges`) and two sorts: the partition order and the producer order, each
+The window steps reuse one exchange (of ``task``, the task replaying ``rid``, the offset range
+of a history, :mod:`analytics.audit.ranges`) and two sorts: the partition order and the producer order, each
 within a range; the duplicate ranges sort on their own key. Each select of window functions is one
 window level, a pass over the sorted rows buffering each window group (a range's rows at most): the
 producer sort has three (:func:`producer_state`, :func:`running_state`, :func:`sequence_mark`), each
@@ -29,7 +29,7 @@ from analytics.audit.predicates import (
     has_state, idle, is_data, is_replayed, marker_bumps_txn, offset_left, sequence_left, severity,
     transaction_open, verdict, wrap_crossing,
 )
-from analytics.audit.ranges import HISTORY, RANGE, range_of
+from analytics.audit.ranges import HISTORY, RANGE, TASK, range_of
 from analytics.contract.vocabulary import HISTORY_KEY, SEQ_SPACE
 from analytics.spark.columns import with_log_dir
 
@@ -84,12 +84,12 @@ def history_log_starts(dictionary: DataFrame, log_starts: DataFrame) -> DataFram
 # -- windows (functions: a window spec needs an active session) -----------------------------------
 def by_partition() -> WindowSpec:
     """The range's valid batches in offset order (corrupt ones form their own group)."""
-    return Window.partitionBy(RANGE, "crc_valid").orderBy(*ORDER)
+    return Window.partitionBy(TASK, RANGE, "crc_valid").orderBy(*ORDER)
 
 
 def by_producer() -> WindowSpec:
     """A replayed producer's batches in the range, in offset order (``state_pid`` is null for the rest)."""
-    return Window.partitionBy(RANGE, "state_pid").orderBy(*ORDER)
+    return Window.partitionBy(TASK, RANGE, "state_pid").orderBy(*ORDER)
 
 
 def before() -> WindowSpec:
