@@ -13,7 +13,7 @@ once with Spark into ``--work``. Then, each in a fresh Spark application with it
 - ``one range`` (the baseline): the whole history in one window group, as before the cut, at
   ``--baseline-memory`` (at 1 GiB it does not complete).
 
-For each, the seconds of ``classify``, then every stage that read the hot partition's rows, longest first: its tasks, the longest task's run time and its share of the
+For each, the seconds of ``classify``, then every stage of at least a second of task time, longest first: its tasks, the longest task's run time and its share of the
 stage's task time, and the records the smallest and the largest task read. The replay's window
 stages are those where the cut shows: one task for the whole history in the baseline.
 """
@@ -83,7 +83,8 @@ def child(args) -> None:
 
 
 def stage_metrics(events: Path, batches: int) -> list[dict]:
-    """Stages that read at least half the partition's rows, by task time."""
+    """Stages of at least a second of task time, by task time (a stage reading held rows reads no
+    input or shuffle records: ``reads`` counts only those)."""
     tasks = defaultdict(list)
     for name in glob.glob(str(events / "*" / "events_*")):  # Spark 4: a folder of rolled files per application
         with open(name) as f:
@@ -96,7 +97,7 @@ def stage_metrics(events: Path, batches: int) -> list[dict]:
     stages = []
     for stage, ts in tasks.items():
         total = sum(t for t, _ in ts)
-        if sum(r for _, r in ts) >= batches // 2 and total:
+        if total >= 1000:
             longest = max(t for t, _ in ts)
             stages.append({"stage": stage, "tasks": len(ts), "task_seconds": total / 1000, "longest": longest / 1000,
                            "share": longest / total, "min_read": min(r for _, r in ts), "max_read": max(r for _, r in ts)})
