@@ -27,10 +27,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analytics.audit.predicates import epoch_changed, is_data, offset_left, sequence_left, wrap_crossing
-from analytics.audit.ranges import HISTORY, RANGE
+from analytics.audit.ranges import HISTORY, ORDER, RANGE
 from analytics.contract.vocabulary import SEQ_SPACE
 
-ORDER = ("base_offset", "file_position")
 PRODUCER = "state_pid"
 
 

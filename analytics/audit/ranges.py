@@ -30,6 +30,8 @@ from analytics.spark.partitioning import task_keys
 # path strings row by row.
 HISTORY = "history"
 RANGE = "rid"
+# A history's batches in replay order; ranges cut it at base offsets, so this order is also theirs.
+ORDER = ("base_offset", "file_position")
 # The task a range is replayed in: every window partitions by (task, rid, ...), so one exchange of
 # ``task`` clusters them all (a range's ``task`` is a function of its ``rid``).
 TASK = "task"

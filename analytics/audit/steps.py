@@ -29,7 +29,7 @@ from analytics.audit.predicates import (
     has_state, idle, is_data, is_replayed, marker_bumps_txn, offset_left, sequence_left, severity,
     transaction_open, verdict, wrap_crossing,
 )
-from analytics.audit.ranges import HISTORY, RANGE, TASK, range_of
+from analytics.audit.ranges import HISTORY, ORDER, RANGE, TASK, range_of
 from analytics.contract.vocabulary import HISTORY_KEY, SEQ_SPACE
 from analytics.spark.columns import with_log_dir
 
@@ -39,7 +39,6 @@ Step = Callable[[DataFrame], DataFrame]
 # (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
 # Its id ``history`` and the ids of its offset ranges, ``rid``: :mod:`analytics.audit.ranges`.
 PARTITION_KEY = HISTORY_KEY
-ORDER = ("base_offset", "file_position")
 
 # The columns the replay reads (plus topic and file_position, which with the file id identify a row):
 # the window sorts carry these only, and the other columns of ``batches`` are joined back by identity.
