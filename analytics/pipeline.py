@@ -56,8 +56,12 @@ def export(spark, paths: list[str], out: str, *, records: bool = False, input_fo
 
 
 def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
-          prometheus_file: str | None = None) -> AuditResult:
+          prometheus_file: str | None = None, incremental: bool = False,
+          progress: Progress | None = None) -> AuditResult:
     """Replay and classify the export under ``out``; publish the audit tables.
+
+    ``incremental``: continue the audit already there, replaying only the batches after the state
+    it left (:mod:`analytics.audit.increment`); the tables are those of a full audit.
 
     ``history``: a folder this run's counts per partition are appended to; ``prometheus_file``:
     the same counts in the Prometheus text format (written atomically).
@@ -65,7 +69,7 @@ def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
     from analytics.audit.job import audit as audit_stage
 
     require(out, EXPORT)
-    result = audit_stage(spark, out, config)
+    result = audit_stage(spark, out, config, continue_from=out if incremental else None, progress=progress)
     if history or prometheus_file:
         _record_metrics(spark, _metrics(spark, out, result), history, prometheus_file, result.finished_at_ms)
     return result
@@ -133,10 +137,11 @@ class RunResult:
 
 def run(spark, paths: list[str], out: str, config: AuditConfig, validation: ValidationConfig | None = None, *,
         records: bool = True, input_format: str = "segments", history: str | None = None,
-        prometheus_file: str | None = None, progress: Progress | None = None) -> RunResult:
+        prometheus_file: str | None = None, progress: Progress | None = None, incremental: bool = False) -> RunResult:
     """The main job: export (with records), audit, validate and report, in one Spark application,
     published as one unit (:func:`analytics.publish.unit`): until all four are done, ``OUT`` keeps
-    its previous complete set. The history and the Prometheus file get this run once it is published."""
+    its previous complete set. The history and the Prometheus file get this run once it is published.
+    ``incremental``: the audit continues the one in ``OUT`` (:func:`audit`)."""
     from pyspark.sql import functions as F
 
     from analytics.audit.job import audit as audit_stage
@@ -147,7 +152,7 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     with unit(out) as staged:
         exported = export(spark, paths, staged.out, records=records, input_format=input_format, progress=say)
         say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
-        audited = audit_stage(spark, staged.out, config)
+        audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)
         metrics = _metrics(spark, staged.out, audited)
         say("validating ...")
         validated = validate(spark, staged.out, validation)

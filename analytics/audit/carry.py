@@ -31,6 +31,9 @@ from analytics.audit.ranges import HISTORY, ORDER, RANGE
 from analytics.contract.vocabulary import SEQ_SPACE
 
 PRODUCER = "state_pid"
+# The ``rid`` of what a previous audit of the history left (:mod:`analytics.audit.state`): before
+# every range of the history, whose ids are 0 and up.
+PRIOR_RANGE = -1
 
 
 def _earlier(*key: str) -> "Window":
@@ -44,42 +47,57 @@ def _latest(*fields: Column, when: Column | None = None) -> Column:
     return F.max(value if when is None else F.when(when, value))
 
 
-def partition_carry(rows: DataFrame) -> DataFrame:
-    """Per (``rid``, ``crc_valid``): ``carry_span`` (the offsets the earlier ranges' batches span),
-    ``carry_top`` (their highest last offset) and ``carry_first`` (the history's first base offset)."""
+def partition_ranges(rows: DataFrame, by: tuple[str, ...] = (HISTORY, RANGE)) -> DataFrame:
+    """Per ``by`` and ``crc_valid``: ``span`` (the offsets the batches span), ``top`` (their highest
+    last offset) and ``low`` (their lowest base offset)."""
     span = F.col("last_offset") - F.col("base_offset") + 1
-    per_range = rows.groupBy(HISTORY, RANGE, "crc_valid").agg(
+    return rows.groupBy(*by, "crc_valid").agg(
         F.sum(span).alias("span"), F.max("last_offset").alias("top"), F.min("base_offset").alias("low"))
+
+
+def partition_carry(rows: DataFrame, prior: DataFrame | None = None) -> DataFrame:
+    """Per (``rid``, ``crc_valid``): ``carry_span`` (the offsets the earlier ranges' batches span),
+    ``carry_top`` (their highest last offset) and ``carry_first`` (the history's first base offset).
+    ``prior``: :func:`partition_ranges` of what a previous audit replayed, at ``PRIOR_RANGE``."""
+    per_range = _with_prior(partition_ranges(rows), prior)
     earlier = _earlier("crc_valid")
-    return per_range.select(
+    return _ranges_only(per_range.select(
         RANGE, "crc_valid",
         F.coalesce(F.sum("span").over(earlier), F.lit(0)).alias("carry_span"),
         F.max("top").over(earlier).alias("carry_top"),
         F.min("low").over(Window.partitionBy(HISTORY, "crc_valid")).alias("carry_first"),
-    )
+    ))
 
 
-def producer_carry(rows: DataFrame) -> DataFrame:
-    """Per (``rid``, ``state_pid``) of a stateful producer, its facts over the earlier ranges:
-    ``carry_last`` (epoch, max timestamp, base offset, cum_holes of its latest batch),
-    ``carry_coordinator_epoch``, ``carry_txn_data``, ``carry_marker`` and ``carry_data_seq``."""
+def producer_ranges(rows: DataFrame, by: tuple[str, ...] = (HISTORY, RANGE)) -> DataFrame:
+    """Per ``by`` and stateful producer: ``last`` (ORDER, epoch, max timestamp, cum_holes of its
+    latest batch), its highest ``coordinator_epoch``, its latest transactional data batch
+    (``txn_data``) and marker (``marker``), its latest data batch's last sequence (``data_seq``)."""
     data = is_data()
-    per_range = rows.where(F.col(PRODUCER).isNotNull()).groupBy(HISTORY, RANGE, PRODUCER).agg(
+    return rows.where(F.col(PRODUCER).isNotNull()).groupBy(*by, PRODUCER).agg(
         _latest(F.col("producer_epoch").alias("epoch"), "max_timestamp", "cum_holes").alias("last"),
         F.max("coordinator_epoch").alias("coordinator_epoch"),
         F.max(F.when(data & F.col("is_transactional"), F.col("base_offset"))).alias("txn_data"),
         F.max(F.when(F.col("is_control"), F.col("base_offset"))).alias("marker"),
         _latest(F.col("last_sequence").alias("seq"), when=data).alias("data_seq"),
     )
+
+
+def producer_carry(rows: DataFrame, prior: DataFrame | None = None) -> DataFrame:
+    """Per (``rid``, ``state_pid``) of a stateful producer, its facts over the earlier ranges:
+    ``carry_last`` (epoch, max timestamp, base offset, cum_holes of its latest batch),
+    ``carry_coordinator_epoch``, ``carry_txn_data``, ``carry_marker`` and ``carry_data_seq``.
+    ``prior``: :func:`producer_ranges` of a previous audit, at ``PRIOR_RANGE``."""
+    per_range = _with_prior(producer_ranges(rows), prior)
     earlier = _earlier(PRODUCER)
-    return per_range.select(
+    return _ranges_only(per_range.select(
         RANGE, PRODUCER,
         F.max("last").over(earlier).alias("carry_last"),
         F.max("coordinator_epoch").over(earlier).alias("carry_coordinator_epoch"),
         F.max("txn_data").over(earlier).alias("carry_txn_data"),
         F.max("marker").over(earlier).alias("carry_marker"),
         F.max("data_seq").over(earlier)["seq"].alias("carry_data_seq"),
-    )
+    ))
 
 
 def mark_of(run: Column, seq: Column, offset: Column) -> Column:
@@ -92,35 +110,54 @@ def _shifted(mark: Column, runs: Column, wraps: Column) -> Column:
     return F.when(mark.isNotNull(), mark_of(mark["run"] + runs, mark["seq"] + wraps * SEQ_SPACE, mark["offset"]))
 
 
-def running_carry(rows: DataFrame) -> DataFrame:
+def running_ranges(rows: DataFrame, by: tuple[str, ...] = (HISTORY, RANGE)) -> DataFrame:
+    """Per ``by`` and stateful producer: its latest expiry point (``expired``), the sequence and
+    offset its latest batch that set them left (``left``), its epoch runs and INT_MAX crossings
+    (``runs``, ``wraps``), its sequence ``mark``; over the facts of
+    :func:`~analytics.audit.steps.running_state` and :func:`~analytics.audit.steps.sequence_mark`."""
+    return rows.where(F.col(PRODUCER).isNotNull()).groupBy(*by, PRODUCER).agg(
+        F.max("expired_offset").alias("expired"),
+        _latest(sequence_left().alias("seq"), offset_left().alias("off"), when=sequence_left().isNotNull())
+        .alias("left"),
+        F.coalesce(F.sum(epoch_changed().cast("int")), F.lit(0)).cast("long").alias("runs"),
+        F.coalesce(F.sum(wrap_crossing()), F.lit(0)).cast("long").alias("wraps"),
+        F.max(F.when(is_data(), mark_of(F.col("epoch_run"), F.col("last_sequence") + F.col("seq_wraps") * SEQ_SPACE,
+                                        F.col("last_offset")))).alias("mark"),
+    )
+
+
+def running_carry(rows: DataFrame, prior: DataFrame | None = None) -> DataFrame:
     """Per (``rid``, ``state_pid``), over the producer's earlier ranges: ``carry_expired``,
     ``carry_left`` (the sequence and offset its latest batch that set them left), ``carry_runs`` and
     ``carry_wraps`` (its epoch runs and INT_MAX crossings), ``carry_mark`` (its sequence mark, runs
     and wraps counted from the history's start). ``rows``: the range's facts of
-    :func:`~analytics.audit.steps.running_state` and :func:`~analytics.audit.steps.sequence_mark`."""
-    per_range = rows.where(F.col(PRODUCER).isNotNull()).groupBy(HISTORY, RANGE, PRODUCER).agg(
-        F.max("expired_offset").alias("expired"),
-        _latest(sequence_left().alias("seq"), offset_left().alias("off"), when=sequence_left().isNotNull())
-        .alias("left"),
-        F.coalesce(F.sum(epoch_changed().cast("int")), F.lit(0)).alias("runs"),
-        F.coalesce(F.sum(wrap_crossing()), F.lit(0)).alias("wraps"),
-        F.max(F.when(is_data(), mark_of(F.col("epoch_run"), F.col("last_sequence") + F.col("seq_wraps") * SEQ_SPACE,
-                                        F.col("last_offset")))).alias("mark"),
-    )
+    :func:`~analytics.audit.steps.running_state` and :func:`~analytics.audit.steps.sequence_mark`;
+    ``prior``: :func:`running_ranges` of a previous audit (counted from the history's start), at
+    ``PRIOR_RANGE``."""
+    per_range = _with_prior(running_ranges(rows), prior)
     earlier = _earlier(PRODUCER)
     per_range = per_range.select(
         "*",
         F.coalesce(F.sum("runs").over(earlier), F.lit(0)).alias("runs_before"),
         F.coalesce(F.sum("wraps").over(earlier), F.lit(0)).alias("wraps_before"),
     )
-    return per_range.select(
+    return _ranges_only(per_range.select(
         RANGE, PRODUCER,
         F.max("expired").over(earlier).alias("carry_expired"),
         F.max("left").over(earlier).alias("carry_left"),
         F.col("runs_before").alias("carry_runs"),
         F.col("wraps_before").alias("carry_wraps"),
         F.max(_shifted(F.col("mark"), F.col("runs_before"), F.col("wraps_before"))).over(earlier).alias("carry_mark"),
-    )
+    ))
+
+
+def _with_prior(per_range: DataFrame, prior: DataFrame | None) -> DataFrame:
+    """The per-range aggregates with a previous audit's, which sort before every range of its history."""
+    return per_range if prior is None else per_range.unionByName(prior.select(*per_range.columns))
+
+
+def _ranges_only(carried: DataFrame) -> DataFrame:
+    return carried.where(F.col(RANGE) != PRIOR_RANGE)
 
 
 def carry_in(rows: DataFrame) -> DataFrame:

@@ -2,9 +2,13 @@
 
 Tables: ``batch_verdicts`` (partitioned by topic), ``anomalies`` (severity not ``ok``),
 ``producer_sessions``, ``transactions``, ``snapshot_checks``, ``record_duplicates`` (when the
-export has records) and ``summary.json``, each conformed to its schema in
+export has records), ``producer_state`` and ``partition_state`` (what the audit leaves for the next,
+:mod:`analytics.audit.state`) and ``summary.json``, each conformed to its schema in
 :mod:`analytics.contract.schemas` at the write. Published as one stage
 (:mod:`analytics.publish`): a failed audit leaves the previous one.
+
+An incremental audit continues the audit already in OUT (:mod:`analytics.audit.increment`), when there is
+one made with the same configuration; its tables are those a full audit writes.
 """
 
 from __future__ import annotations
@@ -47,11 +51,16 @@ class AuditResult:
     finished_at_ms: int
 
 
-def audit(spark, out: str, config: AuditConfig) -> AuditResult:
-    """Replay and classify the export under OUT and publish the audit tables."""
+def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = None,
+          progress=None) -> AuditResult:
+    """Replay and classify the export under OUT and publish the audit tables. ``continue_from``: the
+    OUT holding the audit to continue (an incremental audit; OUT itself, or the published OUT of a
+    run staged elsewhere)."""
     from pyspark.sql import functions as F
 
-    from analytics.audit.rules import classify
+    from analytics.audit.increment import increment
+    from analytics.audit.rules import replay
+    from analytics.audit.state import merged
     from analytics.spark.concurrent import concurrently
     from analytics.spark.tables import read_table
 
@@ -60,24 +69,41 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
     export_manifest = read_manifest(out, EXPORT)
     batches = spark.read.parquet(store.path("batches"))
     log_starts = spark.read.parquet(store.path("log_start_offsets"))
+    previous = None if continue_from is None else _previous(spark, continue_from, config,
+                                                             progress or (lambda _msg: None))
     with publication(out, AUDIT, built_from={EXPORT: export_manifest["run_id"]}) as run:
         def write(name: str, df, writer=lambda w: w):
             writer(conform(df, name).write).parquet(run.path(name))
             return read_table(spark, run.path(name), run.store.size(f"{run.staging}/{name}"))
 
-        held: list = []  # what classify persisted for its result, released once it is written
-        replay = {"batch_verdicts": lambda: write("batch_verdicts", classify(batches, config, log_starts, held),
-                                                  lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic"))}
+        held: list = []  # what the replay persisted for its result, released once it is written
+        if previous is None:
+            replayed = replay(batches, config, log_starts, held)
+            verdicts, producers, partitions = replayed.verdicts, replayed.producer_state, replayed.partition_state
+            continued = None
+        else:
+            step = increment(batches, log_starts, previous)
+            replayed = replay(step.batches, config, log_starts, held, step.prior)
+            verdicts = replayed.verdicts.unionByName(step.prior.earlier.select(*replayed.verdicts.columns))
+            producers = merged(step.prior.producer_state, replayed.producer_state, "producer_state")
+            partitions = merged(step.prior.partition_state, replayed.partition_state, "partition_state")
+            continued = step.continued.count()
+        replay_tables = {
+            "batch_verdicts": lambda: write("batch_verdicts", verdicts,
+                                            lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic")),
+            "producer_state": lambda: write("producer_state", producers),
+            "partition_state": lambda: write("partition_state", partitions),
+        }
         if store.is_dir("records"):  # record duplicates read records only: they run beside the replay
             records = spark.read.parquet(store.path("records"))
-            replay["record_duplicates"] = lambda: write(
+            replay_tables["record_duplicates"] = lambda: write(
                 "record_duplicates", tables.record_duplicates(records, config.dedup_key)).count()
         try:
-            replayed = concurrently(spark, replay)
+            tables_written = concurrently(spark, replay_tables)
         finally:
             for frame in held:
                 frame.unpersist()
-        written, duplicates = replayed["batch_verdicts"], replayed.get("record_duplicates")
+        written, duplicates = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
         export_time = config.export_time_ms
         if export_time is None:
             export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
@@ -108,12 +134,46 @@ def audit(spark, out: str, config: AuditConfig) -> AuditResult:
             "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time,
                                                           "producer_id_expiration_ms": config.expiration_ms},
             "seconds": round(seconds, 3),
+            # an incremental audit: the audit it continued and the histories that continued from it
+            "incremental": None if previous is None else {"continued_audit": previous.run_id,
+                                                          "continued_histories": continued},
             "finished_at_ms": int(time.time() * 1000),
         }
         run.store.write_text(f"{run.staging}/{SUMMARY}", json.dumps(summary, indent=2, sort_keys=True) + "\n")
         run.publish({"summary": SUMMARY})
     return AuditResult(out, run.run_id, summary["verdicts"], summary["severities"], summary["transactions"],
                        duplicates, summary["snapshot_checks"], seconds, summary["finished_at_ms"])
+
+
+def _previous(spark, out: str, config: AuditConfig, say):
+    """The audit in OUT that an incremental audit continues (:class:`~analytics.audit.increment.Previous`),
+    or None when there is none, or it lacks the state tables, or its configuration differs (then the
+    audit is a full one, and ``say`` says why)."""
+    from analytics.audit.increment import Previous
+    from analytics.errors import StageMissing
+
+    store = Store(out)
+    try:
+        manifest = read_manifest(out, AUDIT)
+        summary = json.loads(store.read_text(SUMMARY))
+    except (StageMissing, FileNotFoundError, ValueError):
+        say("no complete audit in OUT to continue: a full audit")
+        return None
+    if not all(store.is_dir(t) for t in ("batch_verdicts", "producer_state", "partition_state")):
+        say("the audit in OUT has no producer state: a full audit")
+        return None
+    before = dict(summary.get("configuration") or {})
+    now = _jsonable(asdict(config)) | {"producer_id_expiration_ms": config.expiration_ms}
+    if _verdict_settings(before) != _verdict_settings(now):
+        say("the audit in OUT was made with another configuration: a full audit")
+        return None
+    return Previous(manifest["run_id"], spark.read.parquet(store.path("batch_verdicts")),
+                    spark.read.parquet(store.path("producer_state")), spark.read.parquet(store.path("partition_state")))
+
+
+def _verdict_settings(configuration: dict) -> dict:
+    """The configuration a verdict depends on: not the export time (transactions only) nor the ranges."""
+    return {k: v for k, v in configuration.items() if k not in ("export_time_ms", "range_batches")}
 
 
 def conform(df, table: str):

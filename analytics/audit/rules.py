@@ -23,12 +23,15 @@ is a follower's: the last batch's. Corrupt batches are not replayed. The rules a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analytics.audit import carry, ranges, steps
+from analytics.audit import carry, ranges, state, steps
 from analytics.audit.config import AuditConfig
 from analytics.audit.ranges import HISTORY, RANGE, TASK
+from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark.session import default_parallelism
 
@@ -38,8 +41,32 @@ MIN_TASK_BATCHES = 10_000
 BROADCAST_ROWS = 500_000
 
 
+@dataclass(frozen=True)
+class Prior:
+    """What a previous audit left for the histories whose new batches a run replays
+    (:mod:`analytics.audit.state`): its ``producer_state`` and ``partition_state`` rows, and
+    ``earlier``, its verdict rows of those histories, for the duplicate check."""
+    producer_state: DataFrame
+    partition_state: DataFrame
+    earlier: DataFrame
+
+
+@dataclass(frozen=True)
+class Replay:
+    """:func:`replay`'s tables: ``batch_verdicts`` and the state the replayed histories leave."""
+    verdicts: DataFrame
+    producer_state: DataFrame
+    partition_state: DataFrame
+
+
 def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
              held: list | None = None) -> DataFrame:
+    """``batch_verdicts`` of ``batches``: :func:`replay`'s verdicts."""
+    return replay(batches, config, log_starts, held).verdicts
+
+
+def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
+           held: list | None = None, prior: Prior | None = None) -> Replay:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
     transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
@@ -56,9 +83,15 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     shuffle once more, by (history, file_id), to meet the wide columns hashed the same way from the
     scan (:func:`analytics.audit.steps.join_back`).
 
-    Over cut histories the result reads frames classify persisted: they are added to ``held``, for
-    the caller to ``unpersist`` once the result is written (without ``held`` they stay cached for
-    the session's life; the audit passes one).
+    The state the histories leave (``Replay.producer_state`` and ``partition_state``,
+    :mod:`analytics.audit.state`) is aggregated from the same replayed rows. With ``prior``, the
+    batches are those after what a previous audit replayed of their histories, and its state is
+    carried into them as a range before their first (the histories are then cut into ranges even
+    when short): their verdicts are the ones a replay of the whole histories gives them.
+
+    The result reads frames replay persisted: they are added to ``held``, for the caller to
+    ``unpersist`` once the result is written (without ``held``, cut histories stay cached for the
+    session's life and the replayed rows are not held: the state then replays again).
 
     The session's settings are the caller's: classify reads none and changes none. Under
     ``spark.sql.requireAllClusterKeysForCoPartition=false`` (sessions of
@@ -71,10 +104,17 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
     plan = ranges.plan(dictionary)
     # one broadcast, for both joins
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
+    histories = dictionary.select(HISTORY, *HISTORY_KEY).distinct()
     starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts)
     rows = batches.transform(steps.replay_columns(files))
-    replayed = _in_ranges(rows, plan, config, [] if held is None else held) if plan.split \
-        else _in_one_range(rows, config)
+    if (prior is None and not plan.split) or plan.ranges == 0:
+        replayed = _in_one_range(rows, config)
+    else:
+        replayed = _in_ranges(rows, plan, config, [] if held is None else held,
+                              None if prior is None else _prior_ranges(prior, histories))
+    if held is not None:  # read twice: for the verdicts and for the state
+        replayed = replayed.persist()
+        held.append(replayed)
     facts = (
         replayed.transform(steps.marks)
         .transform(steps.replay_facts)
@@ -83,11 +123,19 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
         .transform(steps.conflicts)
         .transform(steps.explanations(config))
     )
-    return (
+    verdicts = (
         facts.transform(steps.join_back(batches, files.drop("rid0", "bounds")))
         .transform(steps.severity_and_text(config))
         .select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
     )
+    producers, partitions = state.left_by(replayed, histories, dictionary.select("file", HISTORY), batches, starts)
+    return Replay(verdicts, producers, partitions)
+
+
+def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:
+    """The prior's state as ranges before the histories' first, and its earlier rows keyed by history."""
+    spans, producers, running = state.prior_ranges(prior.producer_state, prior.partition_state, histories)
+    return spans, producers, running, steps.earlier_rows(prior.earlier, histories)
 
 
 def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
@@ -102,7 +150,8 @@ def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
     )
 
 
-def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: list) -> DataFrame:
+def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: list,
+               prior: tuple | None = None) -> DataFrame:
     """Histories cut into ranges, each replayed in a task with what the earlier ranges carry
     (:mod:`analytics.audit.carry`). The copies first, over whole histories (an exchange of seven
     narrow columns, :func:`~analytics.audit.steps.copies`); then one exchange of ``task``
@@ -112,12 +161,14 @@ def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: li
     disk; a checkpoint would forget the partitioning) for the producer windows, which run twice
     over them: once for the small aggregate of what each range carries out
     (:func:`~analytics.audit.carry.running_carry`), once for the facts, cheaper than holding their
-    45 columns. ``held`` gets the held frame, for the caller to release once the result is written."""
+    45 columns. ``held`` gets the held frame, for the caller to release once the result is written.
+    ``prior``: a previous audit's state as ranges before the first (:func:`_prior_ranges`)."""
     spark = rows.sparkSession
     per_task = max(config.range_batches, MIN_TASK_BATCHES)
     tasks = min(plan.ranges, max(-(-plan.batches // per_task), default_parallelism(spark)))
-    copies = _small(steps.copies(rows).localCheckpoint())
-    partition_carry = carry.partition_carry(rows).localCheckpoint()
+    spans, starting, running_before, earlier = prior if prior is not None else (None,) * 4
+    copies = _small(steps.copies(rows, earlier).localCheckpoint())
+    partition_carry = carry.partition_carry(rows, spans).localCheckpoint()
     ranged = (
         rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
         .join(F.broadcast(partition_carry), on=[RANGE, "crc_valid"], how="left")
@@ -125,14 +176,14 @@ def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: li
         .persist()
     )
     held.append(ranged)
-    producers = _small(carry.producer_carry(ranged).localCheckpoint())
+    producers = _small(carry.producer_carry(ranged, starting).localCheckpoint())
     running = (
         ranged.join(producers, on=[RANGE, carry.PRODUCER], how="left")
         .transform(steps.producer_state)
         .transform(steps.running_state(config))
         .transform(steps.sequence_mark)
     )
-    carried = _small(carry.running_carry(running).localCheckpoint())
+    carried = _small(carry.running_carry(running, running_before).localCheckpoint())
     return (running.join(carried, on=[RANGE, carry.PRODUCER], how="left").transform(carry.carry_in)
             .join(copies, on=list(steps.ROW_KEY), how="left"))
 

@@ -133,15 +133,34 @@ def duplicate_ranges(key: str) -> Step:
     return step
 
 
-def copies(rows: DataFrame) -> DataFrame:
+def copies(rows: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     """The copies among ``rows`` (:func:`replay_columns`), over whole histories: ``ROW_KEY``,
     ``dup_rank`` (above 1) and ``dup_original`` of each data batch with the epoch and sequence range
     of an earlier batch of its producer (:func:`duplicate_ranges`); few in any log. Their own
-    exchange, of the seven columns the check reads: the other rows leave it with no copy."""
+    exchange, of the seven columns the check reads: the other rows leave it with no copy.
+    ``earlier``: the batches a previous audit replayed before ``rows`` (:func:`earlier_rows`),
+    whose keys the check reads where ``rows`` have them."""
     key = ("state_pid", "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control")
     candidates = rows.where(F.col("state_pid").isNotNull() & is_data()).select(*ROW_KEY, *key)
-    return (candidates.transform(duplicate_ranges(HISTORY)).where(F.col("dup_rank") > 1)
-            .select(*ROW_KEY, "dup_rank", "dup_original"))
+    if earlier is not None:
+        ranged = [HISTORY, "state_pid", "producer_epoch", "base_sequence", "last_sequence"]
+        before = earlier.where(F.col("state_pid").isNotNull() & is_data()).select(*ROW_KEY, *key) \
+            .join(candidates.select(*ranged).distinct(), on=ranged, how="left_semi")
+        candidates = candidates.withColumn("earlier", F.lit(False)).unionByName(
+            before.withColumn("earlier", F.lit(True)))
+    found = candidates.transform(duplicate_ranges(HISTORY)).where(F.col("dup_rank") > 1)
+    if earlier is not None:
+        found = found.where(~F.col("earlier"))
+    return found.select(*ROW_KEY, "dup_rank", "dup_original")
+
+
+def earlier_rows(verdicts: DataFrame, histories: DataFrame) -> DataFrame:
+    """A previous audit's rows (``batch_verdicts``) of ``histories`` (``(history, log_dir, topic,
+    partition)``) as :func:`copies` reads them: ``file_id`` -1, no file of the run has it."""
+    rows = with_log_dir(verdicts.select(*REPLAY_COLUMNS)).join(F.broadcast(histories), on=list(HISTORY_KEY))
+    return rows.select(HISTORY, F.lit(-1).cast("int").alias("file_id"), "file_position",
+                       F.when(has_state(), F.col("producer_id")).alias("state_pid"),
+                       "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control")
 
 
 def partition_facts(rows: DataFrame) -> DataFrame:

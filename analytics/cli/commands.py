@@ -99,7 +99,8 @@ def audit(args) -> int:
 
     config = audit_config(args)
     pipeline.require(args.out, EXPORT)
-    result = pipeline.audit(spark_session(args), args.out, config, **history_options(args))
+    result = pipeline.audit(spark_session(args), args.out, config, incremental=args.incremental, progress=progress,
+                            **history_options(args))
     print(render_table(["verdict", "batches"], [[v, n] for v, n in result.verdicts.items() if n]))
     print()
     print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
@@ -124,7 +125,8 @@ def run(args) -> int:
     from analytics import pipeline
 
     result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,
-                          input_format=args.input_format, progress=progress, **history_options(args))
+                          input_format=args.input_format, progress=progress, incremental=args.incremental,
+                          **history_options(args))
     audited = result.audited
     print(f"{BROKER_QUESTION} (severity per batch)")
     print(render_table(["", "count"], [

@@ -29,6 +29,9 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--range-batches", type=int, default=None, metavar="N",
                    help="replay a partition's history in ranges of about N batches, each in a task of its own "
                         "(default 250000; changes where the work runs, never a verdict)")
+    p.add_argument("--incremental", action="store_true",
+                   help="continue the audit already in OUT: replay only the batches after the state it left "
+                        "(the tables equal a full audit's; a changed history is replayed whole)")
     p.add_argument("--history", default=None, metavar="PATH",
                    help="append this run's counts per partition to this Parquet history (default OUT.history)")
     p.add_argument("--no-history", action="store_true", help="do not append to the metrics history")

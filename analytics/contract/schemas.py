@@ -253,6 +253,49 @@ SNAPSHOT_CHECKS = pa.schema(
     ]
 )
 
+# What an audit leaves for the next (analytics.audit.state): the state a broker would hold for each
+# producer, then the aggregates the replay carries into the batches after the audited ones.
+_SPANS = pa.struct([("span", pa.int64()), ("top", pa.int64()), ("low", pa.int64())])
+_ORDER = [("base_offset", pa.int64()), ("file_position", pa.int64())]
+PRODUCER_STATE = pa.schema(
+    [
+        ("log_dir", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("last_sequence", pa.int32()),
+        ("last_offset", pa.int64()),
+        ("last_timestamp", pa.int64()),
+        ("txn_open", pa.bool_()),
+        ("last", pa.struct([*_ORDER, ("epoch", pa.int16()), ("max_timestamp", pa.int64()), ("cum_holes", pa.int64())])),
+        ("coordinator_epoch", pa.int32()),
+        ("txn_data", pa.int64()),
+        ("marker", pa.int64()),
+        ("data_seq", pa.struct([*_ORDER, ("seq", pa.int32())])),
+        ("expired", pa.int64()),
+        ("left", pa.struct([*_ORDER, ("seq", pa.int32()), ("off", pa.int64())])),
+        ("runs", pa.int64()),
+        ("wraps", pa.int64()),
+        ("mark", pa.struct([("run", pa.int64()), ("seq", pa.int64()), ("offset", pa.int64())])),
+    ]
+)
+
+PARTITION_STATE = pa.schema(
+    [
+        ("log_dir", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("batches", pa.int64()),
+        ("end_offset", pa.int64()),
+        ("fingerprint_a", pa.int64()),
+        ("fingerprint_b", pa.int64()),
+        ("log_start_offset", pa.int64()),
+        ("valid", _SPANS),
+        ("corrupt", _SPANS),
+    ]
+)
+
 RECORD_DUPLICATES = pa.schema(
     [
         ("topic", pa.string()),
@@ -282,6 +325,8 @@ OUT_SCHEMAS = {
     "producer_sessions": PRODUCER_SESSIONS,
     "transactions": TRANSACTIONS,
     "snapshot_checks": SNAPSHOT_CHECKS,
+    "producer_state": PRODUCER_STATE,
+    "partition_state": PARTITION_STATE,
     "record_duplicates": RECORD_DUPLICATES,
 }
 # What the reader yields per table (``records`` with the raw value), for the tables it reads.

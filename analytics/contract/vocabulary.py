@@ -124,7 +124,7 @@ STOPS_FILE = frozenset({TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC})
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
 EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES)
 AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
-                "record_duplicates")
+                "record_duplicates", "producer_state", "partition_state")
 # Every table a reader of OUT may query (``sql``, ``explain``): the stages' tables
 TABLES = (*EXPORT_TABLES, *AUDIT_TABLES)
 

@@ -1,0 +1,79 @@
+"""``segaudit audit OUT --incremental``: continue the audit already in OUT with only what is new.
+
+A history (a log dir's topic-partition) continues from the previous audit's state
+(:mod:`analytics.audit.state`) when the batches up to the ``end_offset`` it audited are exactly the
+ones it audited (their count and fingerprints match), its log start offset is the same, and the
+configuration is the same: only its batches after ``end_offset`` are replayed, after that state,
+and its earlier verdicts are kept. Any other history (retention deleted or the cleaner rewrote a
+segment, a follower truncated its tail, it is new) is replayed whole. Either way a verdict is the one
+a full audit of the export gives: the replay of a batch reads only the batches before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from analytics.audit.rules import Prior
+from analytics.audit.state import fingerprint
+from analytics.contract.vocabulary import HISTORY_KEY
+from analytics.spark.columns import with_log_dir
+
+KEY = list(HISTORY_KEY)
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The previous audit's tables under OUT, and its run id."""
+    run_id: str
+    verdicts: DataFrame
+    producer_state: DataFrame
+    partition_state: DataFrame
+
+
+@dataclass(frozen=True)
+class Increment:
+    """``batches``: what to replay (the new batches of continued histories, every batch of the
+    others); ``prior``: the continued histories' state and earlier verdicts; ``continued``: their keys
+    and the end offset audited (one row each, small)."""
+    batches: DataFrame
+    prior: Prior
+    continued: DataFrame
+
+
+def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous) -> Increment:
+    """Which histories of ``batches`` continue from ``previous``, and what is left to replay."""
+    keyed = batches if "log_dir" in batches.columns else with_log_dir(batches)
+    done = previous.partition_state.select(*KEY, "batches", "end_offset", "fingerprint_a", "fingerprint_b",
+                                           "log_start_offset")
+    ends = F.broadcast(done.select(*KEY, F.col("end_offset").alias("done_end")))
+    prefix = (keyed.join(ends, on=KEY).where(F.col("base_offset") <= F.col("done_end"))
+              .groupBy(*KEY).agg(*fingerprint()))
+    now = _log_starts(log_starts, keyed)
+    same = [F.col(f"d.{c}") == F.col(f"p.{c}") for c in ("batches", "end_offset", "fingerprint_a", "fingerprint_b")]
+    continued = (
+        done.alias("d").join(prefix.alias("p"), on=KEY).join(now.alias("n"), on=KEY, how="left")
+        .where(same[0] & same[1] & same[2] & same[3]
+               & F.col("d.log_start_offset").eqNullSafe(F.col("n.log_start_offset")))
+        .select(*KEY, F.col("d.end_offset").alias("done_end"))
+    ).localCheckpoint()
+    pending = (keyed.join(F.broadcast(continued), on=KEY, how="left")
+               .where(F.col("done_end").isNull() | (F.col("base_offset") > F.col("done_end"))))
+    pending = pending.select(*batches.columns)
+    keys = F.broadcast(continued.select(*KEY))
+    earlier = with_log_dir(previous.verdicts).join(keys, on=KEY, how="left_semi").drop("log_dir")
+    prior = Prior(previous.producer_state.join(keys, on=KEY, how="left_semi"),
+                  previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier)
+    return Increment(pending, prior, continued)
+
+
+def _log_starts(log_starts: DataFrame, keyed: DataFrame) -> DataFrame:
+    """``(log_dir, topic, partition, log_start_offset)`` as the replay reads them
+    (:func:`analytics.audit.steps.history_log_starts`)."""
+    if "file" in log_starts.columns:
+        return (with_log_dir(log_starts, levels=1).groupBy(*KEY)
+                .agg(F.max("log_start_offset").alias("log_start_offset")))
+    per_partition = log_starts.groupBy("topic", "partition").agg(F.max("log_start_offset").alias("log_start_offset"))
+    return keyed.select(*KEY).distinct().join(per_partition, on=["topic", "partition"], how="inner")

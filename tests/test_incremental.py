@@ -1,0 +1,147 @@
+"""Incremental replay: a history replayed in parts, each part after the state the parts before it
+left (``producer_state``, ``partition_state``), gets exactly the verdicts and the state of one
+replay of the whole history."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from analytics.audit.config import AuditConfig, Restart
+from analytics.audit.rules import Prior, replay
+from analytics.audit.state import merged
+from tests.conftest import REPO
+from tests.test_audit_differential import _spark_schema, history
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(df) -> dict:
+    return {(r["file"], r["file_position"]): r.asDict(recursive=True) for r in df.collect()}
+
+
+def _state(df, key) -> dict:
+    return {tuple(r[k] for k in key): r.asDict(recursive=True) for r in df.collect()}
+
+
+@given(st.lists(st.integers(0, 10**6), min_size=12, max_size=12).flatmap(
+    lambda seeds: st.tuples(*[history(f"t{i}") for i in range(len(seeds))])), st.data())
+@settings(max_examples=3, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate), suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                                 HealthCheck.data_too_large])
+def test_a_history_replayed_in_parts_gets_the_verdicts_and_state_of_one_replay(spark, histories, data):
+    rows = [r for h in histories for r in h]
+    topics = sorted({r["topic"] for r in rows})
+    config = AuditConfig(
+        profile=data.draw(st.sampled_from(["4.x", "3.9", "2.4", "0.11"])),
+        producer_id_expiration_ms=data.draw(st.sampled_from([2_000, None])),
+        cleanup_policy={t: "compact" for t in data.draw(st.lists(st.sampled_from(topics), max_size=3))},
+        broker_restarts=tuple(Restart(offset=data.draw(st.integers(1, 60)), topic=t) for t in data.draw(
+            st.lists(st.sampled_from(topics), max_size=2))),
+        range_batches=data.draw(st.sampled_from([250_000, 2])),
+    )
+    # each history cut at up to two random offsets: up to three parts, replayed one after the other
+    cuts = {}
+    for h in histories:
+        offsets = sorted({r["base_offset"] for r in h})
+        cuts[h[0]["topic"]] = sorted(data.draw(st.lists(st.sampled_from(offsets), max_size=2, unique=True)))
+
+    def part(r) -> int:
+        return sum(r["base_offset"] > c for c in cuts[r["topic"]])
+
+    schema = _spark_schema()
+    whole = replay(spark.createDataFrame(rows, schema=schema), config, held=[])
+    want = _rows(whole.verdicts)
+    got, prior, earlier = {}, None, []
+    for n in range(3):
+        batches = [r for r in rows if part(r) == n]
+        if not batches:
+            continue
+        step = replay(spark.createDataFrame(batches, schema=schema), config, held=[],
+                      prior=None if prior is None else Prior(*prior, spark.createDataFrame(earlier, schema=schema)))
+        got |= _rows(step.verdicts)
+        producers, partitions = step.producer_state, step.partition_state
+        if prior is not None:
+            producers = merged(prior[0], producers, "producer_state")
+            partitions = merged(prior[1], partitions, "partition_state")
+        prior = (producers.localCheckpoint(), partitions.localCheckpoint())
+        earlier += batches
+    assert got.keys() == want.keys()
+    assert [k for k in want if got[k] != want[k]] == []
+    key = ("log_dir", "topic", "partition")
+    for got_state, want_state, keys in ((prior[0], whole.producer_state, (*key, "producer_id")),
+                                        (prior[1], whole.partition_state, key)):
+        got_rows, want_rows = _state(got_state, keys), _state(want_state, keys)
+        assert got_rows.keys() == want_rows.keys()
+        assert [(k, got_rows[k], want_rows[k]) for k in want_rows if got_rows[k] != want_rows[k]] == []
+
+
+# -- the audit command's --incremental: the tables of a full audit --------------------------------
+COMPARED_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
+                   "producer_state", "partition_state")
+
+
+def _table_rows(spark, out: str, name: str) -> list:
+    df = spark.read.parquet(os.path.join(out, name))
+    return sorted((tuple(r) for r in df.select(*sorted(df.columns)).collect()), key=repr)
+
+
+def _segments(partition: Path) -> list[Path]:
+    return sorted(partition.glob("*.log"))
+
+
+@pytest.fixture(scope="module")
+def nights(spark, tmp_path_factory):
+    """The sample's log dir on two nights: the first without each partition's last segment (one
+    partition's cut inside it instead, at a batch boundary); the second whole, but retention has
+    deleted clean-0's first segment. OUT holds an audit of the first night, then the second night
+    audited incrementally; FULL the second night audited whole."""
+    from analytics.audit.config import load_config
+    from analytics.audit.job import audit
+    from analytics.export import export
+
+    root = tmp_path_factory.mktemp("nights")
+    logs = root / "logs"  # one log dir, as it was on each night
+    shutil.copytree(REPO / "data" / "mixed", logs)
+    kept = {}
+    for partition in sorted(p for p in logs.iterdir() if p.is_dir()):
+        segments = _segments(partition)
+        if partition.name == "idle-expiration-0":  # the active segment grows by all but its first batch
+            kept[segments[-1]] = data = segments[-1].read_bytes()
+            segments[-1].write_bytes(data[:12 + struct.unpack(">i", data[8:12])[0]])
+        elif len(segments) > 1:
+            kept[segments[-1]] = segments[-1].read_bytes()
+            segments[-1].unlink()
+    config = load_config(REPO / "data" / "mixed.truth" / "audit.toml")
+    out, full = str(root / "out"), str(root / "full")
+    export(spark, [str(logs)], out)
+    audit(spark, out, config)
+    for path, data in kept.items():
+        path.write_bytes(data)
+    _segments(logs / "clean-0")[0].unlink()
+    export(spark, [str(logs)], out)
+    continued = audit(spark, out, config, continue_from=out)
+    export(spark, [str(logs)], full)
+    audit(spark, full, config)
+    return out, full, continued
+
+
+@pytest.mark.parametrize("table", COMPARED_TABLES)
+def test_an_incremental_audit_writes_the_tables_of_a_full_one(spark, nights, table):
+    out, full, _ = nights
+    assert _table_rows(spark, out, table) == _table_rows(spark, full, table)
+
+
+def test_the_incremental_audit_continued_the_unchanged_histories_and_replayed_the_retained_one(spark, nights):
+    out, full, continued = nights
+    summary = json.loads(Path(out, "summary.json").read_text())
+    histories = spark.read.parquet(os.path.join(full, "partition_state")).count()
+    # every history but clean-0, whose first segment retention deleted, continued from the state
+    assert summary["incremental"]["continued_histories"] == histories - 1
+    assert continued.verdicts == json.loads(Path(full, "summary.json").read_text())["verdicts"]
