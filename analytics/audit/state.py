@@ -11,7 +11,8 @@ aggregate taken over the history as one range. An audit writes it:
 - ``partition_state``, per (log_dir, topic, partition): the batches audited (``batches``, their
   highest base offset ``end_offset`` and a fingerprint of their identities and checksums,
   ``fingerprint_a`` and ``fingerprint_b``), the ``log_start_offset`` the audit used, and the
-  :func:`~analytics.audit.carry.partition_ranges` of the valid and the corrupt batches.
+  :func:`~analytics.audit.carry.partition_ranges` of the valid and the corrupt batches (``valid``,
+  ``corrupt``), aggregated from the batches alone.
 
 An incremental audit (:mod:`analytics.audit.increment`) replays a history's new batches after this
 state as if it were one range before them (``PRIOR_RANGE``), once the fingerprint proves the
@@ -23,7 +24,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analytics.audit.carry import PRIOR_RANGE, PRODUCER, partition_ranges, producer_ranges, running_ranges
+from analytics.audit.carry import PRIOR_RANGE, PRODUCER, producer_ranges, running_ranges
 from analytics.audit.ranges import HISTORY, RANGE
 from analytics.contract.vocabulary import HISTORY_KEY
 
@@ -52,12 +53,12 @@ def left_by(replayed: DataFrame, histories: DataFrame, files: DataFrame, batches
             starts: DataFrame | None) -> tuple[DataFrame, DataFrame]:
     """``(producer_state, partition_state)`` of the ``replayed`` rows (the replay's facts, counted
     from each history's start). ``histories``: ``(history, log_dir, topic, partition)``; ``files``:
-    ``(file, history)``, to fingerprint ``batches``; ``starts``: ``(history, log_start_offset)``."""
+    ``(file, history)``, to aggregate ``batches`` per history (one scan, no replay);
+    ``starts``: ``(history, log_start_offset)``."""
     producers = (producer_ranges(replayed, by=(HISTORY,))
                  .join(running_ranges(replayed, by=(HISTORY,)), on=[HISTORY, PRODUCER], how="inner"))
-    spans = partition_ranges(replayed, by=(HISTORY,))
-    prints = batches.join(files, on="file", how="inner").groupBy(HISTORY).agg(*fingerprint())
-    partitions = prints.join(_spans_wide(spans), on=HISTORY, how="left")
+    partitions = batches.join(files, on="file", how="inner").groupBy(HISTORY).agg(
+        *fingerprint(), _spans(F.col("crc_valid")).alias("valid"), _spans(~F.col("crc_valid")).alias("corrupt"))
     if starts is None:
         partitions = partitions.withColumn("log_start_offset", F.lit(None).cast("long"))
     else:
@@ -67,13 +68,15 @@ def left_by(replayed: DataFrame, histories: DataFrame, files: DataFrame, batches
             partitions.join(keyed, on=HISTORY).select(*HISTORY_KEY, *(c for c in partitions.columns if c != HISTORY)))
 
 
-def _spans_wide(spans: DataFrame) -> DataFrame:
-    """One row per history: the spans of its valid batches (``valid``) and of its corrupt ones."""
-    span = F.struct(*SPANS)
-    return spans.groupBy(HISTORY).agg(
-        F.max(F.when(F.col("crc_valid"), span)).alias("valid"),
-        F.max(F.when(~F.col("crc_valid"), span)).alias("corrupt"),
+def _spans(among: Column) -> Column:
+    """:func:`~analytics.audit.carry.partition_ranges` of the batches ``among`` selects, as one struct
+    (null when there are none)."""
+    span = F.struct(
+        F.sum(F.when(among, F.col("last_offset") - F.col("base_offset") + 1)).alias("span"),
+        F.max(F.when(among, F.col("last_offset"))).alias("top"),
+        F.min(F.when(among, F.col("base_offset"))).alias("low"),
     )
+    return F.when(F.count(F.when(among, F.lit(1))) > 0, span)
 
 
 def _producer_columns(producers: DataFrame) -> DataFrame:
