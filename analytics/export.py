@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analytics import reuse
 from analytics.contract import EXPORT, SIDECAR_TABLES
 from analytics.contract import schemas as schema
 from analytics.errors import InputError
@@ -63,8 +64,13 @@ def export(
     records: bool = False,
     input_format: str = "segments",
     progress: Callable[[str], None] | None = None,
+    continue_from: str | None = None,
 ) -> ExportResult:
-    """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written."""
+    """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written.
+
+    ``continue_from``: the OUT holding an export to continue (``out`` itself, or the published OUT
+    of a run staged elsewhere): only the segment files new or changed since are read, the others'
+    rows kept (:mod:`analytics.reuse`); the tables are a full export's."""
     from analytics.spark.plan import file_errors, segment_files
     from analytics.spark.session import default_parallelism
     from analytics.spark.tasks import SegmentExportTask, SidecarExportTask, write_rows
@@ -77,10 +83,19 @@ def export(
     total_bytes = sum(f.size for f in files)
     say = progress or (lambda _msg: None)
     min_tasks = 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
+    prints = reuse.fingerprints(files) if input_format == "segments" else {}
+    previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
+    kept = _kept(previous, prints, files)
     with publication(out, EXPORT) as run:
         staging = run.path()
         errors = run.path("_parts", "parse_errors")
-        say(f"exporting {len(files)} files, {total_bytes / 1e6:,.1f} MB, to {run.store.path()}")
+        read = [f for f in files if f.path not in kept]
+        if previous is None:
+            say(f"exporting {len(files)} files, {total_bytes / 1e6:,.1f} MB, to {run.store.path()}")
+        else:
+            say(f"exporting {len(read)} new or changed files of {len(files)}, "
+                f"{sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
+                f"{reuse.link_parts(continue_from, staging, kept)} Parquet files kept")
 
         def writing_read(table: str):
             """A read of one of the data source's tables that write: tables to staging, errors to _parts."""
@@ -90,9 +105,13 @@ def export(
         if input_format == "segments":
             write_rows(errors, "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
         # One pass over the segments: tasks write batches (and records) as Parquet, one segments row per file.
-        segments = writing_read(SegmentExportTask.table).option("records", records).option("minTasks", min_tasks)
-        with _Progress(errors, files, say):
+        segments = (writing_read(SegmentExportTask.table).option("records", records).option("minTasks", min_tasks)
+                    .option("skipFiles", json.dumps(sorted(kept))))
+        with _Progress(errors, read, say):
             segments.load().repartition(1).write.parquet(run.path("segments"))
+        if kept:
+            pq.write_table(reuse.kept_rows(continue_from, "segments", kept, schema.SEGMENTS),
+                           run.path("segments", "part-kept.parquet"))
         for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
             if wanted and not os.path.isdir(run.path(table)):  # no rows at all: still a table
                 _write_small(run.path(table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
@@ -103,7 +122,10 @@ def export(
             if not os.path.isdir(run.path(table)):
                 _write_small(run.path(table), schema.READ_SCHEMAS[table].empty_table())
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
-        _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
+        parse_errors = _read_parts(errors, schema.PARSE_ERRORS)
+        if kept:
+            parse_errors = pa.concat_tables([parse_errors, reuse.kept_rows(continue_from, "parse_errors", kept, schema.PARSE_ERRORS)])
+        _write_small(run.path("parse_errors"), parse_errors)
         checkpoints = _read_parts(run.path("checkpoints"), schema.CHECKPOINTS)
         starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], LOG_START_OFFSET))
         _write_small(run.path("log_start_offsets"), pa.table(
@@ -117,10 +139,46 @@ def export(
             "files": len(files),
             "input_bytes": total_bytes,
             "rows": rows,
+            "segment_files": prints,
+            "incremental": None if previous is None else {"continued_export": previous["run_id"],
+                                                          "files_read": len(read), "files_kept": len(kept)},
         })
     seconds = time.monotonic() - started
     say(f"exported {len(files)} files ({total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
     return ExportResult(run.store.path(), run.run_id, len(files), total_bytes, rows, seconds)
+
+
+def _previous(out: str, paths: list[str], input_format: str, records: bool, say) -> dict | None:
+    """The manifest of the export in ``out`` an incremental export continues: one of the same inputs,
+    format and records, with fingerprints, in a local folder (else None, and ``say`` says why)."""
+    from analytics.errors import StageMissing
+    from analytics.publish import read_manifest
+
+    if not reuse.can_link(out):
+        say("an incremental export keeps files by hard links: OUT is not local, so every file is read")
+        return None
+    try:
+        manifest = read_manifest(out, EXPORT)
+    except StageMissing:
+        say("no complete export in OUT to continue: every file is read")
+        return None
+    same = (manifest.get("inputs"), manifest.get("input_format"), manifest.get("records")) == (paths, input_format, records)
+    if not same or not manifest.get("segment_files"):
+        say("the export in OUT was made from other inputs or options: every file is read")
+        return None
+    return manifest
+
+
+def _kept(previous: dict | None, prints: dict[str, dict], files: list[FileTask]) -> dict[str, str]:
+    """The unchanged files to keep, less any whose Parquet name a file read now would take."""
+    kept = reuse.unchanged(previous, prints)
+    while True:
+        taken = {f.output_name for f in files if f.path not in kept}
+        clash = [path for path, name in kept.items() if name in taken]
+        if not clash:
+            return kept
+        for path in clash:
+            del kept[path]
 
 
 def _read_parts(folder: str, target: pa.Schema) -> pa.Table:

@@ -48,11 +48,17 @@ def require(out: str, *stages: str) -> dict:
 
 
 def export(spark, paths: list[str], out: str, *, records: bool = False, input_format: str = "segments",
-           progress: Progress | None = None) -> ExportResult:
-    """Kafka log dirs, partition folders or files (or ``kafka-dump-log.sh`` text) to the export tables."""
+           progress: Progress | None = None, incremental: bool = False, continue_from: str | None = None
+           ) -> ExportResult:
+    """Kafka log dirs, partition folders or files (or ``kafka-dump-log.sh`` text) to the export tables.
+    ``incremental``: read only the segment files new or changed since the export in ``out``
+    (``continue_from``: the export in that OUT instead)."""
     from analytics.export import export as export_stage
 
-    return export_stage(spark, paths, out, records=records, input_format=input_format, progress=progress)
+    if incremental and continue_from is None:
+        continue_from = out
+    return export_stage(spark, paths, out, records=records, input_format=input_format, progress=progress,
+                        continue_from=continue_from)
 
 
 def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
@@ -141,7 +147,7 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     """The main job: export (with records), audit, validate and report, in one Spark application,
     published as one unit (:func:`analytics.publish.unit`): until all four are done, ``OUT`` keeps
     its previous complete set. The history and the Prometheus file get this run once it is published.
-    ``incremental``: the audit continues the one in ``OUT`` (:func:`audit`)."""
+    ``incremental``: the export and the audit continue the ones in ``OUT`` (:func:`export`, :func:`audit`)."""
     from pyspark.sql import functions as F
 
     from analytics.audit.job import audit as audit_stage
@@ -150,7 +156,8 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     say = progress or _quiet
     started = time.monotonic()
     with unit(out) as staged:
-        exported = export(spark, paths, staged.out, records=records, input_format=input_format, progress=say)
+        exported = export(spark, paths, staged.out, records=records, input_format=input_format, progress=say,
+                          continue_from=out if incremental else None)
         say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
         audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)
         metrics = _metrics(spark, staged.out, audited)

@@ -83,7 +83,7 @@ def test_a_history_replayed_in_parts_gets_the_verdicts_and_state_of_one_replay(s
 
 
 # -- the audit command's --incremental: the tables of a full audit --------------------------------
-COMPARED_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
+COMPARED_TABLES = ("batches", "records", "segments", "parse_errors", "batch_verdicts", "record_duplicates", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
                    "producer_state", "partition_state")
 
 
@@ -100,8 +100,8 @@ def _segments(partition: Path) -> list[Path]:
 def nights(spark, tmp_path_factory):
     """The sample's log dir on two nights: the first without each partition's last segment (one
     partition's cut inside it instead, at a batch boundary); the second whole, but retention has
-    deleted clean-0's first segment. OUT holds an audit of the first night, then the second night
-    audited incrementally; FULL the second night audited whole."""
+    deleted clean-0's first segment. OUT holds an export and audit of the first night, then the
+    second night exported and audited incrementally; FULL the second night exported and audited whole."""
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
@@ -120,28 +120,35 @@ def nights(spark, tmp_path_factory):
             segments[-1].unlink()
     config = load_config(REPO / "data" / "mixed.truth" / "audit.toml")
     out, full = str(root / "out"), str(root / "full")
-    export(spark, [str(logs)], out)
+    export(spark, [str(logs)], out, records=True)
     audit(spark, out, config)
     for path, data in kept.items():
         path.write_bytes(data)
     _segments(logs / "clean-0")[0].unlink()
-    export(spark, [str(logs)], out)
+    export(spark, [str(logs)], out, records=True, continue_from=out)
     continued = audit(spark, out, config, continue_from=out)
-    export(spark, [str(logs)], full)
+    export(spark, [str(logs)], full, records=True)
     audit(spark, full, config)
-    return out, full, continued
+    return out, full, continued, len(kept)
 
 
 @pytest.mark.parametrize("table", COMPARED_TABLES)
 def test_an_incremental_audit_writes_the_tables_of_a_full_one(spark, nights, table):
-    out, full, _ = nights
+    out, full, *_ = nights
     assert _table_rows(spark, out, table) == _table_rows(spark, full, table)
 
 
 def test_the_incremental_audit_continued_the_unchanged_histories_and_replayed_the_retained_one(spark, nights):
-    out, full, continued = nights
+    out, full, continued, _ = nights
     summary = json.loads(Path(out, "summary.json").read_text())
     histories = spark.read.parquet(os.path.join(full, "partition_state")).count()
     # every history but clean-0, whose first segment retention deleted, continued from the state
     assert summary["incremental"]["continued_histories"] == histories - 1
     assert continued.verdicts == json.loads(Path(full, "summary.json").read_text())["verdicts"]
+
+
+def test_the_incremental_export_read_only_the_new_and_grown_segments(nights):
+    out, _, _, grown_or_new = nights
+    manifest = json.loads(Path(out, "_export.json").read_text())
+    assert manifest["incremental"]["files_read"] == grown_or_new
+    assert manifest["incremental"]["files_kept"] == manifest["files"] - grown_or_new

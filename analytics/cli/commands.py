@@ -89,7 +89,7 @@ def export(args) -> int:
 
     _inputs_exist(args.logdirs)
     result = pipeline.export(spark_session(args), args.logdirs, args.out, records=args.records,
-                             input_format=args.input_format, progress=progress)
+                             input_format=args.input_format, progress=progress, incremental=args.incremental)
     print(render_table(["table", "rows"], sorted(result.rows.items())))
     return EXIT_OK
 

@@ -44,6 +44,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dir, partition folder or .log file")
     p.add_argument("--out", required=True, metavar="OUT", help="folder for the tables (replaced atomically)")
     p.add_argument("--records", action="store_true", help="also export one row per record")
+    p.add_argument("--incremental", action="store_true",
+                   help="read only the segment files new or changed since the export in OUT; keep the others' rows")
     p.add_argument("--input-format", choices=["segments", "dump-log"], default="segments")
     add_spark_options(p)
     p.set_defaults(run=commands.export)

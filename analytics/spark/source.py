@@ -41,7 +41,7 @@ from analytics.spark.files import FileGroup, group_files
 if TYPE_CHECKING:
     from analytics.spark.tasks import Task
 
-WRITE_OPTIONS = ("tablesOut", "errorsOut", "records")  # options of the tables that write only
+WRITE_OPTIONS = ("tablesOut", "errorsOut", "records", "skipFiles")  # options of the tables that write only
 DEFAULT_TASK_BYTES = 128 * 1024 * 1024
 DEFAULT_MIN_TASKS = 2
 
@@ -89,7 +89,8 @@ def task_for(options: Mapping[str, str]) -> Task:
         records = options.get("records", "false").lower()
         if records not in ("true", "false"):
             raise ValueError(f"records must be true or false, not {records!r}")
-        return SegmentExportTask(tables_out, errors_out, decoder, records=records == "true")
+        skip = frozenset(json.loads(options.get("skipFiles", "[]")))  # kept from the previous export
+        return SegmentExportTask(tables_out, errors_out, decoder, records=records == "true", skip=skip)
     return SidecarExportTask(tables_out, errors_out)
 
 

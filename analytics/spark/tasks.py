@@ -124,6 +124,7 @@ class SegmentExportTask:
     errors_out: str
     decoder: Decoder = BinarySegments()
     records: bool = False
+    skip: frozenset = frozenset()  # files not to read (an incremental export keeps their tables)
     table: ClassVar[str] = "export-segments"
     schema: ClassVar[pa.Schema] = SEGMENTS
 
@@ -133,7 +134,7 @@ class SegmentExportTask:
         return f"segment-{file.output_name}.parquet"
 
     def plan(self, paths: list[str]) -> list[FileTask]:
-        return self.decoder.plan(paths)
+        return [f for f in self.decoder.plan(paths) if f.path not in self.skip]
 
     def read(self, file: FileTask) -> Iterator[pa.RecordBatch]:
         decoded = self.decoder.decode(file, records=self.records)

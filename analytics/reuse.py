@@ -1,0 +1,83 @@
+"""What an incremental export keeps from the previous one: the tables of the segment files that did
+not change since.
+
+Every export records each segment file's fingerprint in ``_export.json`` (``segment_files``: its
+size, a CRC-32 of its first and last ``EDGE_BYTES`` bytes, and the name its tables' Parquet files
+carry). An incremental export reads only the files whose fingerprint is new or different: new
+segments, the active segment that grew, a segment the cleaner rewrote; a segment retention deleted
+is simply not listed any more. The kept files' Parquet files (``batches``, ``records``: one per
+file and topic) are linked into the new export, their ``segments`` and ``parse_errors`` rows copied:
+the tables are those a full export writes, row for row.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analytics.kafka.fs import is_remote, open_file
+
+# A segment grows at its end and the cleaner rewrites it whole: its size and both edges tell.
+EDGE_BYTES = 64 * 1024
+FINGERPRINT_THREADS = 16
+PER_FILE_TABLES = ("batches", "records")  # one Parquet file per segment file (and topic)
+
+
+def fingerprint(path: str) -> tuple[int, int]:
+    """(size, CRC-32 of the first and last ``EDGE_BYTES``) of a file."""
+    with open_file(path) as f:
+        head = f.read_at(0, min(f.size, EDGE_BYTES))
+        tail = f.read_at(max(0, f.size - EDGE_BYTES), min(f.size, EDGE_BYTES))
+        return f.size, zlib.crc32(tail, zlib.crc32(head))
+
+
+def fingerprints(files) -> dict[str, dict]:
+    """``segment_files`` of a manifest for ``files`` (:class:`~analytics.spark.files.FileTask`)."""
+    with ThreadPoolExecutor(FINGERPRINT_THREADS) as pool:
+        prints = list(pool.map(lambda f: fingerprint(f.path), files))
+    return {f.path: {"size": size, "crc": crc, "name": f.output_name} for f, (size, crc) in zip(files, prints)}
+
+
+def unchanged(previous: dict | None, current: dict[str, dict]) -> dict[str, str]:
+    """The files whose fingerprint the previous manifest has too: path -> their Parquet name there."""
+    before = (previous or {}).get("segment_files") or {}
+    return {path: before[path]["name"] for path, now in current.items()
+            if path in before and (before[path]["size"], before[path]["crc"]) == (now["size"], now["crc"])}
+
+
+def can_link(out: str) -> bool:
+    """Kept files are hard-linked: OUT must be a local folder."""
+    return not is_remote(out)
+
+
+def link_parts(previous_out: str, staging: str, kept: dict[str, str]) -> int:
+    """Links the kept files' Parquet files of the per-file tables into ``staging``; returns how many."""
+    names = {f"part-{name}.parquet" for name in kept.values()}
+    linked = 0
+    for table in PER_FILE_TABLES:
+        root = Path(previous_out, table)
+        if not root.is_dir():
+            continue
+        for part in root.rglob("part-*.parquet"):
+            if part.name in names:
+                target = Path(staging, table, part.relative_to(root))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(part, target)
+                linked += 1
+    return linked
+
+
+def kept_rows(previous_out: str, table: str, kept: dict[str, str], schema: pa.Schema) -> pa.Table:
+    """The previous export's rows of ``table`` whose ``file`` is a kept one."""
+    folder = Path(previous_out, table)
+    files = sorted(f for f in folder.rglob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
+    if not files or not kept:
+        return schema.empty_table()
+    rows = pa.concat_tables([pq.read_table(f, schema=schema) for f in files])
+    return rows.filter(pc.is_in(rows["file"], value_set=pa.array(sorted(kept))))
