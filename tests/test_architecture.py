@@ -15,7 +15,7 @@ PACKAGES = ("analytics", "expectations", "jobs")
 LAYERS = (
     ("analytics.contract",),
     ("analytics.errors", "analytics.kafka"),
-    ("analytics.replay", "analytics.publish", "analytics.spark"),
+    ("analytics.replay", "analytics.publish", "analytics.reuse", "analytics.spark"),
     ("analytics.generate",),
     ("analytics.audit", "analytics.export", "analytics.inventory"),
     ("expectations",),

@@ -148,3 +148,34 @@ def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig
     line = one_line(err)
     assert "interrupted" in line and command in line and "previous complete run" in line
     assert snapshot(one_audit) == before
+
+
+def _verdict_rows(out: str) -> list:
+    table = pq.read_table(os.path.join(out, "batch_verdicts"))
+    return sorted(table.select(sorted(table.column_names)).to_pylist(), key=repr)
+
+
+def test_a_killed_incremental_run_leaves_the_previous_run_and_the_next_one_continues(audited, one_audit):
+    """SIGINT once the incremental audit has started staging: exit 130 and OUT as it was; the next
+    incremental run continues the same previous audit, every partition from its state."""
+    g, _ = audited["clean"]
+    args = [sys.executable, "-m", "analytics", "run", str(g.log_dir), "--out", one_audit,
+            "--config", str(g.truth_dir / "audit.toml"), "--incremental", "--no-history"]
+    before, verdicts = snapshot(one_audit), _verdict_rows(one_audit)
+    previous = json.loads(Path(one_audit, "_audit.json").read_text())["run_id"]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 180
+    while not list(Path(one_audit).glob(".staging-run-*/.staging-audit-*")):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert snapshot(one_audit) == before
+    done = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    incremental = json.loads(Path(one_audit, "summary.json").read_text())["incremental"]
+    partitions = pq.read_table(os.path.join(one_audit, "partition_state")).num_rows
+    assert incremental == {"continued_audit": previous, "continued_histories": partitions}
+    assert _verdict_rows(one_audit) == verdicts
