@@ -33,7 +33,7 @@ def _state(df, key) -> dict:
 
 @given(st.lists(st.integers(0, 10**6), min_size=12, max_size=12).flatmap(
     lambda seeds: st.tuples(*[history(f"t{i}") for i in range(len(seeds))])), st.data())
-@settings(max_examples=3, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate), suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+@settings(max_examples=2, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate), suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                                                  HealthCheck.data_too_large])
 def test_a_history_replayed_in_parts_gets_the_verdicts_and_state_of_one_replay(spark, histories, data):
     rows = [r for h in histories for r in h]
