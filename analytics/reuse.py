@@ -73,6 +73,21 @@ def link_parts(previous_out: str, staging: str, kept: dict[str, str]) -> int:
     return linked
 
 
+def link_tree(source: str, target: str) -> int:
+    """Links every Parquet file of the table folder ``source`` into ``target`` (same relative paths,
+    e.g. ``topic=t/part-....parquet``; hidden and ``_`` entries left out); returns how many."""
+    linked = 0
+    for part in Path(source).rglob("*.parquet"):
+        relative = part.relative_to(source)
+        if any(p.startswith((".", "_")) for p in relative.parts):
+            continue
+        destination = Path(target, relative)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        os.link(part, destination)
+        linked += 1
+    return linked
+
+
 def kept_rows(previous_out: str, table: str, kept: dict[str, str], schema: pa.Schema) -> pa.Table:
     """The previous export's rows of ``table`` whose ``file`` is a kept one."""
     folder = Path(previous_out, table)

@@ -17,6 +17,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 
+from analytics import reuse
 from analytics.audit import tables
 from analytics.audit.config import AuditConfig
 from analytics.contract import (
@@ -77,6 +78,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             return read_table(spark, run.path(name), run.store.size(f"{run.staging}/{name}"))
 
         held: list = []  # what the replay persisted for its result, released once it is written
+        linked = False
         if previous is None:
             replayed = replay(batches, config, log_starts, held)
             verdicts, producers, partitions = replayed.verdicts, replayed.producer_state, replayed.partition_state
@@ -84,13 +86,23 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         else:
             step = increment(batches, log_starts, previous)
             replayed = replay(step.batches, config, log_starts, held, step.prior)
-            verdicts = replayed.verdicts.unionByName(step.prior.earlier.select(*replayed.verdicts.columns))
             producers = merged(step.prior.producer_state, replayed.producer_state, "producer_state")
             partitions = merged(step.prior.partition_state, replayed.partition_state, "partition_state")
             continued = step.continued.count()
+            # every audited history continues: its verdict files are kept as they are (hard links)
+            linked = continued == previous.partition_state.count() and reuse.can_link(continue_from)
+            verdicts = replayed.verdicts if linked else replayed.verdicts.unionByName(
+                step.prior.earlier.select(*replayed.verdicts.columns))
+
+        def write_verdicts():
+            written = write("batch_verdicts", verdicts, lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic"))
+            if not linked:
+                return written
+            reuse.link_tree(Store(continue_from).path("batch_verdicts"), run.path("batch_verdicts"))
+            return read_table(spark, run.path("batch_verdicts"), run.store.size(f"{run.staging}/batch_verdicts"))
+
         replay_tables = {
-            "batch_verdicts": lambda: write("batch_verdicts", verdicts,
-                                            lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic")),
+            "batch_verdicts": write_verdicts,
             "producer_state": lambda: write("producer_state", producers),
             "partition_state": lambda: write("partition_state", partitions),
         }
