@@ -98,10 +98,13 @@ def _segments(partition: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def nights(spark, tmp_path_factory):
-    """The sample's log dir on two nights: the first without each partition's last segment (one
-    partition's cut inside it instead, at a batch boundary); the second whole, but retention has
-    deleted clean-0's first segment. OUT holds an export and audit of the first night, then the
-    second night exported and audited incrementally; FULL the second night exported and audited whole."""
+    """The sample's log dir on three nights: the first without each partition's last segment (one
+    partition's cut inside it instead, at a batch boundary); the second whole (new segments and a
+    grown one: every partition continues); on the third, retention has deleted clean-0's first
+    segment. OUT is exported and audited on the first night, then incrementally on the next two;
+    each night's tables are compared with the night exported and audited whole. Returns
+    ``{night: (tables of OUT, tables of the full run, OUT's export manifest, OUT's summary)}`` and
+    the count of files night 2 changed."""
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
@@ -119,36 +122,46 @@ def nights(spark, tmp_path_factory):
             kept[segments[-1]] = segments[-1].read_bytes()
             segments[-1].unlink()
     config = load_config(REPO / "data" / "mixed.truth" / "audit.toml")
-    out, full = str(root / "out"), str(root / "full")
+    out = str(root / "out")
     export(spark, [str(logs)], out, records=True)
     audit(spark, out, config)
-    for path, data in kept.items():
-        path.write_bytes(data)
-    _segments(logs / "clean-0")[0].unlink()
-    export(spark, [str(logs)], out, records=True, continue_from=out)
-    continued = audit(spark, out, config, continue_from=out)
-    export(spark, [str(logs)], full, records=True)
-    audit(spark, full, config)
-    return out, full, continued, len(kept)
+    seen = {}
+    for night in (2, 3):
+        if night == 2:
+            for path, data in kept.items():
+                path.write_bytes(data)
+        else:
+            _segments(logs / "clean-0")[0].unlink()
+        full = str(root / f"full-{night}")
+        export(spark, [str(logs)], out, records=True, continue_from=out)
+        audit(spark, out, config, continue_from=out)
+        export(spark, [str(logs)], full, records=True)
+        audit(spark, full, config)
+        seen[night] = ({t: _table_rows(spark, out, t) for t in COMPARED_TABLES},
+                       {t: _table_rows(spark, full, t) for t in COMPARED_TABLES},
+                       json.loads(Path(out, "_export.json").read_text()),
+                       json.loads(Path(out, "summary.json").read_text()))
+    return seen, len(kept)
 
 
+@pytest.mark.parametrize("night", [2, 3])
 @pytest.mark.parametrize("table", COMPARED_TABLES)
-def test_an_incremental_audit_writes_the_tables_of_a_full_one(spark, nights, table):
-    out, full, *_ = nights
-    assert _table_rows(spark, out, table) == _table_rows(spark, full, table)
+def test_an_incremental_audit_writes_the_tables_of_a_full_one(nights, table, night):
+    got, want, _, _ = nights[0][night]
+    assert got[table] == want[table]
 
 
-def test_the_incremental_audit_continued_the_unchanged_histories_and_replayed_the_retained_one(spark, nights):
-    out, full, continued, _ = nights
-    summary = json.loads(Path(out, "summary.json").read_text())
-    histories = spark.read.parquet(os.path.join(full, "partition_state")).count()
-    # every history but clean-0, whose first segment retention deleted, continued from the state
-    assert summary["incremental"]["continued_histories"] == histories - 1
-    assert continued.verdicts == json.loads(Path(full, "summary.json").read_text())["verdicts"]
+def test_every_partition_continued_after_appends_and_all_but_the_retained_one_after_retention(nights):
+    seen, _ = nights
+    histories = len(seen[2][1]["partition_state"])
+    assert seen[2][3]["incremental"]["continued_histories"] == histories
+    # clean-0, whose first segment retention deleted, is replayed whole
+    assert seen[3][3]["incremental"]["continued_histories"] == histories - 1
 
 
 def test_the_incremental_export_read_only_the_new_and_grown_segments(nights):
-    out, _, _, grown_or_new = nights
-    manifest = json.loads(Path(out, "_export.json").read_text())
+    seen, grown_or_new = nights
+    manifest = seen[2][2]
     assert manifest["incremental"]["files_read"] == grown_or_new
     assert manifest["incremental"]["files_kept"] == manifest["files"] - grown_or_new
+    assert seen[3][2]["incremental"]["files_read"] == 0  # retention only removed a file

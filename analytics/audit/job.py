@@ -95,11 +95,11 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                 step.prior.earlier.select(*replayed.verdicts.columns))
 
         def write_verdicts():
-            written = write("batch_verdicts", verdicts, lambda w: plain_columns(w, UNIQUE_COLUMNS).partitionBy("topic"))
-            if not linked:
-                return written
-            reuse.link_tree(Store(continue_from).path("batch_verdicts"), run.path("batch_verdicts"))
-            return read_table(spark, run.path("batch_verdicts"), run.store.size(f"{run.staging}/batch_verdicts"))
+            path = run.path("batch_verdicts")
+            plain_columns(conform(verdicts, "batch_verdicts").write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
+            if linked:  # the new rows (perhaps none) beside the previous files
+                reuse.link_tree(Store(continue_from).path("batch_verdicts"), path)
+            return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"))
 
         replay_tables = {
             "batch_verdicts": write_verdicts,
