@@ -86,6 +86,8 @@ def export(
     prints = reuse.fingerprints(files) if input_format == "segments" else {}
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
     kept = _kept(previous, prints, files)
+    for path, name in kept.items():  # a kept file's Parquet files keep the name they were written with
+        prints[path]["name"] = name
     with publication(out, EXPORT) as run:
         staging = run.path()
         errors = run.path("_parts", "parse_errors")
