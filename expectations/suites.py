@@ -1,4 +1,4 @@
-"""The five Great Expectations suites, declared as data.
+"""The Great Expectations suites (five, and ``replica_consistency`` when a partition has replicas), declared as data.
 
 Every check is an ``UnexpectedRowsExpectation``: a Spark SQL query over the audit tables that
 returns the offending rows (topic, partition, offset, producer, verdict, explanation), so a
@@ -23,6 +23,7 @@ from analytics.contract import (
     INVALID_LENGTH,
     RECORD_DECODE,
     SEQ_SPACE,
+    SEV_VIOLATION,
     TRUNCATED,
     UNKNOWN_MAGIC,
 )
@@ -41,6 +42,7 @@ SUITE_TABLES = {
     "contiguous_sequences": "anomalies",
     "eviction_gaps": "anomalies",
     "transactions": "transactions",
+    "replica_consistency": "replica_divergence",
 }
 
 
@@ -71,7 +73,7 @@ class ValidationConfig:
 
 def check_ids() -> list[str]:
     """The id of every check any audit can have (those on records included)."""
-    return sorted(c.id for checks in suites(AuditConfig(), has_records=True).values() for c in checks)
+    return sorted(c.id for checks in suites(AuditConfig(), has_records=True, has_replicas=True).values() for c in checks)
 
 
 def unknown_check_ids(validation: ValidationConfig, known: list[str]) -> str | None:
@@ -114,8 +116,9 @@ def _same_history(a: str, b: str) -> str:
             f"AND {b}.`partition` = {a}.`partition` AND {b}.producer_id = {a}.producer_id")
 
 
-def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
-    """The suites for one audit configuration (the explanation checks restate its thresholds)."""
+def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False) -> dict[str, list[Check]]:
+    """The suites for one audit configuration (the explanation checks restate its thresholds);
+    ``replica_consistency`` when some partition was exported from several log dirs."""
     missing = f"pmod(CAST(base_sequence AS BIGINT) - expected_sequence, {SEQ_SPACE})"
     profile = config.broker_profile
     # Before KIP-360 (2.5) a broker that had forgotten a producer took only sequence 0 from it.
@@ -137,7 +140,7 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
             "no_duplicate_record", "record_duplicates",
             "SELECT topic, `partition`, offset, producer_id, first_offset, first_producer_id, dedup_key FROM {batch}",
             f"No record repeats an earlier record's dedup key ({config.dedup_key}) in its partition."))
-    return {
+    declared = {
         "segment_integrity": [
             Check("no_crc_failure", "batch_verdicts",
                   f"SELECT {BATCH_COLUMNS}, file, file_position FROM {{batch}} WHERE NOT crc_valid",
@@ -225,6 +228,16 @@ def suites(config: AuditConfig, *, has_records: bool) -> dict[str, list[Check]]:
                   "No COMMIT or ABORT marker the leader would have fenced."),
         ],
     }
+    if has_replicas:
+        columns = ("topic, `partition`, log_dir, other_log_dir, kind, first_offset, last_offset, leader_epoch, "
+                   "other_leader_epoch, batches, records")
+        declared["replica_consistency"] = [
+            Check("no_replica_divergence", "replica_divergence",
+                  f"SELECT {columns} FROM {{batch}} WHERE severity = '{SEV_VIOLATION}'",
+                  "Every replica of a partition holds the same batches in the range they all hold, and no replica "
+                  "keeps a tail its peers' newer leader epoch cut off (a follower only behind is no failure)."),
+        ]
+    return declared
 
 
 def with_allowance(check: Check, allowed: int, suite_table: str) -> str:

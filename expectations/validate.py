@@ -34,7 +34,8 @@ from analytics.publish import Store, publication, read_manifest
 from analytics.spark.tables import read_table
 from expectations.suites import SUITE_TABLES, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
 
-VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates")
+VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates",
+         "replica_divergence")
 SAMPLE_ROWS = 20  # offending rows kept per check in results.json (GX keeps up to 200 in Data Docs)
 
 
@@ -75,7 +76,8 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     config = config_from_mapping(summary["configuration"])
     validation = validation or ValidationConfig()
     present = [name for name in VIEWS if store.is_dir(name)]
-    declared = suites(config, has_records="record_duplicates" in present)
+    declared = suites(config, has_records="record_duplicates" in present,
+                      has_replicas=bool(summary.get("replicated_partitions")) and "replica_divergence" in present)
     why = unknown_check_ids(validation, check_ids())
     if why is None and (why := unknown_check_ids(validation, [c.id for cs in declared.values() for c in cs])):
         why += " (a check on records: this audit's export has none; export with --records)"

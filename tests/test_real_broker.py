@@ -11,7 +11,9 @@ own topic (``broker_scenarios.py``). Set ``SEGAUDIT_REAL_BROKER_REPORT=FILE`` to
 from __future__ import annotations
 
 import os
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +21,14 @@ import pytest
 
 from tests import broker_scenarios as sc
 from tests.fault_proxy import FaultProxy
-from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, require_jars
+from tests.kafka_cluster import (
+    UNAVAILABLE,
+    VERSIONS,
+    JarsUnavailable,
+    KafkaCluster,
+    copy_log_dir,
+    kafka_jars,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -122,11 +131,7 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
     return facts, live
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
-def broker_run(request, tmp_path_factory) -> BrokerRun:
-    version = request.param
-    require_jars(version)
-    root = tmp_path_factory.mktemp(f"kafka-{version}")
+def _run(version: str, root: Path) -> BrokerRun:
     cluster = KafkaCluster(version, root / "cluster", config=sc.BROKER_CONFIG)
     proxy = FaultProxy(upstream_port=cluster.node(1).port).start()
     cluster.node(1).advertised_port = proxy.port  # every client goes through the proxy
@@ -137,6 +142,33 @@ def broker_run(request, tmp_path_factory) -> BrokerRun:
         cluster.close()
         proxy.close()
     return BrokerRun(version, facts, live, cluster.node(1).log_dir, _config(root / "audit.toml"))
+
+
+@pytest.fixture(scope="module")
+def broker_runs(tmp_path_factory) -> dict:
+    """Every release's broker driven through the scenarios at once: each mostly waits (on expiration,
+    retention, the cleaner, transaction timeouts), so together they take the time of one.
+    version -> BrokerRun, or the reason its jars could not be resolved."""
+    available, runs = [], {}
+    for version in VERSIONS:
+        try:
+            kafka_jars(version)
+            available.append(version)
+        except (JarsUnavailable, subprocess.TimeoutExpired) as e:
+            runs[version] = f"{UNAVAILABLE}: {e}"
+    with ThreadPoolExecutor(max_workers=max(len(available), 1)) as pool:
+        futures = {v: pool.submit(_run, v, tmp_path_factory.mktemp(f"kafka-{v}")) for v in available}
+        for version, future in futures.items():
+            runs[version] = future.result()
+    return runs
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def broker_run(request, broker_runs) -> BrokerRun:
+    run = broker_runs[request.param]
+    if isinstance(run, str):
+        pytest.skip(run)
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from analytics.audit.config import AuditConfig
 from analytics.contract import (
     AUDIT,
     EXPORT,
+    SEV_OK,
     SEVERITIES,
     SNAPSHOT_STATUSES,
     SUMMARY,
@@ -60,6 +61,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
     from pyspark.sql import functions as F
 
     from analytics.audit.increment import increment
+    from analytics.audit.replicas import replica_divergence
     from analytics.audit.rules import replay
     from analytics.audit.state import merged
     from analytics.spark.concurrent import concurrently
@@ -121,6 +123,8 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
         per_file = tables.per_file(written).localCheckpoint()  # small, read twice: one pass over the verdicts
         snapshots = spark.read.parquet(store.path("producer_snapshots"))
+        replicated, divergent = replica_divergence(spark, batches, spark.read.parquet(store.path("segments")),
+                                       spark.read.parquet(store.path("leader_epochs")), log_starts, config)
         derived = concurrently(spark, {
             "anomalies": lambda: write("anomalies", written.where(F.col("severity") != "ok")),
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
@@ -128,6 +132,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                 write("transactions", tables.transactions(written, config, export_time)), "status"),
             "snapshot_checks": lambda: _counts(
                 write("snapshot_checks", tables.snapshot_checks(written, per_file, snapshots)), "status"),
+            "replica_divergence": lambda: _counts(write("replica_divergence", divergent), "severity"),
             "counts": lambda: _verdict_and_severity_counts(written),
         })
         txns, checks = derived["transactions"], derived["snapshot_checks"]
@@ -142,6 +147,9 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "transactions": {s: txns.get(s, 0) for s in TXN_STATUSES},
             "record_duplicates": duplicates,
             "snapshot_checks": {s: checks.get(s, 0) for s in SNAPSHOT_STATUSES},
+            # topic-partitions exported from several log dirs, and their divergent offset ranges by severity
+            "replicated_partitions": replicated,
+            "replica_divergence": {s: derived["replica_divergence"].get(s, 0) for s in SEVERITIES if s != SEV_OK},
             # the values used: the profile as given, the expiration its default when not configured
             "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time,
                                                           "producer_id_expiration_ms": config.expiration_ms},

@@ -148,19 +148,22 @@ def snapshot_checks(v, per_file, snapshots):
 
 
 def record_duplicates(records, dedup_key: str):
-    """Every repeated occurrence (not the first) of a dedup key within a partition's data records."""
+    """Every repeated occurrence (not the first) of a dedup key within a partition's data records,
+    per log dir: the replicas of a partition are compared with each other by ``replica_divergence``,
+    not counted as copies. (Records exported before they named their ``file`` have no log dir.)"""
 
     if dedup_key == "key_value":
         key = F.concat_ws(":", F.coalesce(F.hex("key"), F.lit("null")), F.coalesce(F.col("value_hash").cast("string"), F.lit("null")))
     else:
         name = dedup_key[len("header:"):]
         key = F.hex(F.element_at(F.filter("headers", lambda h: h["key"] == F.lit(name)), 1)["value"])
-    data = records.where(~F.coalesce(F.col("is_control"), F.lit(False))).withColumn("dedup_key", key).where(F.col("dedup_key").isNotNull())
-    w = Window.partitionBy("topic", "partition", "dedup_key").orderBy("offset")
+    located = with_log_dir(records) if "file" in records.columns else records.withColumn("log_dir", F.lit(None).cast("string"))
+    data = located.where(~F.coalesce(F.col("is_control"), F.lit(False))).withColumn("dedup_key", key).where(F.col("dedup_key").isNotNull())
+    w = Window.partitionBy("log_dir", "topic", "partition", "dedup_key").orderBy("offset")
     ranked = data.withColumn("rank", F.row_number().over(w)).withColumn(
         "first_offset", F.first("offset").over(w)).withColumn("first_producer_id", F.first("producer_id").over(w))
     return ranked.where(F.col("rank") > 1).select(
-        "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id")
+        "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id", "log_dir")
 
 
 def transactions(v, config: AuditConfig, export_time: int):

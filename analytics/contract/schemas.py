@@ -81,6 +81,7 @@ RECORDS = pa.schema(
         ("value_hash", pa.int64()),
         ("headers", pa.list_(HEADER)),
         ("is_control", pa.bool_()),  # extension: a control batch's record
+        ("file", pa.string()),  # extension: the file of the record's batch (its log dir: replicas apart)
     ]
 )
 
@@ -147,6 +148,7 @@ LEADER_EPOCHS = pa.schema(
         ("partition", pa.int32()),
         ("leader_epoch", pa.int32()),
         ("start_offset", pa.int64()),
+        ("file", pa.string()),  # extension: the leader-epoch-checkpoint file (its log dir: the replica)
     ]
 )
 
@@ -305,6 +307,27 @@ RECORD_DUPLICATES = pa.schema(
         ("first_offset", pa.int64()),
         ("producer_id", pa.int64()),
         ("first_producer_id", pa.int64()),
+        ("log_dir", pa.string()),  # extension: copies are counted within one log dir (replica)
+    ]
+)
+
+REPLICA_DIVERGENCE = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("log_dir", pa.string()),  # the replica that holds the offsets (different_batch: the first of the pair)
+        ("other_log_dir", pa.string()),
+        ("kind", pa.string()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("leader_epoch", pa.int32()),  # the highest leader epoch that wrote the range in log_dir
+        ("other_leader_epoch", pa.int32()),  # ... in other_log_dir (its batches, else its epoch at first_offset)
+        ("severity", pa.string()),
+        ("batches", pa.int64()),  # extension: log_dir's batches in the range
+        ("records", pa.int64()),  # extension: their records
+        ("other_batches", pa.int64()),  # extension: other_log_dir's batches in the range (different_batch)
+        ("other_records", pa.int64()),  # extension: their records
+        ("explained_by", pa.string()),  # extension: compaction, for a missing range of a compacted topic
     ]
 )
 
@@ -328,6 +351,7 @@ OUT_SCHEMAS = {
     "producer_state": PRODUCER_STATE,
     "partition_state": PARTITION_STATE,
     "record_duplicates": RECORD_DUPLICATES,
+    "replica_divergence": REPLICA_DIVERGENCE,
 }
 # What the reader yields per table (``records`` with the raw value), for the tables it reads.
 READ_SCHEMAS = {**{name: OUT_SCHEMAS[name] for name in (

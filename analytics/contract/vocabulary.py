@@ -100,6 +100,19 @@ TXN_STATUS_OF_MARKER = {"COMMIT": COMMITTED, "ABORT": ABORTED}
 MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT = "match", "mismatch", "not_in_log", "not_in_snapshot"
 SNAPSHOT_STATUSES = (MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT)
 
+# -- replica_divergence.kind: one replica of a partition against another ------------------------------
+MISSING = "missing"  # offsets one replica holds inside the range both hold, in no batch of the other
+DIFFERENT_BATCH = "different_batch"  # the same offsets in batches that differ (bytes, producer, epoch, sequence)
+TRUNCATED_TAIL = "truncated_tail"  # offsets past the other replica's end: behind (info), or a tail its newer
+#                                    leader epoch cut off, which a broker truncates (violation)
+DIVERGENCE_KINDS = (MISSING, DIFFERENT_BATCH, TRUNCATED_TAIL)
+DIVERGENCE_MEANING = {
+    MISSING: "offsets inside the range both replicas hold, in no batch of the other replica",
+    DIFFERENT_BATCH: "the same offsets held in batches that differ: CRC, producer, epoch, sequence or leader epoch",
+    TRUNCATED_TAIL: "offsets past the other replica's end: a follower behind (info), or a tail written under an "
+                    "older leader epoch than the other replica's at that offset, which the broker truncates (violation)",
+}
+
 # -- parse_errors.error_kind --------------------------------------------------------------------
 # Kinds marked "stops the file" end the walk of a segment: after them the framing cannot be
 # trusted, so the rest of the file is one error.
@@ -124,7 +137,7 @@ STOPS_FILE = frozenset({TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC})
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
 EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES)
 AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
-                "record_duplicates", "producer_state", "partition_state")
+                "record_duplicates", "producer_state", "partition_state", "replica_divergence")
 # Every table a reader of OUT may query (``sql``, ``explain``): the stages' tables
 TABLES = (*EXPORT_TABLES, *AUDIT_TABLES)
 

@@ -130,6 +130,8 @@ class LeaderEpochEntry:
     partition: int
     leader_epoch: int
     start_offset: int
+    # the checkpoint file: its log dir tells the replicas of a partition apart (provenance: not compared)
+    file: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ def report_data(spark, out: str, history: str | None = None, *, shown_as: str | 
         "snapshot_checks": lambda: _snapshot_checks(spark, out, summary),
         "transactions": lambda: _transactions(spark, out, summary),
         "record_duplicates": lambda: _record_duplicates(spark, out, summary),
+        "replicas": lambda: _replicas(spark, out, summary),
         "history": lambda: _history(spark, history, pending) if history else [],
     })
     partitions = sections.pop("partitions")
@@ -272,9 +273,23 @@ def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
     path = Store(out).path("record_duplicates")
     if not Store(out).is_dir("record_duplicates"):
         return None
-    rows = spark.read.parquet(path).orderBy("topic", "partition", "offset").limit(MAX_DUPLICATES).collect()
+    rows = spark.read.parquet(path).orderBy("topic", "partition", "log_dir", "offset").limit(MAX_DUPLICATES).collect()
     return {"dedup_key": summary["configuration"].get("dedup_key"), "rows_total": summary.get("record_duplicates"),
             "rows": [r.asDict() | {"key_text": key_text(r["dedup_key"])} for r in rows]}
+
+
+def _replicas(spark, out: str, summary: dict) -> dict | None:
+    """The divergent ranges between replicas, violations first (None: no partition has replicas)."""
+    from pyspark.sql import functions as F
+
+    if not summary.get("replicated_partitions") or not Store(out).is_dir("replica_divergence"):
+        return None
+    rank = F.when(F.col("severity") == SEV_VIOLATION, 0).when(F.col("severity") == SEV_EXPLAINED, 1).otherwise(2)
+    rows = spark.read.parquet(Store(out).path("replica_divergence")).orderBy(
+        rank, "topic", "partition", "log_dir", "other_log_dir", "first_offset").limit(MAX_DUPLICATES).collect()
+    counts = summary.get("replica_divergence") or {}
+    return {"partitions": summary["replicated_partitions"], "counts": counts,
+            "rows_total": sum(v for v in counts.values() if isinstance(v, int)), "rows": [r.asDict() for r in rows]}
 
 
 def key_text(dedup_key: str | None) -> str:

@@ -39,6 +39,7 @@ SECTIONS = (
     ("idle", "Idle times", sections.idle),
     ("transactions", "Transactions", sections.transactions),
     ("duplicates", "Record duplicates", sections.record_duplicates),
+    ("replicas", "Replicas", sections.replicas),
     ("trend", "Trend", sections.trend),
     ("partitions", "Partitions", sections.partitions),
 )

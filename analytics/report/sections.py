@@ -243,15 +243,40 @@ def record_duplicates(data: dict) -> str:
     if not rows:
         what = "no records exported (export with records)" if not dup else "no record repeats its dedup key"
         return section("duplicates", "Record duplicates", nothing(what))
-    headers = ["topic", "partition", "offset", "first copy at", "producer", "first producer", "key (as text)"]
+    headers = ["topic", "partition", "log dir", "offset", "first copy at", "producer", "first producer", "key (as text)"]
     cells = table(headers, [
-        [esc(r.get("topic", "")), fmt_id(r.get("partition")), fmt(r.get("offset")),
-         fmt(r.get("first_offset")), fmt_id(r.get("producer_id")), fmt_id(r.get("first_producer_id")),
-         span("mono", esc(r.get("key_text", "")))]
+        [esc(r.get("topic", "")), fmt_id(r.get("partition")), span("mono", esc(r.get("log_dir") or "")),
+         fmt(r.get("offset")), fmt(r.get("first_offset")), fmt_id(r.get("producer_id")),
+         fmt_id(r.get("first_producer_id")), span("mono", esc(r.get("key_text", "")))]
         for r in rows])
-    note = f"<p>dedup key: {span('mono', esc(dup.get('dedup_key', '')))}</p>"
+    note = (f"<p>dedup key: {span('mono', esc(dup.get('dedup_key', '')))}; copies are counted within each log "
+            "dir, and the total sums over log dirs (replicas of a partition are compared under Replicas)</p>")
     shown = showing(len(rows), dup.get("rows_total"), "copies")
     return section("duplicates", "Record duplicates", note + shown + cells)
+
+
+def replicas(data: dict) -> str:
+    """``replica_divergence``: where the replicas of a partition disagree, a pair of log dirs a row."""
+    rep = as_dict(data.get("replicas"))
+    if not rep:
+        return section("replicas", "Replicas", nothing("no partition was exported from several log dirs"))
+    rows = [as_dict(r) for r in as_list(rep.get("rows"))]
+    note = (f"<p>{fmt(rep.get('partitions'))} partitions exported from several log dirs, each pair of replicas "
+            "compared offset by offset. A follower only behind is info; a tail its peer's newer leader epoch cut "
+            "off, a hole or a different batch in the range both hold is a violation.</p>")
+    if not rows:
+        return section("replicas", "Replicas", note + nothing("every replica holds the same batches"))
+    headers = ["severity", "topic", "partition", "log dir", "other log dir", "kind", "offsets", "leader epochs",
+               "batches", "records"]
+    cells = table(headers, [
+        [badge(r.get("severity", ""), r.get("severity")), esc(r.get("topic", "")), fmt_id(r.get("partition")),
+         span("mono", esc(r.get("log_dir") or "")), span("mono", esc(r.get("other_log_dir") or "")),
+         esc(r.get("kind", "")), f"{fmt(r.get('first_offset'))}–{fmt(r.get('last_offset'))}",
+         f"{fmt_id(r.get('leader_epoch'))} / {fmt_id(r.get('other_leader_epoch'))}",
+         f"{fmt(r.get('batches'))} / {fmt(r.get('other_batches'))}",
+         f"{fmt(r.get('records'))} / {fmt(r.get('other_records'))}"]
+        for r in rows])
+    return section("replicas", "Replicas", note + showing(len(rows), rep.get("rows_total"), "ranges") + cells)
 
 
 def trend(data: dict) -> str:

@@ -82,7 +82,7 @@ class SegmentTask:
             if self.table == "batches" and chunk.batches.num_rows:
                 yield chunk.batches
             elif self.table == "records" and chunk.records is not None and chunk.records.num_rows:
-                yield to_contract_records(chunk.records)
+                yield to_contract_records(chunk.records, chunk.batches)
         if self.table == "segments":
             yield _segments_batch(decoded.segments)
 
@@ -146,7 +146,7 @@ class SegmentExportTask:
                 if chunk.batches.num_rows:
                     batch_sink.write(chunk.batches)
                 if record_sink and chunk.records is not None and chunk.records.num_rows:
-                    record_sink.write(to_contract_records(chunk.records))
+                    record_sink.write(to_contract_records(chunk.records, chunk.batches))
         write_rows(self.errors_out, self.errors_file(file), decoded.errors, PARSE_ERRORS)
         yield _segments_batch(decoded.segments)
 
@@ -184,8 +184,9 @@ Task = SegmentTask | SidecarTask | SegmentExportTask | SidecarExportTask
 WRITING_TABLES = (SegmentExportTask.table, SidecarExportTask.table)
 
 
-def to_contract_records(raw: pa.RecordBatch) -> pa.RecordBatch:
-    """The reader's records (with their values) as ``OUT/records`` rows: value size and hashes, no value."""
+def to_contract_records(raw: pa.RecordBatch, batches: pa.RecordBatch) -> pa.RecordBatch:
+    """The reader's records (with their values) as ``OUT/records`` rows: value size and hashes, no
+    value, and the ``file`` of the batch each record came from (``batches``: the same chunk's)."""
     import xxhash
 
     def hashes(column) -> pa.Array:
@@ -201,7 +202,20 @@ def to_contract_records(raw: pa.RecordBatch) -> pa.RecordBatch:
     cols = {name: raw.column(name) for name in raw.schema.names}
     cols["key_hash"] = hashes(raw.column("key"))
     cols["value_hash"] = hashes(raw.column("value"))
+    cols["file"] = _files_of(raw, batches)
     return pa.RecordBatch.from_arrays([cols[f.name] for f in RECORDS], schema=RECORDS)
+
+
+def _files_of(records: pa.RecordBatch, batches: pa.RecordBatch) -> pa.Array:
+    """Each record's batch's ``file``: one file for the whole chunk (a segment's), else looked up by
+    (topic, partition, batch base offset) (a ``kafka-dump-log.sh`` text may hold several files)."""
+    files = batches.column("file").unique()
+    if len(files) == 1:
+        return pa.array([files[0].as_py()] * records.num_rows, pa.string())
+    where = {(t, p, o): f for t, p, o, f in zip(*(batches.column(c).to_pylist()
+                                                  for c in ("topic", "partition", "base_offset", "file")))}
+    keys = zip(*(records.column(c).to_pylist() for c in ("topic", "partition", "batch_base_offset")))
+    return pa.array([where.get(k) for k in keys], pa.string())
 
 
 def write_rows(directory: str, name: str, rows: list, target: pa.Schema) -> None:

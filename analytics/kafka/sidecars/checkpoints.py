@@ -48,7 +48,7 @@ def read_leader_epoch_checkpoint(
         entries = _decode_checkpoint(as_bytes(data), _leader_epoch_entry)
     except KafkaFormatError as exc:
         return SidecarResult(errors=[error_row(topic, partition, file, exc)])
-    return SidecarResult(rows=[LeaderEpochEntry(topic, partition, *entry) for entry in entries])
+    return SidecarResult(rows=[LeaderEpochEntry(topic, partition, *entry, file=file) for entry in entries])
 
 
 def _leader_epoch_entry(fields: list[str]) -> tuple[int, int] | None:
