@@ -94,7 +94,7 @@ def test_a_full_disk_is_one_line(one_audit, tmp_path, capsys):
     try:
         out = small / "out"
         out.mkdir()
-        for name in ("_export.json", "batches", "log_start_offsets", "producer_snapshots"):
+        for name in ("_export.json", "batches", "segments", "log_start_offsets", "producer_snapshots", "leader_epochs"):
             source = Path(one_audit, name)
             (shutil.copytree if source.is_dir() else shutil.copy)(source, out / name)
         assert main(["audit", str(out), "--no-history"]) == 2
