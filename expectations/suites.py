@@ -42,8 +42,10 @@ SUITE_TABLES = {
     "contiguous_sequences": "anomalies",
     "eviction_gaps": "anomalies",
     "transactions": "transactions",
-    "replica_consistency": "replica_divergence",
 }
+# ... and the suites declared only for some exports (a partition from several log dirs)
+OPTIONAL_SUITE_TABLES = {"replica_consistency": "replica_divergence"}
+TABLE_OF_SUITE = {**SUITE_TABLES, **OPTIONAL_SUITE_TABLES}
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from analytics.contract import AUDIT, VALIDATE, VALIDATION_DIR
 from analytics.errors import InputError, UsageError
 from analytics.publish import Store, publication, read_manifest
 from analytics.spark.tables import read_table
-from expectations.suites import SUITE_TABLES, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
+from expectations.suites import TABLE_OF_SUITE, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
 
 VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates",
          "replica_divergence")
@@ -103,7 +103,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
             "suites": {
                 name: {
                     "success": result.suite_success(name),
-                    "table": SUITE_TABLES[name],
+                    "table": TABLE_OF_SUITE[name],
                     "checks": [dataclasses.asdict(c) for c in results if c.suite == name],
                 }
                 for name in declared
@@ -136,7 +136,7 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, r
     run_id = RunIdentifier(run_name=run_name)
     results: list[CheckResult] = []
     for suite_name, checks in declared.items():
-        table = SUITE_TABLES[suite_name]
+        table = TABLE_OF_SUITE[suite_name]
         asset = source.add_dataframe_asset(name=f"{suite_name}:{table}")
         batch = asset.add_batch_definition_whole_dataframe(table)
         suite = gx.ExpectationSuite(name=suite_name, meta={"table": table})
