@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analytics.audit.config import AuditConfig
+from analytics.audit.predicates import on_compacted_topic
 from analytics.contract import (
     COMPACTION,
     DIFFERENT_BATCH,
@@ -83,7 +84,7 @@ def divergence(batches: DataFrame, segments: DataFrame, leader_epochs: DataFrame
     same = F.lit(True)
     for c in SAME:
         same = same & F.col(f"a_{c}").eqNullSafe(F.col(f"b_{c}"))
-    compacted = F.col("topic").isin(config.compacted_topics()) if config.compacted_topics() else F.lit(False)
+    compacted = on_compacted_topic(config)
     thinned = compacted
     for c in ("last_offset", "producer_id", "producer_epoch", "base_sequence", "crc_valid"):
         thinned = thinned & F.col(f"a_{c}").eqNullSafe(F.col(f"b_{c}"))
