@@ -2,8 +2,8 @@
 
 Tables under ``OUT``: ``batches`` (partitioned by topic), ``records`` (with ``records=True``),
 ``segments``, ``parse_errors``, ``producer_snapshots``, ``aborted_transactions``,
-``leader_epochs``, ``checkpoints`` (the four log-dir offset checkpoints), ``log_start_offsets``
-and ``partition_metadata``, and ``OUT/_export.json`` describing the run.
+``leader_epochs``, ``checkpoints`` (the four log-dir offset checkpoints), ``log_start_offsets``,
+``partition_metadata`` and ``transactional_ids`` (the coordinator's ``__transaction_state`` records), and ``OUT/_export.json`` describing the run.
 
 Each segment is read once, on an executor, by the data source's ``export-segments`` table: its
 tasks write the file's batches (and records) and parse errors, and yield its ``segments`` row;
@@ -117,6 +117,8 @@ def export(
         for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
             if wanted and not os.path.isdir(run.path(table)):  # no rows at all: still a table
                 _write_small(run.path(table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
+        if not os.path.isdir(run.path("transactional_ids")):
+            _write_small(run.path("transactional_ids"), schema.TRANSACTIONAL_IDS.empty_table())
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
             sidecars = writing_read(SidecarExportTask.table).option("minTasks", 1)
             sidecars.load().write.format("noop").mode("overwrite").save()

@@ -26,7 +26,7 @@ from analytics.kafka.fs import is_remote, open_file
 # A segment grows at its end and the cleaner rewrites it whole: its size and both edges tell.
 EDGE_BYTES = 64 * 1024
 FINGERPRINT_THREADS = 16
-PER_FILE_TABLES = ("batches", "records")  # one Parquet file per segment file (and topic)
+PER_FILE_TABLES = ("batches", "records", "transactional_ids")  # one Parquet file per segment file (and topic)
 
 
 def fingerprint(path: str) -> tuple[int, int]:

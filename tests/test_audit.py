@@ -8,6 +8,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
+from analytics.contract import log_dir_of
 from analytics.contract import schemas as schema
 from analytics.audit.config import load_config
 from analytics.audit.job import audit, read_audit
@@ -104,6 +105,19 @@ def test_the_corpus_has_no_violation_and_ksqldb_command_topics_bump_and_commit(s
     verdicts = {r["verdict"] for r in ksql}
     assert "EPOCH_BUMP" in verdicts and "CONTROL_MARKER" in verdicts and verdicts <= {"OK", "EPOCH_BUMP", "CONTROL_MARKER"}
     assert {r["control_type"] for r in ksql if r["verdict"] == "CONTROL_MARKER"} == {"COMMIT"}
+    # ksqlDB's command topics are written in transactions: every commit the coordinator's log records
+    # (its __transaction_state, in the same log dir) is a COMMIT marker of the same producer and epoch
+    changes = pq.read_table(os.path.join(out, "transactional_ids")).to_pylist()
+    assert len(changes) == 44 and {c["value_version"] for c in changes} == {0}
+    for log_dir in {log_dir_of(c["file"]) for c in changes}:
+        commits = sorted((c["offset"], c["producer_id"], c["producer_epoch"]) for c in changes
+                         if log_dir_of(c["file"]) == log_dir and c["state"] == "CompleteCommit")
+        markers = sorted((r["base_offset"], r["producer_id"], r["producer_epoch"]) for r in ksql
+                         if log_dir_of(r["file"]) == log_dir and r["control_type"] == "COMMIT")
+        assert commits and [c[1:] for c in commits] == [m[1:] for m in markers]
+        partitions = {p for c in changes if log_dir_of(c["file"]) == log_dir and c["state"] == "Ongoing"
+                      for p in c["partitions"]}
+        assert partitions == {f"{r['topic']}-{r['partition']}" for r in ksql if log_dir_of(r["file"]) == log_dir}
 
 
 def test_cli_audit_prints_verdicts_and_refuses_an_incomplete_export(audited, tmp_path, capsys):

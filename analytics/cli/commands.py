@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from analytics.cli.forensic import explain_text, producer_text
+from analytics.cli.forensic import explain_text, producer_text, transactional_id_text
 from analytics.cli.options import (
     audit_config,
     check_profile,
@@ -163,10 +163,15 @@ def explain(args) -> int:
 
 def producer(args) -> int:
     """No Spark session: the library reads the tables with pyarrow."""
-    from analytics.forensics import producer_history, utc
+    from analytics.forensics import producer_history, transactional_id_history, utc
 
-    h = producer_history(args.out, args.producer_id, topic=args.topic, limit=args.limit)
-    print(json.dumps(dataclasses.asdict(h), indent=2, default=str) if args.format == "json" else producer_text(h, utc))
+    if args.transactional_id is not None:
+        h = transactional_id_history(args.out, args.transactional_id, limit=args.limit)
+        text = transactional_id_text
+    else:
+        h = producer_history(args.out, args.producer_id, topic=args.topic, limit=args.limit)
+        text = producer_text
+    print(json.dumps(dataclasses.asdict(h), indent=2, default=str) if args.format == "json" else text(h, utc))
     return EXIT_OK
 
 

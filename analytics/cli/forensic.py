@@ -76,7 +76,42 @@ def producer_text(h, utc) -> str:
             render_table(["topic", "partition", *head, "offset", "after_offset", "idle_ms", "verdict", "explained_by"], [
                 [i["topic"], i["partition"], *where(i), i["base_offset"], i["prev_base_offset"], i["idle_ms"],
                  i["verdict"], i["explained_by"]] for i in h.idle])]
+    if h.transactional_ids:
+        out += ["\ntransactional ids served (from __transaction_state):", render_table(
+            ["transactional_id", "epochs", "first_time", "last_time", "committed", "aborted", "fenced", "ended",
+             "producer_id_before", "producer_id_after"],
+            [[t["transactional_id"], _epochs(t), utc(t["first_time"]), utc(t["last_time"]), t["committed"],
+              t["aborted"], t["fenced"], t["ended"] or "-", _or_dash(t["before"]), _or_dash(t["after"])]
+             for t in h.transactional_ids])]
     return "\n".join(out)
+
+
+def transactional_id_text(h, utc) -> str:
+    """Every producer id of one transactional id, then its state changes with the events they mark."""
+    from analytics.forensics.transactional import EVENT_MEANING
+
+    ids = [e["producer_id"] for e in h.producer_ids]
+    out = [f"transactional id {h.transactional_id!r} (__transaction_state partition {h.coordinator_partition}"
+           + (f", {h.replicas} replicas" if h.replicas > 1 else "") + f"): producer ids {ids}, "
+           f"state changes {h.changes_total:,}\n", "producer ids, in order:", render_table(
+        ["producer_id", "epochs", "first_time", "last_time", "committed", "aborted", "fenced", "initialised", "ended"],
+        [[e["producer_id"], _epochs(e), utc(e["first_time"]), utc(e["last_time"]), e["committed"], e["aborted"],
+          e["fenced"], e["initialized"], e["ended"] or "-"] for e in h.producer_ids])]
+    out += [f"\nstate changes ({len(h.changes)} of {h.changes_total}):", render_table(
+        ["offset", "time", "state", "producer_id", "epoch", "partitions", "event"],
+        [[c["offset"], utc(c["update_timestamp"]), c["state"], _or_dash(c["producer_id"]), _or_dash(c["producer_epoch"]),
+          ",".join(c["partitions"] or []) or "-", c["event"] or ""] for c in h.changes])]
+    events = sorted({c["event"] for c in h.changes if c["event"]})
+    out += ["", *(f"{e}: {EVENT_MEANING[e]}" for e in events)]
+    return "\n".join(out)
+
+
+def _epochs(era: dict) -> str:
+    return str(era["first_epoch"]) if era["first_epoch"] == era["last_epoch"] else f"{era['first_epoch']}..{era['last_epoch']}"
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else str(value)
 
 
 def session_findings(s: dict) -> str:

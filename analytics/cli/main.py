@@ -97,7 +97,9 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("producer", help="one producer's history: epochs, sequence ranges, gaps, transactions, pauses")
     p.add_argument("out", metavar="OUT", help="an audited export")
-    p.add_argument("--producer-id", required=True, type=int)
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--producer-id", type=int)
+    who.add_argument("--transactional-id", help="every producer id this transactional id had (from __transaction_state)")
     p.add_argument("--topic", default=None, help="only this topic")
     p.add_argument("--limit", type=int, default=50, help="findings and transactions to list (all are counted)")
     p.add_argument("--format", choices=["text", "json"], default="text")

@@ -331,6 +331,28 @@ REPLICA_DIVERGENCE = pa.schema(
     ]
 )
 
+# OUT/transactional_ids: one row per record of __transaction_state (analytics.kafka.coordinator)
+TRANSACTIONAL_IDS = pa.schema(
+    [
+        ("transactional_id", pa.string()),
+        ("producer_id", pa.int64()),  # null for a tombstone
+        ("producer_epoch", pa.int16()),
+        ("previous_producer_id", pa.int64()),  # -1 unless the record carries it (value version 1)
+        ("next_producer_id", pa.int64()),
+        ("state", pa.string()),  # Kafka's TransactionState name, or Tombstone
+        ("timeout_ms", pa.int32()),
+        ("partitions", pa.list_(pa.string())),  # "topic-partition", sorted
+        ("update_timestamp", pa.int64()),
+        ("start_timestamp", pa.int64()),  # extension: txnStartTimestamp
+        ("offset", pa.int64()),  # extension: the record's offset in the coordinator's partition
+        ("timestamp", pa.int64()),  # extension: the record's timestamp
+        ("coordinator_partition", pa.int32()),  # extension: the partition of __transaction_state
+        ("client_transaction_version", pa.int16()),  # extension
+        ("value_version", pa.int16()),  # extension: 0, or 1 (flexible, KIP-890)
+        ("file", pa.string()),  # extension: the segment
+    ]
+)
+
 # Every table under OUT by its contract name (``records`` as written: value replaced by size and hash).
 OUT_SCHEMAS = {
     "batches": BATCHES,
@@ -343,6 +365,7 @@ OUT_SCHEMAS = {
     "checkpoints": CHECKPOINTS,
     "partition_metadata": PARTITION_METADATA,
     "log_start_offsets": LOG_START_OFFSETS,
+    "transactional_ids": TRANSACTIONAL_IDS,
     "batch_verdicts": BATCH_VERDICTS,
     "anomalies": ANOMALIES,
     "producer_sessions": PRODUCER_SESSIONS,

@@ -96,6 +96,12 @@ COMMITTED, ABORTED, OPEN, HANGING = "COMMITTED", "ABORTED", "OPEN", "HANGING"
 TXN_STATUSES = (COMMITTED, ABORTED, OPEN, HANGING)
 TXN_STATUS_OF_MARKER = {"COMMIT": COMMITTED, "ABORT": ABORTED}
 
+# -- transactional_ids.state: the coordinator's TransactionState, by its id in __transaction_state -----------
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT = "Empty", "Ongoing", "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"
+TXN_ID_STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD,
+                 PREPARE_EPOCH_FENCE)
+TOMBSTONE = "Tombstone"  # a null value: the coordinator removed the transactional id (it expired)
 # -- snapshot_checks.status ---------------------------------------------------------------------
 MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT = "match", "mismatch", "not_in_log", "not_in_snapshot"
 SNAPSHOT_STATUSES = (MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT)
@@ -135,7 +141,8 @@ STOPS_FILE = frozenset({TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC})
 
 # -- tables under OUT, by the stage that writes them ------------------------------------------------
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
-EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES)
+EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES,
+                 "transactional_ids")
 AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
                 "record_duplicates", "producer_state", "partition_state", "replica_divergence")
 # Every table a reader of OUT may query (``sql``, ``explain``): the stages' tables

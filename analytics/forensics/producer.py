@@ -17,6 +17,7 @@ from analytics.contract import ABORTED, FINDING_SEVERITIES, HANGING, OPEN, log_d
 from analytics.forensics.offset import BATCH_FIELDS
 from analytics.errors import unknown
 from analytics.forensics.tables import Audit, NotFound, log_dirs
+from analytics.forensics.transactional import served_by
 
 LONGEST = 5  # the longest pauses listed, beside every pause at or above the expiration
 UNFINISHED_FIRST = [HANGING, OPEN, ABORTED]  # the order transactions are listed in; the rest after
@@ -39,12 +40,14 @@ class ProducerHistory:
     transactions_total: int
     idle: list[dict]  # its longest pauses, and every pause at or above the expiration
     expiration_ms: int
+    transactional_ids: list[dict]  # the transactional ids it served, with the producer ids before and after
 
 
 def producer_history(out: str, producer_id: int, topic: str | None = None, limit: int = 50) -> ProducerHistory:
     """The history of ``producer_id`` (on ``topic`` only, when given); :class:`NotFound` when it wrote
-    no batch there. Findings, transactions, epoch changes and pauses list at most ``limit`` rows
-    (findings and transactions are all counted)."""
+    no batch there and (without ``topic``) served no transactional id of the coordinator's log.
+    Findings, transactions, epoch changes and pauses list at most ``limit`` rows (findings and
+    transactions are all counted)."""
     audit = Audit(out)
     expiration = audit.config.get("producer_id_expiration_ms")
     mine = pc.field("producer_id") == producer_id
@@ -52,7 +55,8 @@ def producer_history(out: str, producer_id: int, topic: str | None = None, limit
         mine &= pc.field("topic") == topic
     sessions_table = audit.table("producer_sessions")
     sessions = [] if sessions_table is None else sessions_table.rows(mine)
-    if not sessions:
+    served = served_by(audit, producer_id) if topic is None else []
+    if not sessions and not served:
         scope = f" on topic {topic}" if topic is not None else ""
         why = f"producer {producer_id} wrote no batch{scope} in this audit"
         if topic is not None and topic not in audit.topics():
@@ -73,7 +77,7 @@ def producer_history(out: str, producer_id: int, topic: str | None = None, limit
         changes += _epoch_changes(rows.filter(pc.field("crc_valid")), name, limit, details)
         idle += _pauses(details, rows.filter(pc.field("idle_ms").is_valid()), expiration, limit)
     return ProducerHistory(producer_id, sessions, changes, findings, findings_total, transactions, transactions_total,
-                           idle, expiration)
+                           idle, expiration, served)
 
 
 def _findings(audit: Audit, mine: pc.Expression, limit: int) -> tuple[list[dict], int]:

@@ -156,6 +156,28 @@ class PartitionMetadata:
     topic_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class TransactionalIdChange:
+    """One record of the coordinator's ``__transaction_state`` log: a row of ``OUT/transactional_ids``."""
+
+    coordinator_partition: int  # the partition of __transaction_state holding the transactional id
+    file: str
+    offset: int
+    timestamp: int  # the record's timestamp
+    transactional_id: str
+    state: str  # Kafka's TransactionState name, or Tombstone for a null value (the id removed)
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    previous_producer_id: int | None = None  # -1 unless the value is version 1 and carries it
+    next_producer_id: int | None = None
+    timeout_ms: int | None = None
+    partitions: tuple[str, ...] | None = None  # "topic-partition" of the transaction, sorted
+    update_timestamp: int | None = None  # the coordinator's txnLastUpdateTimestamp
+    start_timestamp: int | None = None  # txnStartTimestamp
+    client_transaction_version: int | None = None
+    value_version: int | None = None
+
+
 @dataclass(slots=True)
 class SidecarResult:
     """What one sidecar file yielded: its rows, or the errors that kept them from being read."""

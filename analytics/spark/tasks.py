@@ -40,11 +40,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analytics.contract.schemas import BATCHES, OUT_SCHEMAS, PARSE_ERRORS, RECORDS, SEGMENTS
+from analytics.contract.schemas import BATCHES, OUT_SCHEMAS, PARSE_ERRORS, RECORDS, SEGMENTS, TRANSACTIONAL_IDS
 from analytics.contract.vocabulary import SIDECAR_TABLES
+from analytics.kafka.coordinator import TRANSACTION_STATE_TOPIC, decode_change
+from analytics.kafka.errors import KafkaFormatError
 from analytics.kafka.fs import RemotePath, is_remote
 from analytics.kafka.logdir import SIDECAR_TABLE_OF, row_dict
-from analytics.kafka.model import SegmentInfo
+from analytics.kafka.model import ParseError, SegmentInfo
 from analytics.kafka.sidecars import read_sidecar
 from analytics.spark.decoders import BinarySegments, Decoder
 from analytics.spark.files import FileTask
@@ -115,9 +117,11 @@ class SidecarTask:
 class SegmentExportTask:
     """Writes each segment file's ``batches`` (and with ``records`` its ``records``) as Parquet
     under ``tables_out``, and its parse errors to ``errors_out``; yields the file's ``segments`` row.
+    A segment of ``__transaction_state`` also gives its ``transactional_ids`` rows, records or not.
 
-    Files: ``<tables_out>/batches/topic=<topic>/part-<file>.parquet`` (``records`` likewise) and
-    ``<errors_out>/segment-<file>.parquet``, written when the file is done.
+    Files: ``<tables_out>/batches/topic=<topic>/part-<file>.parquet`` (``records`` likewise),
+    ``<tables_out>/transactional_ids/part-<file>.parquet`` and ``<errors_out>/segment-<file>.parquet``,
+    written when the file is done.
     """
 
     tables_out: str
@@ -137,7 +141,11 @@ class SegmentExportTask:
         return [f for f in self.decoder.plan(paths) if f.path not in self.skip]
 
     def read(self, file: FileTask) -> Iterator[pa.RecordBatch]:
-        decoded = self.decoder.decode(file, records=self.records)
+        # The coordinator's log: its records are transactional_ids rows (binary segments: the text of
+        # kafka-dump-log.sh prints the coordinator's values in its own words, not their bytes)
+        coordinator = file.topic == TRANSACTION_STATE_TOPIC and self.decoder.input_format == "segments"
+        decoded = self.decoder.decode(file, records=self.records or coordinator)
+        changes: list = []
         batches_out = _TopicParquet(os.path.join(self.tables_out, "batches"), file.output_name, BATCHES)
         records_out = (_TopicParquet(os.path.join(self.tables_out, "records"), file.output_name, RECORDS)
                        if self.records else nullcontext())
@@ -147,7 +155,14 @@ class SegmentExportTask:
                     batch_sink.write(chunk.batches)
                 if record_sink and chunk.records is not None and chunk.records.num_rows:
                     record_sink.write(to_contract_records(chunk.records, chunk.batches))
-        write_rows(self.errors_out, self.errors_file(file), decoded.errors, PARSE_ERRORS)
+                if coordinator and chunk.records is not None:
+                    changes += transactional_id_changes(chunk.records, chunk.batches)
+        errors = decoded.errors
+        if coordinator:
+            errors = errors + [c for c in changes if isinstance(c, ParseError)]
+            write_rows(os.path.join(self.tables_out, "transactional_ids"), f"part-{file.output_name}.parquet",
+                       [c for c in changes if not isinstance(c, ParseError)], TRANSACTIONAL_IDS)
+        write_rows(self.errors_out, self.errors_file(file), errors, PARSE_ERRORS)
         yield _segments_batch(decoded.segments)
 
 
@@ -204,6 +219,25 @@ def to_contract_records(raw: pa.RecordBatch, batches: pa.RecordBatch) -> pa.Reco
     cols["value_hash"] = hashes(raw.column("value"))
     cols["file"] = _files_of(raw, batches)
     return pa.RecordBatch.from_arrays([cols[f.name] for f in RECORDS], schema=RECORDS)
+
+
+def transactional_id_changes(raw: pa.RecordBatch, batches: pa.RecordBatch) -> list:
+    """The ``__transaction_state`` records of a chunk as state changes, and a ``record_decode``
+    :class:`ParseError` (at its batch's position, no bytes lost: the batch is read) for each record
+    whose key or value does not decode. Control records (markers) are skipped."""
+    where = dict(zip(zip(batches.column("partition").to_pylist(), batches.column("base_offset").to_pylist()),
+                     zip(batches.column("file").to_pylist(), batches.column("file_position").to_pylist())))
+    out: list = []
+    columns = ("topic", "partition", "batch_base_offset", "offset", "timestamp", "key", "value", "is_control")
+    for topic, partition, base, offset, timestamp, key, value, control in zip(*(raw.column(c).to_pylist() for c in columns)):
+        if control:
+            continue
+        file, position = where.get((partition, base), ("", -1))
+        try:
+            out.append(decode_change(key, value, partition=partition, file=file, offset=offset, timestamp=timestamp))
+        except KafkaFormatError as exc:
+            out.append(ParseError(topic, partition, file, position, exc.kind, f"offset {offset}: {exc}", 0))
+    return out
 
 
 def _files_of(records: pa.RecordBatch, batches: pa.RecordBatch) -> pa.Array:
