@@ -123,6 +123,17 @@ def report(spark, out: str, history: str | None = None, *, shown_as: str | None 
     return run.store.path(REPORT_DIR, "index.html")
 
 
+def reconcile(spark, out: str, *, expected: str | None = None, bucket_ms: int | None = None,
+              progress: Progress | None = None):
+    """Publish ``OUT/reconciliation``: per bucket of record timestamps, the records in the log, their
+    copies and distinct records, against the producers' counts in ``expected`` when given."""
+    from analytics.reconcile import DEFAULT_BUCKET_MS
+    from analytics.reconcile import reconcile as reconcile_stage
+
+    require(out, AUDIT, EXPORT)
+    return reconcile_stage(spark, out, expected=expected, bucket_ms=bucket_ms or DEFAULT_BUCKET_MS, progress=progress)
+
+
 @dataclass(frozen=True)
 class RunResult:
     """What ``run`` did: each stage's result, the report's path and a few counts for the operator."""

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
-from analytics.contract import AUDIT, EXPORT, MANIFESTS, REPORT, STAGES, VALIDATE, VALIDATION_DIR
+from analytics.contract import AUDIT, EXPORT, MANIFESTS, RECONCILE, REPORT, STAGES, VALIDATE, VALIDATION_DIR
 from analytics.contract import REPORT_DIR
-from analytics.contract.vocabulary import AUDIT_TABLES, EXPORT_TABLES, SUMMARY
+from analytics.contract.vocabulary import AUDIT_TABLES, EXPORT_TABLES, RECONCILE_TABLES, SUMMARY
 from analytics.errors import StageMissing
 
 # What each stage owns under OUT: its previous outputs are replaced as a whole.
@@ -51,13 +51,15 @@ OUTPUTS = {
     AUDIT: (*AUDIT_TABLES, SUMMARY),
     VALIDATE: (VALIDATION_DIR,),
     REPORT: (REPORT_DIR,),
+    RECONCILE: RECONCILE_TABLES,
 }
 # The stage each stage reads: its manifest's run id goes into ``built_from``.
-UPSTREAM = {EXPORT: None, AUDIT: EXPORT, VALIDATE: AUDIT, REPORT: AUDIT}
+UPSTREAM = {EXPORT: None, AUDIT: EXPORT, VALIDATE: AUDIT, REPORT: AUDIT, RECONCILE: AUDIT}
 OWNER = "_owner.json"
 JOURNAL = "_publishing.json"
 COMMANDS = {EXPORT: "segaudit export LOGDIR --out {out}", AUDIT: "segaudit audit {out}",
-            VALIDATE: "segaudit validate {out}", REPORT: "segaudit report {out}"}
+            VALIDATE: "segaudit validate {out}", REPORT: "segaudit report {out}",
+            RECONCILE: "segaudit reconcile {out}"}
 
 
 class Store:

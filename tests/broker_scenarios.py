@@ -24,8 +24,11 @@ from tests.kafka_cluster import HERE, KafkaCluster, java
 # The broker settings of the scenarios (the audit's configuration restates them).
 PRODUCER_ID_EXPIRATION_MS = 5000
 TRANSACTION_MAX_TIMEOUT_MS = 60000
+TRANSACTIONAL_ID_EXPIRATION_MS = 6000
 BROKER_CONFIG = {
     "producer.id.expiration.ms": str(PRODUCER_ID_EXPIRATION_MS),
+    "transactional.id.expiration.ms": str(TRANSACTIONAL_ID_EXPIRATION_MS),
+    "transactions.remove.expired.transaction.cleanup.interval.ms": "500",
     "producer.id.expiration.check.interval.ms": "500",
     "transaction.max.timeout.ms": str(TRANSACTION_MAX_TIMEOUT_MS),
     "log.flush.start.offset.checkpoint.interval.ms": "1000",
@@ -87,8 +90,10 @@ def lost_acks_kafka_python(cluster: KafkaCluster, proxy: FaultProxy, topic: str,
         proxy.set_faults(drop_rate=LOST_ACK_DROP_RATE, seed=seed)
         for i in range(LOST_ACK_RECORDS):
             facts.sent += 1
+            stamp = int(time.time() * 1000)  # the producer side's record of when it sent what (reconcile)
+            facts.notes.setdefault("sent_timestamps", []).append(stamp)
             try:
-                producer.send(topic, key=str(i).encode(), value=f"{topic}-{i}".encode()).get(timeout=60)
+                producer.send(topic, key=str(i).encode(), value=f"{topic}-{i}".encode(), timestamp_ms=stamp).get(timeout=60)
                 facts.acknowledged += 1
             except Exception as e:  # the record may or may not be in the log: the audit tells
                 facts.error(type(e).__name__)
@@ -123,7 +128,9 @@ def lost_acks_confluent(cluster: KafkaCluster, proxy: FaultProxy, topic: str, id
         for i in range(LOST_ACK_RECORDS):
             facts.sent += 1
             outcome.clear()
-            producer.produce(topic, key=str(i).encode(), value=f"{topic}-{i}".encode(),
+            stamp = int(time.time() * 1000)
+            facts.notes.setdefault("sent_timestamps", []).append(stamp)
+            producer.produce(topic, key=str(i).encode(), value=f"{topic}-{i}".encode(), timestamp=stamp,
                              on_delivery=lambda err, msg: outcome.append(err))
             producer.flush(60)
             if outcome and outcome[0] is None:
@@ -139,9 +146,11 @@ def lost_acks_confluent(cluster: KafkaCluster, proxy: FaultProxy, topic: str, id
 
 
 # -- transactions: Kafka's Java producer -------------------------------------------------------
-def java_transactions(cluster: KafkaCluster, topic: str, txn_id: str, steps: list[str], timeout_ms: int) -> tuple[Facts, list[dict]]:
+def java_transactions(cluster: KafkaCluster, topic: str, txn_id: str, steps: list[str], timeout_ms: int,
+                      create: bool = True) -> tuple[Facts, list[dict]]:
     """Runs ``TxnClient.java`` with the broker's own client jars; returns its JSON lines."""
-    cluster.create_topic(topic)
+    if create:
+        cluster.create_topic(topic)
     facts = Facts("transactions", topic, f"Kafka Java producer {cluster.version}, transactional.id {txn_id}")
     cmd = [java(), "-Xmx256m", "-cp", f"{cluster.jars}/*", str(HERE / "kafka" / "TxnClient.java"),
            cluster.bootstrap, topic, txn_id, str(timeout_ms), *steps]
@@ -210,6 +219,28 @@ def wait_for_log_start(cluster: KafkaCluster, topic: str, above: int, timeout: f
             return start
         time.sleep(0.25)
     raise TimeoutError(f"{topic}: the log start stayed at {above}")
+
+
+def wait_for_tombstone(log_dir: Path, txn_id: str, timeout: float = 60) -> int:
+    """Until the coordinator's log holds a tombstone of ``txn_id`` (it expired); returns its offset.
+    Read from the broker's own files while it runs, with segaudit's reader."""
+    from analytics.kafka.coordinator import transactional_id_of
+    from analytics.kafka.logdir import stream_segment
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for segment in sorted(log_dir.glob("__transaction_state-*/*.log")):
+            stream = stream_segment(segment, records=True)
+            try:
+                while True:
+                    chunk = next(stream)
+                    for key, value, offset in zip(*(chunk.records.column(c).to_pylist() for c in ("key", "value", "offset"))):
+                        if value is None and key is not None and transactional_id_of(key) == txn_id:
+                            return offset
+            except StopIteration:
+                pass
+        time.sleep(0.25)
+    raise TimeoutError(f"the coordinator did not expire {txn_id}")
 
 
 def wait_for_cleaning(log_dir: Path, topic: str, beyond: int = 0, timeout: float = 90) -> int:

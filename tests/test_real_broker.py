@@ -10,6 +10,7 @@ own topic (``broker_scenarios.py``). Set ``SEGAUDIT_REAL_BROKER_REPORT=FILE`` to
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -100,6 +101,8 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
 
     # transactions with Kafka's own Java producer (transactions V2 with a 4.x broker)
     facts["txn"], _ = sc.java_transactions(cluster, "txn", "segaudit-txn", TXN_STEPS, timeout_ms=60000)
+    # a transactional id that commits, goes idle past transactional.id.expiration.ms and comes back
+    expire, _ = sc.java_transactions(cluster, "txn-expire", "segaudit-expire", ["commit:1"], timeout_ms=60000)
 
     # retention deletes the idle producer's segment; it resumes past its expiration
     time.sleep(max(0.0, sc.PRODUCER_ID_EXPIRATION_MS / 1000 + 1.5 - (time.monotonic() - went_idle)))
@@ -120,6 +123,12 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
     sc.send_each(idle_expiration, "expiration", range(10, 15), expiration)
     idle_expiration.close()
     facts["expiration"] = sc.finish(cluster, expiration)
+
+    expire.notes["tombstone"] = sc.wait_for_tombstone(cluster.node(1).log_dir, "segaudit-expire")
+    again, _ = sc.java_transactions(cluster, "txn-expire", "segaudit-expire", ["commit:1"], 60000, create=False)
+    expire.scenario = "transactional.id expiration"
+    expire.sent, expire.acknowledged = expire.sent + again.sent, expire.acknowledged + again.acknowledged
+    facts["txn-expire"] = sc.finish(cluster, expire)
 
     # a producer killed inside a transaction: copied while it is open, then the coordinator aborts it
     hang, lines = sc.java_transactions(cluster, "txn-hang", "segaudit-hang", ["commit:1", "hang:2"], HANG_TIMEOUT_MS)
@@ -251,6 +260,91 @@ def test_commits_aborts_and_a_fenced_producer(broker_run, audits, spark):
         assert epochs[0]["n"] == 5
     else:  # one epoch until the fencing, the successor's after it
         assert epochs[0]["n"] == 2
+
+
+def _markers(spark, out: str, topic: str) -> list[tuple]:
+    return [(r["control_type"], r["producer_id"], r["producer_epoch"]) for r in _rows(
+        spark, out, f"SELECT control_type, producer_id, producer_epoch FROM batches WHERE topic = '{topic}' "
+                    "AND is_control ORDER BY base_offset")]
+
+
+def _producers(spark, out: str, topic: str) -> list[int]:
+    """The producer ids of a topic's data batches, in offset order, each once."""
+    rows = _rows(spark, out, f"SELECT producer_id FROM batches WHERE topic = '{topic}' AND NOT is_control "
+                             "ORDER BY base_offset")
+    return list(dict.fromkeys(r["producer_id"] for r in rows))
+
+
+def test_the_coordinators_log_records_what_the_transactional_clients_did(broker_run, audits, spark):
+    from analytics.forensics import transactional_id_history
+
+    _, out = audits["final"]
+    h = transactional_id_history(out, "segaudit-txn", limit=1000)
+    # one producer id, the one that wrote the topic; commit, abort, commit, the fenced one, commit
+    assert [e["producer_id"] for e in h.producer_ids] == _producers(spark, out, "txn")
+    ends = [(c["state"], c["producer_id"], c["producer_epoch"]) for c in h.changes
+            if c["state"] in ("CompleteCommit", "CompleteAbort")]
+    # every transaction's end is the marker the coordinator wrote into the partition, same producer and epoch
+    assert [(s.removeprefix("Complete").upper(), p, e) for s, p, e in ends] == _markers(spark, out, "txn")
+    assert [s for s, _, _ in ends] == ["CompleteCommit", "CompleteAbort", "CompleteCommit", "CompleteAbort",
+                                       "CompleteCommit"]
+    assert [c["offset"] for c in h.changes if c["event"] == "fenced"] and h.producer_ids[0]["fenced"] == 1
+    fence = next(i for i, c in enumerate(h.changes) if c["event"] == "fenced")
+    assert [c["state"] for c in h.changes[fence - 1:fence + 2]] == ["Ongoing", "PrepareAbort", "CompleteAbort"]
+    assert {p for c in h.changes if c["state"] == "Ongoing" for p in c["partitions"]} == {"txn-0"}
+
+    # the killed producer: open when copied (Ongoing), then aborted by the coordinator at a bumped epoch
+    live = transactional_id_history(audits["live"][1], "segaudit-hang", limit=1000)
+    assert live.changes[-1]["state"] == "Ongoing" and live.changes[-1]["partitions"] == ["txn-hang-0"]
+    hang = transactional_id_history(out, "segaudit-hang", limit=1000)
+    after = hang.changes[len(live.changes) - 1:]
+    assert [c["event"] for c in after[:2]] == [None, "fenced"] and after[2]["state"] == "CompleteAbort"
+    assert after[1]["producer_epoch"] > after[0]["producer_epoch"]
+
+
+def test_a_transactional_id_that_expired_came_back_with_a_new_producer_id(broker_run, audits, spark, capsys):
+    from analytics import cli
+    from analytics.forensics import transactional_id_history
+
+    _, out = audits["final"]
+    h = transactional_id_history(out, "segaudit-expire", limit=1000)
+    first, second = _producers(spark, out, "txn-expire")  # the two runs of the client, one producer id each
+    assert [(e["producer_id"], e["committed"], e["ended"]) for e in h.producer_ids] == [
+        (first, 1, "expired"), (second, 1, None)]
+    tombstone = next(c for c in h.changes if c["event"] == "expired")
+    assert tombstone["offset"] == broker_run.facts["txn-expire"].notes["tombstone"]
+    assert cli.main(["producer", out, "--producer-id", str(second), "--format", "json"]) == 0
+    served = json.loads(capsys.readouterr().out)["transactional_ids"]
+    assert [(t["transactional_id"], t["before"], t["after"]) for t in served] == [("segaudit-expire", first, None)]
+
+
+def test_reconcile_puts_the_plain_producers_copies_in_their_buckets_and_misses_nothing(broker_run, audits, spark,
+                                                                                      tmp_path):
+    """The lost-ACK producers' own record of what they sent (a timestamp per record, the record's
+    CreateTime) against the log, per second: every sent record is there once (expected minus distinct
+    is zero), and each retried copy is counted in the bucket of the record it copies."""
+    from collections import Counter
+
+    from analytics import cli
+
+    _, out = audits["final"]
+    sent = Counter((topic, 0, stamp // 1000 * 1000) for topic in LOST_ACKS
+                   for stamp in broker_run.facts[topic].notes["sent_timestamps"])
+    expected = tmp_path / "expected.csv"
+    expected.write_text("topic,partition,bucket_start,expected\n"
+                        + "".join(f"{t},{p},{b},{n}\n" for (t, p, b), n in sorted(sent.items())))
+    plain = [t for t, (_, idempotent) in LOST_ACKS.items() if not idempotent]
+    assert cli.main(["reconcile", out, "--expected", str(expected), "--bucket", "1s"]) == 1  # the plain ones' copies
+    rows = [r.asDict() for r in _rows(spark, out, "SELECT * FROM reconciliation WHERE topic LIKE 'lost-acks-%'")]
+    assert sum(r["expected"] for r in rows) == len(LOST_ACKS) * sc.LOST_ACK_RECORDS
+    assert all(r["missing"] == 0 and r["surplus"] == 0 and r["expected"] == r["distinct"] for r in rows)
+    copies = _rows(spark, out, "SELECT d.topic, floor(r.timestamp / 1000) * 1000 AS bucket, count(*) AS n "
+                               "FROM record_duplicates d JOIN records r ON r.topic = d.topic AND r.offset = d.first_offset "
+                               "WHERE d.topic LIKE 'lost-acks-%' GROUP BY d.topic, floor(r.timestamp / 1000)")
+    by_bucket = {(c["topic"], c["bucket"]): c["n"] for c in copies}
+    assert by_bucket and {t for t, _ in by_bucket} <= set(plain)
+    assert {(r["topic"], int(r["bucket_start"].timestamp()) * 1000): r["duplicated"] for r in rows
+            if r["duplicated"]} == by_bucket
 
 
 def test_a_killed_producers_transaction_is_open_in_the_copy_and_aborted_after(broker_run, audits, spark):

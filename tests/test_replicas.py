@@ -169,3 +169,28 @@ def test_the_report_shows_the_divergent_ranges(spark, replicated):
     assert section.count("different_batch") == 1 and section.count("truncated_tail") == 3
     rows = section[section.index("<tbody>"):]
     assert rows.rindex(">violation<") < rows.index(">info<")  # violations first
+
+
+def test_explain_names_what_every_other_replica_holds_at_the_offset(replicated):
+    from analytics.forensics import explain
+
+    _, out, _, _ = replicated
+    e = explain(out, "orders", 0, 100, log_dir="broker-1")
+    others = {Path(r["log_dir"]).name: r for r in e.replicas}
+    assert set(others) == {"broker-2", "broker-3"}
+    two, three = others["broker-2"], others["broker-3"]
+    # the new leader holds other records at the offset, written under leader epoch 1 by another producer
+    assert not two["same"] and (two["batch"]["base_offset"], two["batch"]["producer_id"],
+                                two["batch"]["partition_leader_epoch"]) == (95, PID + 1, 1)
+    assert (two["divergence"]["kind"], two["divergence"]["severity"]) == ("different_batch", "violation")
+    # the follower holds nothing there: its log ends at 59, and it is only behind
+    assert three["batch"] is None and three["log_end"] == 59
+    assert (three["divergence"]["kind"], three["divergence"]["severity"]) == ("truncated_tail", "info")
+    text = " ".join(e.reasoning)
+    assert "broker-2 holds a different batch 95..109: producer 4001 epoch 0 sequences 15..29" in text
+    assert "replica_divergence: different_batch 80..109 (violation; leader epoch 0 in" in text
+    assert "broker-3 holds no batch at offset 100: its log ends at offset 59" in text
+    # where they agree, the same batch
+    same = explain(out, "orders", 0, 5, log_dir="broker-1")
+    assert all(r["same"] and r["divergence"] is None for r in same.replicas)
+    assert "holds the same batch 0..9 (CRC 0x" in " ".join(same.reasoning)

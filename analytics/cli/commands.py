@@ -152,6 +152,32 @@ def report(args) -> int:
     return EXIT_OK
 
 
+def reconcile(args) -> int:
+    """Prints the buckets that lost or doubled records first; exit 1 when some did (with expected
+    counts: missing or copied records; without: copied records)."""
+    from analytics import pipeline
+    from analytics.reconcile import parse_bucket
+
+    bucket_ms = parse_bucket(args.bucket)
+    pipeline.require(args.out, AUDIT, EXPORT)
+    spark = spark_session(args)
+    result = pipeline.reconcile(spark, args.out, expected=args.expected, bucket_ms=bucket_ms, progress=progress)
+    from pyspark.sql import functions as F
+
+    table = spark.read.parquet(os.path.join(result.out, "reconciliation"))
+    worst = (table.orderBy((F.coalesce("missing", F.lit(0)) + F.col("duplicated")).desc(), "log_dir", "topic",
+                           "partition", "bucket_start").limit(args.limit).collect())
+    columns = ["log_dir", "topic", "partition", "bucket_start", "expected", "records", "distinct", "duplicated",
+               "missing", "surplus"]
+    print(render_table(columns, [[r[c] for c in columns] for r in worst]))
+    t = result.totals
+    print(f"\n{t['records']:,} records, {t['distinct']:,} distinct, {t['duplicated']:,} copies"
+          + ("" if t["expected"] is None else f"; expected {t['expected']:,}, missing {t['missing']:,}, "
+                                               f"beyond expected {t['surplus']:,}")
+          + f" (buckets of {bucket_ms:,} ms, per {result.level}; OUT/reconciliation)")
+    return EXIT_OK if result.sound else EXIT_VIOLATION
+
+
 def explain(args) -> int:
     """No Spark session: the library reads the tables with pyarrow."""
     from analytics.forensics import explain

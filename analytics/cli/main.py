@@ -82,6 +82,16 @@ def parser() -> argparse.ArgumentParser:
     add_spark_options(p)
     p.set_defaults(run=commands.report)
 
+    p = sub.add_parser("reconcile", help="per time bucket: records in the log, copies, distinct, against producer-side "
+                                         "counts: expected, missing")
+    p.add_argument("out", metavar="OUT", help="an audited export with records (--records)")
+    p.add_argument("--expected", default=None, metavar="FILE",
+                   help="producer-side counts, CSV or Parquet: bucket_start, expected, and topic, partition when per them")
+    p.add_argument("--bucket", default="10m", help="the bucket size: milliseconds, or 30s, 10m, 1h, 1d (default 10m)")
+    p.add_argument("--limit", type=int, default=50, help="buckets to print (all are written to OUT/reconciliation)")
+    add_spark_options(p)
+    p.set_defaults(run=commands.reconcile)
+
     p = sub.add_parser("explain", help="the batch holding an offset, its producer's neighbours, the verdict and why")
     p.add_argument("out", metavar="OUT", help="an audited export")
     p.add_argument("--topic", required=True)

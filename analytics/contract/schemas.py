@@ -353,6 +353,24 @@ TRANSACTIONAL_IDS = pa.schema(
     ]
 )
 
+# OUT/reconciliation: per log dir, topic, partition and bucket of record timestamps (analytics.reconcile)
+RECONCILIATION = pa.schema(
+    [
+        ("topic", pa.string()),  # null when the expected counts are for every topic together
+        ("partition", pa.int32()),  # null when they are per topic
+        ("log_dir", pa.string()),
+        ("bucket_start", pa.timestamp("us", tz="UTC")),
+        ("bucket_end", pa.timestamp("us", tz="UTC")),
+        ("expected", pa.int64()),  # null without expected counts for the bucket
+        ("records", pa.int64()),  # data records in the log
+        ("distinct", pa.int64()),  # records less the repeated copies
+        ("duplicated", pa.int64()),  # repeated copies (record_duplicates rows)
+        ("missing", pa.int64()),  # expected - distinct when above 0
+        ("surplus", pa.int64()),  # extension: distinct - expected when above 0
+        ("level", pa.string()),  # extension: partition, topic or all
+    ]
+)
+
 # Every table under OUT by its contract name (``records`` as written: value replaced by size and hash).
 OUT_SCHEMAS = {
     "batches": BATCHES,
@@ -375,6 +393,7 @@ OUT_SCHEMAS = {
     "partition_state": PARTITION_STATE,
     "record_duplicates": RECORD_DUPLICATES,
     "replica_divergence": REPLICA_DIVERGENCE,
+    "reconciliation": RECONCILIATION,
 }
 # What the reader yields per table (``records`` with the raw value), for the tables it reads.
 READ_SCHEMAS = {**{name: OUT_SCHEMAS[name] for name in (

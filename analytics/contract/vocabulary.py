@@ -145,13 +145,16 @@ EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_of
                  "transactional_ids")
 AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
                 "record_duplicates", "producer_state", "partition_state", "replica_divergence")
+RECONCILE_TABLES = ("reconciliation",)
 # Every table a reader of OUT may query (``sql``, ``explain``): the stages' tables
-TABLES = (*EXPORT_TABLES, *AUDIT_TABLES)
+TABLES = (*EXPORT_TABLES, *AUDIT_TABLES, *RECONCILE_TABLES)
 
 # -- stages and their manifests (written last: a stage without one is not complete) -------------------
 EXPORT, AUDIT, VALIDATE, REPORT = "export", "audit", "validate", "report"
-STAGES = (EXPORT, AUDIT, VALIDATE, REPORT)
-MANIFESTS = {EXPORT: "_export.json", AUDIT: "_audit.json", VALIDATE: "_validation.json", REPORT: "_report.json"}
+STAGES = (EXPORT, AUDIT, VALIDATE, REPORT)  # the stages of ``segaudit run``
+RECONCILE = "reconcile"  # counts against the producers' (``segaudit reconcile``), built from an audit
+MANIFESTS = {EXPORT: "_export.json", AUDIT: "_audit.json", VALIDATE: "_validation.json", REPORT: "_report.json",
+             RECONCILE: "_reconcile.json"}
 SUMMARY = "summary.json"
 VALIDATION_DIR = "validation"
 REPORT_DIR = "report"

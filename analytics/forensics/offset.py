@@ -23,6 +23,9 @@ BATCH_FIELDS = [
     "prev_base_offset", "idle_ms", "offset_holes", "explanation", "txn_open", "offset_overlap",
     "expired_offset", "conflict_offset",
 ]
+# What ``explain`` shows of the batch another replica holds at the offset.
+REPLICA_FIELDS = ["base_offset", "last_offset", "record_count", "producer_id", "producer_epoch", "base_sequence",
+                  "last_sequence", "partition_leader_epoch", "crc", "is_control", "verdict", "severity"]
 
 
 @dataclass
@@ -41,6 +44,10 @@ class Explanation:
     log_dirs: list[str] = field(default_factory=list)  # every log dir holding batches of the partition
     # for a break explained by an earlier expiration of its producer: the batch at its expired_offset
     expiry: dict | None = None
+    # every other log dir of the partition: what it holds at the offset (``batch``, None for nothing;
+    # ``same``: the same batch, by CRC and offsets), its log start and end, and the replica_divergence
+    # range of the pair covering the offset
+    replicas: list[dict] = field(default_factory=list)
 
 
 def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
@@ -58,7 +65,7 @@ def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
     dirs = _partition_log_dirs(audit, topic, partition)
     here = pc.field("partition") == partition
     everywhere = verdicts.rows(here & (pc.field("base_offset") <= offset) & (pc.field("last_offset") >= offset),
-                               BATCH_FIELDS)
+                               list(dict.fromkeys([*BATCH_FIELDS, *REPLICA_FIELDS])))
     everywhere.sort(key=lambda r: (log_dir_of(r["file"]), r["base_offset"], r["file"], r["file_position"]))
     where = [log_dir_of(r["file"]) for r in everywhere]
     dirs_holding = list(dict.fromkeys(where))
@@ -66,8 +73,10 @@ def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
     if len(dirs) > 1:
         here &= in_log_dir(chosen)
     holding = [r for r, d in zip(everywhere, where) if d == chosen]
-    result = Explanation(topic, partition, offset, holding, [], [], [], log_dir=chosen, log_dirs=dirs)
-    also = other_log_dirs(offset, chosen, dirs, dirs_holding)
+    result = Explanation(topic, partition, offset, [{c: r[c] for c in BATCH_FIELDS} for r in holding], [], [], [],
+                         log_dir=chosen, log_dirs=dirs)
+    result.replicas = _replicas(audit, verdicts, topic, partition, offset, chosen, dirs, everywhere, where)
+    also = other_log_dirs(offset, chosen, dirs, result.replicas)
     if not holding:
         below = verdicts.first(here & (pc.field("last_offset") < offset), "last_offset", descending=True,
                                columns=BATCH_FIELDS)
@@ -110,6 +119,34 @@ def _producer_context(audit: Audit, verdicts: Table, same: pc.Expression, batch:
     if batch["explained_by"] == PRODUCER_EXPIRATION and expired is not None and expired < at:
         point = verdicts.first(same & (pc.field("base_offset") == expired), "base_offset", columns=BATCH_FIELDS)
         result.expiry = next(iter(point), None)
+
+
+def _replicas(audit: Audit, verdicts: Table, topic: str, partition: int, offset: int, chosen: str,
+              dirs: list[str], everywhere: list[dict], where: list[str]) -> list[dict]:
+    """What each other log dir of the partition holds at ``offset``, against the chosen one's batch."""
+    if len(dirs) < 2:
+        return []
+    mine = next((r for r, d in zip(everywhere, where) if d == chosen), None)
+    table = audit.table("replica_divergence")
+    ranges = [] if table is None else table.rows(
+        (pc.field("topic") == topic) & (pc.field("partition") == partition) & (pc.field("first_offset") <= offset)
+        & (pc.field("last_offset") >= offset))
+    out = []
+    for d in dirs:
+        if d == chosen:
+            continue
+        batch = next((r for r, w in zip(everywhere, where) if w == d), None)
+        same = (batch is not None and mine is not None and batch["crc"] == mine["crc"]
+                and (batch["base_offset"], batch["last_offset"]) == (mine["base_offset"], mine["last_offset"]))
+        pair = [r for r in ranges if {r["log_dir"], r["other_log_dir"]} == {chosen, d}]
+        there = pc.field("partition") == partition
+        there &= in_log_dir(d)
+        end = verdicts.first(there, "last_offset", descending=True, columns=["last_offset"])
+        out.append({"log_dir": d, "batch": None if batch is None else {c: batch[c] for c in REPLICA_FIELDS},
+                    "same": same, "log_start": _log_start(audit, topic, partition, d),
+                    "log_end": end[0]["last_offset"] if end else None,
+                    "divergence": min(pair, key=lambda r: (r["severity"] != "violation", r["first_offset"]), default=None)})
+    return out
 
 
 def _partition_log_dirs(audit: Audit, topic: str, partition: int) -> list[str]:

@@ -134,14 +134,36 @@ def no_batch_reasoning(offset: int, below: dict | None, above: dict | None, log_
     return says
 
 
-def other_log_dirs(offset: int, log_dir: str, log_dirs: list[str], holding: list[str]) -> list[str]:
-    """For a partition exported from several log dirs: which one is explained, and where else the
-    offset is held."""
+def other_log_dirs(offset: int, log_dir: str, log_dirs: list[str], replicas: list[dict]) -> list[str]:
+    """For a partition exported from several log dirs: which one is explained, and what each other
+    replica holds at the offset (``replicas``: :func:`analytics.forensics.offset.explain`'s)."""
     if len(log_dirs) < 2:
         return []
     says = [(f"The partition is in {len(log_dirs)} log dirs, each replayed apart; this is the log of "
              f"{log_dir} (--log-dir chooses another).")]
-    others = [d for d in holding if d != log_dir]
-    if others:
-        says.append(f"Offset {offset} is also held in {', '.join(others)}.")
+    for r in replicas:
+        b = r["batch"]
+        if b is None:
+            held = f"{r['log_dir']} holds no batch at offset {offset}"
+            if r["log_end"] is not None and offset > r["log_end"]:
+                held += f": its log ends at offset {r['log_end']}"
+            elif r["log_start"] is not None and offset < r["log_start"]:
+                held += f": its log starts at offset {r['log_start']}"
+        elif r["same"]:
+            held = (f"{r['log_dir']} holds the same batch {b['base_offset']}..{b['last_offset']} "
+                    f"(CRC {_crc(b['crc'])}, leader epoch {b['partition_leader_epoch']})")
+        else:
+            what = "a control batch" if b["is_control"] else (
+                f"producer {b['producer_id']} epoch {b['producer_epoch']} sequences {b['base_sequence']}..{b['last_sequence']}")
+            held = (f"{r['log_dir']} holds a different batch {b['base_offset']}..{b['last_offset']}: {what}, "
+                    f"{b['record_count']} records, leader epoch {b['partition_leader_epoch']}, CRC {_crc(b['crc'])}")
+        d = r["divergence"]
+        if d is not None:
+            held += (f"; replica_divergence: {d['kind']} {d['first_offset']}..{d['last_offset']} ({d['severity']}; "
+                     f"leader epoch {d['leader_epoch']} in {d['log_dir']}, {d['other_leader_epoch']} in {d['other_log_dir']})")
+        says.append(held + ".")
     return says
+
+
+def _crc(value: int | None) -> str:
+    return "unknown" if value is None else f"{value:#010x}"
