@@ -83,7 +83,8 @@ def _change(offset, state, pid, epoch, partitions=()):
 
 
 # A life: producer 10 commits, is fenced inside its second transaction by a new instance (epoch 1),
-# which commits at epoch 2; the id expires; it comes back as producer 11. One record is not the coordinator's.
+# which commits at epoch 2; the id expires; it comes back as producer 11, whose transaction times out.
+# One record is not the coordinator's.
 LIFE = [
     _change(0, "Empty", 10, 0),
     _change(1, "Ongoing", 10, 0, ["t-0"]), _change(2, "PrepareCommit", 10, 0, ["t-0"]), _change(3, "CompleteCommit", 10, 0),
@@ -92,6 +93,10 @@ LIFE = [
     _change(8, "Ongoing", 10, 2, ["t-0"]), _change(9, "PrepareCommit", 10, 2, ["t-0"]), _change(10, "CompleteCommit", 10, 2),
     TransactionalIdChange(0, "f", 11, 2000, "app", "Tombstone"),
     _change(12, "Empty", 11, 0),
+    # producer 11's transaction outlives its timeout (60 s): the coordinator aborts it at a bumped epoch
+    _change(13, "Ongoing", 11, 0, ["t-1"]),
+    TransactionalIdChange(0, "f", 14, 70000, "app", "PrepareAbort", 11, 1, -1, -1, 60000, ("t-1",), 70000, 1000, 0, 0),
+    _change(15, "CompleteAbort", 11, 1),
 ]
 
 
@@ -108,7 +113,7 @@ def coordinator_log(spark, tmp_path_factory):
     for c in LIFE:
         key, value = encode_change(c)
         entries.append(build_batch(c.offset, [RecordSpec(key=key, value=value, timestamp=c.timestamp)]))
-    entries.append(build_batch(13, [RecordSpec(key=_key("app"), value=b"\x00\x07 not a value", timestamp=3000)]))
+    entries.append(build_batch(len(LIFE), [RecordSpec(key=_key("app"), value=b"\x00\x07 not a value", timestamp=3000)]))
     for broker in ("broker-1", "broker-2"):
         folder = root / broker / "__transaction_state-0"
         folder.mkdir(parents=True)
@@ -127,7 +132,7 @@ def test_the_export_writes_every_change_and_reports_the_bad_record(coordinator_l
         (c.offset, c.state, c.producer_id, c.producer_epoch, None if c.state == "Tombstone" else list(c.partitions))
         for c in LIFE]
     errors = pq.read_table(f"{coordinator_log}/parse_errors").to_pylist()
-    assert [(e["error_kind"], e["message"].split(":")[0]) for e in errors] == [(RECORD_DECODE, "offset 13")] * 2
+    assert [(e["error_kind"], e["message"].split(":")[0]) for e in errors] == [(RECORD_DECODE, f"offset {len(LIFE)}")] * 2
 
 
 def test_a_transactional_ids_life_names_its_producer_ids_fencing_and_expiration(coordinator_log, capsys):
@@ -136,10 +141,11 @@ def test_a_transactional_ids_life_names_its_producer_ids_fencing_and_expiration(
 
     h = transactional_id_history(coordinator_log, "app")
     assert h.replicas == 2 and h.changes_total == len(LIFE)  # each change once, not once per replica
-    assert [(e["producer_id"], e["first_epoch"], e["last_epoch"], e["committed"], e["aborted"], e["fenced"], e["ended"])
-            for e in h.producer_ids] == [(10, 0, 2, 2, 1, 1, "expired"), (11, 0, 0, 0, 0, 0, None)]
+    assert [(e["producer_id"], e["first_epoch"], e["last_epoch"], e["committed"], e["aborted"], e["fenced"],
+             e["timed_out"], e["ended"]) for e in h.producer_ids] == [
+        (10, 0, 2, 2, 1, 1, 0, "expired"), (11, 0, 1, 0, 1, 0, 1, None)]
     assert {c["offset"]: c["event"] for c in h.changes if c["event"]} == {
-        0: "initialized", 5: "fenced", 7: "initialized", 11: "expired", 12: "new_producer_id"}
+        0: "initialized", 5: "fenced", 7: "initialized", 11: "expired", 12: "new_producer_id", 14: "timed_out"}
     assert cli.main(["producer", coordinator_log, "--transactional-id", "app"]) == 0
     text = capsys.readouterr().out
     assert "producer ids [10, 11]" in text and "expired: the coordinator removed" in text

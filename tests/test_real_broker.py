@@ -288,9 +288,11 @@ def test_the_coordinators_log_records_what_the_transactional_clients_did(broker_
     assert [(s.removeprefix("Complete").upper(), p, e) for s, p, e in ends] == _markers(spark, out, "txn")
     assert [s for s, _, _ in ends] == ["CompleteCommit", "CompleteAbort", "CompleteCommit", "CompleteAbort",
                                        "CompleteCommit"]
-    assert [c["offset"] for c in h.changes if c["event"] == "fenced"] and h.producer_ids[0]["fenced"] == 1
+    # the fence: the fourth transaction, aborted by the coordinator when the successor initialised
+    assert [c["event"] for c in h.changes if c["event"] in ("fenced", "timed_out")] == ["fenced"]
     fence = next(i for i, c in enumerate(h.changes) if c["event"] == "fenced")
-    assert [c["state"] for c in h.changes[fence - 1:fence + 2]] == ["Ongoing", "PrepareAbort", "CompleteAbort"]
+    assert [c["state"] for c in h.changes[fence - 1:fence + 3]] == ["Ongoing", "PrepareAbort", "CompleteAbort", "Empty"]
+    assert [c["state"] for c in h.changes[:fence]].count("Ongoing") == 4
     assert {p for c in h.changes if c["state"] == "Ongoing" for p in c["partitions"]} == {"txn-0"}
 
     # the killed producer: open when copied (Ongoing), then aborted by the coordinator at a bumped epoch
@@ -298,7 +300,7 @@ def test_the_coordinators_log_records_what_the_transactional_clients_did(broker_
     assert live.changes[-1]["state"] == "Ongoing" and live.changes[-1]["partitions"] == ["txn-hang-0"]
     hang = transactional_id_history(out, "segaudit-hang", limit=1000)
     after = hang.changes[len(live.changes) - 1:]
-    assert [c["event"] for c in after[:2]] == [None, "fenced"] and after[2]["state"] == "CompleteAbort"
+    assert [c["event"] for c in after[:2]] == [None, "timed_out"] and after[2]["state"] == "CompleteAbort"
     assert after[1]["producer_epoch"] > after[0]["producer_epoch"]
 
 
@@ -309,8 +311,8 @@ def test_a_transactional_id_that_expired_came_back_with_a_new_producer_id(broker
     _, out = audits["final"]
     h = transactional_id_history(out, "segaudit-expire", limit=1000)
     first, second = _producers(spark, out, "txn-expire")  # the two runs of the client, one producer id each
-    assert [(e["producer_id"], e["committed"], e["ended"]) for e in h.producer_ids] == [
-        (first, 1, "expired"), (second, 1, None)]
+    assert [(e["producer_id"], e["committed"]) for e in h.producer_ids] == [(first, 1), (second, 1)]
+    assert h.producer_ids[0]["ended"] == "expired"  # (the second expires too when the broker runs on long enough)
     tombstone = next(c for c in h.changes if c["event"] == "expired")
     assert tombstone["offset"] == broker_run.facts["txn-expire"].notes["tombstone"]
     assert cli.main(["producer", out, "--producer-id", str(second), "--format", "json"]) == 0

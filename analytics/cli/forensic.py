@@ -94,12 +94,13 @@ def transactional_id_text(h, utc) -> str:
     out = [f"transactional id {h.transactional_id!r} (__transaction_state partition {h.coordinator_partition}"
            + (f", {h.replicas} replicas" if h.replicas > 1 else "") + f"): producer ids {ids}, "
            f"state changes {h.changes_total:,}\n", "producer ids, in order:", render_table(
-        ["producer_id", "epochs", "first_time", "last_time", "committed", "aborted", "fenced", "initialised", "ended"],
+        ["producer_id", "epochs", "first_time", "last_time", "committed", "aborted", "fenced", "timed_out",
+         "initialised", "ended"],
         [[e["producer_id"], _epochs(e), utc(e["first_time"]), utc(e["last_time"]), e["committed"], e["aborted"],
-          e["fenced"], e["initialized"], e["ended"] or "-"] for e in h.producer_ids])]
+          e["fenced"], e["timed_out"], e["initialized"], e["ended"] or "-"] for e in h.producer_ids])]
     out += [f"\nstate changes ({len(h.changes)} of {h.changes_total}):", render_table(
         ["offset", "time", "state", "producer_id", "epoch", "partitions", "event"],
-        [[c["offset"], utc(c["update_timestamp"]), c["state"], _or_dash(c["producer_id"]), _or_dash(c["producer_epoch"]),
+        [[c["offset"], utc(c["update_timestamp"] if c["update_timestamp"] is not None else c["timestamp"]), c["state"], _or_dash(c["producer_id"]), _or_dash(c["producer_epoch"]),
           ",".join(c["partitions"] or []) or "-", c["event"] or ""] for c in h.changes])]
     events = sorted({c["event"] for c in h.changes if c["event"]})
     out += ["", *(f"{e}: {EVENT_MEANING[e]}" for e in events)]

@@ -30,17 +30,19 @@ TABLE = "transactional_ids"
 MAX_EPOCH = 32767  # Short.MaxValue: an epoch that cannot be bumped again, so the producer id rotates
 # the events of a transactional id's life, as ``event`` of its changes
 INITIALIZED = "initialized"  # InitProducerId: a new producer instance; earlier instances are fenced
-FENCED = "fenced"  # an open transaction aborted by the coordinator at a bumped epoch
+FENCED = "fenced"  # an open transaction aborted by the coordinator because a new instance initialised
+TIMED_OUT = "timed_out"  # an open transaction aborted by the coordinator past its timeout
 EXPIRED = "expired"  # the coordinator removed the id after transactional.id.expiration.ms
 NEW_PRODUCER_ID = "new_producer_id"
 EVENT_MEANING = {
     INITIALIZED: "a producer instance initialised (InitProducerId): every earlier instance of this id is fenced",
-    FENCED: "its open transaction was aborted by the coordinator at a bumped epoch: a new instance initialised, "
-            "or the transaction timed out",
+    FENCED: "its open transaction was aborted by the coordinator at a bumped epoch because a new producer instance "
+            "initialised: the old instance is a zombie from here on",
+    TIMED_OUT: "its open transaction was aborted by the coordinator: open longer than its transaction.timeout.ms",
     EXPIRED: "the coordinator removed the transactional id: idle past transactional.id.expiration.ms",
     NEW_PRODUCER_ID: "the transactional id got a new producer id: sequences restart at 0 under it",
 }
-CHANGE_FIELDS = ["offset", "update_timestamp", "state", "producer_id", "producer_epoch", "previous_producer_id",
+CHANGE_FIELDS = ["offset", "timestamp", "update_timestamp", "state", "producer_id", "producer_epoch", "previous_producer_id",
                  "next_producer_id", "timeout_ms", "partitions", "event"]
 
 
@@ -108,18 +110,34 @@ def _changes(table: Table, where) -> tuple[list[dict], int]:
 
 
 def _mark_events(rows: list[dict]) -> None:
-    """Sets each change's ``event`` (None for the plain steps of a transaction) from its predecessor."""
+    """Sets each change's ``event`` (None for the plain steps of a transaction) from its neighbours.
+
+    An open transaction aborted and followed at once by an ``Empty`` of the same producer id (an
+    ``InitProducerId``) was fenced by a new instance: the coordinator aborted it at a bumped epoch.
+    (Under transactions V2 every end bumps the epoch, so only the ``Empty`` after it tells a fence
+    from the client's own abort; under V1 the fence's abort is also the only one at a bumped epoch.)
+    One aborted at least ``timeout_ms`` after it started was aborted by the coordinator's timeout.
+    """
     previous = None
-    for r in rows:
+    for i, r in enumerate(rows):
         event = None
         if r["state"] == TOMBSTONE:
             event = EXPIRED
         elif previous is None or previous["state"] == TOMBSTONE or r["producer_id"] != previous["producer_id"]:
             event = NEW_PRODUCER_ID if previous is not None else INITIALIZED
-        elif r["state"] == PREPARE_EPOCH_FENCE or (
-                r["state"] == PREPARE_ABORT and previous["state"] == ONGOING
-                and r["producer_epoch"] > previous["producer_epoch"]):
+        elif r["state"] == PREPARE_EPOCH_FENCE:
             event = FENCED
+        elif r["state"] == PREPARE_ABORT and previous["state"] == ONGOING:
+            after = rows[i + 1:i + 3]
+            reinitialised = (len(after) == 2 and after[0]["state"] == COMPLETE_ABORT and after[1]["state"] == EMPTY
+                             and after[1]["producer_id"] == r["producer_id"])
+            bumped = r["producer_epoch"] > previous["producer_epoch"]
+            v2 = (r["client_transaction_version"] or 0) >= 2
+            started, timeout = r["start_timestamp"], r["timeout_ms"]
+            if reinitialised and (bumped or v2):
+                event = FENCED
+            elif started is not None and started >= 0 and timeout is not None and r["update_timestamp"] - started >= timeout:
+                event = TIMED_OUT
         elif r["state"] == EMPTY and r["producer_epoch"] != previous["producer_epoch"]:
             event = INITIALIZED
         r["event"] = event
@@ -142,7 +160,7 @@ def _eras(rows: list[dict]) -> list[dict]:
             eras.append({"producer_id": r["producer_id"], "first_epoch": r["producer_epoch"],
                          "last_epoch": r["producer_epoch"], "first_time": r["update_timestamp"],
                          "last_time": r["update_timestamp"], "committed": 0, "aborted": 0, "fenced": 0,
-                         "initialized": 0, "ended": None})
+                         "initialized": 0, "timed_out": 0, "ended": None})
         era = eras[-1]
         era["last_epoch"] = max(era["last_epoch"], r["producer_epoch"])
         era["first_epoch"] = min(era["first_epoch"], r["producer_epoch"])
@@ -150,5 +168,6 @@ def _eras(rows: list[dict]) -> list[dict]:
         era["committed"] += r["state"] == COMPLETE_COMMIT
         era["aborted"] += r["state"] == COMPLETE_ABORT
         era["fenced"] += r["event"] == FENCED
+        era["timed_out"] += r["event"] == TIMED_OUT
         era["initialized"] += r["event"] in (INITIALIZED, NEW_PRODUCER_ID)
     return eras
