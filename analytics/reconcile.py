@@ -70,7 +70,7 @@ def reconcile(spark, out: str, *, expected: str | None = None, bucket_ms: int = 
     """Writes ``OUT/reconciliation`` from the audited export in ``out`` (with records)."""
     from pyspark.sql import functions as F
 
-    from analytics.audit.job import conform
+    from analytics.spark.columns import conform
 
     started = time.monotonic()
     say = progress or (lambda _m: None)

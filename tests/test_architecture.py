@@ -17,7 +17,7 @@ LAYERS = (
     ("analytics.errors", "analytics.kafka"),
     ("analytics.replay", "analytics.publish", "analytics.reuse", "analytics.spark"),
     ("analytics.generate",),
-    ("analytics.audit", "analytics.export", "analytics.inventory"),
+    ("analytics.audit", "analytics.export", "analytics.inventory", "analytics.reconcile"),
     ("expectations",),
     ("analytics.report",),
     ("analytics.forensics", "analytics.pipeline"),

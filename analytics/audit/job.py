@@ -29,9 +29,9 @@ from analytics.contract import (
     SUMMARY,
     TXN_STATUSES,
     VERDICTS,
-    OUT_SCHEMAS,
 )
 from analytics.publish import Store, publication, read_manifest
+from analytics.spark.columns import conform
 
 # Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
 # each row group and drop it when it overflows; they are written plain from the start.
@@ -194,15 +194,6 @@ def _previous(spark, out: str, config: AuditConfig, say):
 def _verdict_settings(configuration: dict) -> dict:
     """The configuration a verdict depends on: not the export time (transactions only) nor the ranges."""
     return {k: v for k, v in configuration.items() if k not in ("export_time_ms", "range_batches")}
-
-
-def conform(df, table: str):
-    """``df`` as the contract declares ``table``: its columns, in order, with their types (a cast that
-    changes nothing is free). A missing column fails here, at the write, not in a reader."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_type
-
-    return df.select(*[F.col(f.name).cast(from_arrow_type(f.type)).alias(f.name) for f in OUT_SCHEMAS[table]])
 
 
 def plain_columns(writer, columns):
