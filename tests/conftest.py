@@ -58,11 +58,3 @@ def audited(spark, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=3) as pool:
         return dict(pool.map(one, [name for name in SCENARIO_NAMES if name != "mixed"]))
 
-
-def pytest_collection_modifyitems(config, items):
-    """With ``-n 2`` (pytest-xdist, ``--dist loadgroup``) each worker is one process with its own
-    session Spark: a module's tests stay on one worker (its module fixtures are made once), and every
-    test of the session-wide ``audited`` scenarios runs on the same worker, which makes them once."""
-    for item in items:
-        group = "audited" if "audited" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))

@@ -57,8 +57,10 @@ def _until(cluster: KafkaCluster, done, what: str, timeout: float = 60) -> dict:
 def _produce(cluster: KafkaCluster, node: int, keys: list[str], acks) -> dict[int, str]:
     from kafka import KafkaProducer
 
+    # retries: a producer's metadata may still name the previous leader (nothing is lost on loopback,
+    # so a retry never writes a record twice)
     producer = KafkaProducer(bootstrap_servers=cluster.node(node).address, acks=acks, enable_idempotence=False,
-                             retries=0, linger_ms=0)
+                             retries=10, retry_backoff_ms=200, linger_ms=0)
     try:
         return {producer.send(TOPIC, key=k.encode(), value=f"value-{k}".encode()).get(timeout=30).offset: k
                 for k in keys}
