@@ -11,7 +11,8 @@ Expected counts (CSV or Parquet): ``bucket_start`` (epoch milliseconds, or a tim
 ``expected``, per ``topic`` and ``partition`` when the file has those columns. A file without
 ``partition`` states counts per topic, one without ``topic`` for every topic together: the log's
 counts are summed to the same level (``level``: partition, topic or all), each log dir apart.
-A bucket the file does not list has no expected count (null), not zero. Buckets start at multiples
+A bucket the file does not list has no expected count (null), not zero; counts for a topic or
+partition no log dir holds are rows without a log dir, all missing. Buckets start at multiples
 of ``bucket_ms`` since the epoch, and every ``bucket_start`` of the file must be one.
 
 Record timestamps are the producers' (CreateTime) unless a topic is LogAppendTime: there they are
@@ -172,14 +173,21 @@ def _expected(spark, path: str, bucket_ms: int):
 
 def _joined(counts, expected, level: str):
     """The log's counts and the expected counts, bucket by bucket, for every log dir holding the key:
-    a bucket with only an expected count has no record in the log."""
+    a bucket with only an expected count has no record in the log. Expected counts for a key no log
+    dir holds at all (a topic or partition missing from the export) are rows without a log dir,
+    every record of them missing."""
     from pyspark.sql import functions as F
 
     keys = list(KEYS[level])
     holders = counts.select("log_dir", *keys).distinct()
-    if not keys:
-        wanted = expected.crossJoin(holders)
-    else:
+    if keys:
         wanted = expected.join(holders, keys, "inner")
-    return (counts.join(wanted, ["log_dir", *keys, "bucket_start"], "full")
-            .fillna(0, subset=["records", "duplicated", "distinct"]))
+        orphans = expected.join(holders.select(*keys).distinct(), keys, "left_anti")
+    else:
+        wanted = expected.crossJoin(holders)
+        orphans = expected.where(F.lit(holders.limit(1).count() == 0))
+    joined = (counts.join(wanted, ["log_dir", *keys, "bucket_start"], "full")
+              .fillna(0, subset=["records", "duplicated", "distinct"]))
+    unheld = orphans.select(F.lit(None).cast("string").alias("log_dir"), *keys, "bucket_start", "expected",
+                            *[F.lit(0).cast("long").alias(c) for c in ("records", "duplicated", "distinct")])
+    return joined.unionByName(unheld)

@@ -42,11 +42,12 @@ def test_copies_land_in_their_buckets_and_nothing_is_missing(audited, tmp_path, 
     # and a bucket the producers sent to that the log has nothing of
     empty = max(b for _, _, b in sent) + 10 * BUCKET_MS
     lines.append(f"plain-retries,0,{empty},7")
+    lines.append(f"plain-retries,5,{empty},4")  # a partition the export does not hold
     expected.write_text("\n".join(lines) + "\n")
     code = cli.main(["reconcile", target, "--expected", str(expected), "--bucket", f"{BUCKET_MS}ms"])
     assert code == 1  # copies and a missing bucket
     printed = capsys.readouterr().out
-    assert "expected" in printed and "missing 7" in printed
+    assert "expected" in printed and "missing 11" in printed
 
     truth = collections.Counter()
     for r in pq.read_table(g.truth_dir / "record_duplicates.parquet").to_pylist():
@@ -62,6 +63,8 @@ def test_copies_land_in_their_buckets_and_nothing_is_missing(audited, tmp_path, 
     assert sum(truth.values()) == 3 and sum(r["duplicated"] for r in rows) == 3
     gone = by_bucket[("plain-retries", 0, empty)]
     assert (gone["records"], gone["expected"], gone["missing"]) == (0, 7, 7)
+    unheld = by_bucket[("plain-retries", 5, empty)]
+    assert (unheld["log_dir"], unheld["records"], unheld["expected"], unheld["missing"]) == (None, 0, 4, 4)
     assert {r["level"] for r in rows} == {"partition"}
 
 
