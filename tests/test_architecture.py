@@ -15,6 +15,7 @@ PACKAGES = ("analytics", "expectations", "jobs")
 LAYERS = (
     ("analytics.contract",),
     ("analytics.errors", "analytics.kafka"),
+    ("analytics.cluster",),
     ("analytics.replay", "analytics.publish", "analytics.reuse", "analytics.spark"),
     ("analytics.generate",),
     ("analytics.audit", "analytics.export", "analytics.inventory", "analytics.reconcile"),

@@ -353,6 +353,23 @@ TRANSACTIONAL_IDS = pa.schema(
     ]
 )
 
+# OUT/coordinator_transactions: the transaction coordinators' view of a live cluster at the export
+# (ListTransactions and DescribeTransactions; empty for an export of log dirs)
+COORDINATOR_TRANSACTIONS = pa.schema(
+    [
+        ("transactional_id", pa.string()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("state", pa.string()),  # Kafka's TransactionState name (Ongoing, PrepareCommit, ...)
+        ("timeout_ms", pa.int32()),
+        ("start_timestamp", pa.int64()),  # -1 when no transaction is running
+        ("partitions", pa.list_(pa.string())),  # "topic-partition", sorted
+        ("coordinator", pa.int32()),  # the broker that answered
+        ("captured_at", pa.int64()),  # ms since the epoch, when the coordinators were asked
+        ("log_dir", pa.string()),  # kafka://<cluster id>: the log dir of the export's batches
+    ]
+)
+
 # OUT/reconciliation: per log dir, topic, partition and bucket of record timestamps (analytics.reconcile)
 RECONCILIATION = pa.schema(
     [
@@ -384,6 +401,7 @@ OUT_SCHEMAS = {
     "partition_metadata": PARTITION_METADATA,
     "log_start_offsets": LOG_START_OFFSETS,
     "transactional_ids": TRANSACTIONAL_IDS,
+    "coordinator_transactions": COORDINATOR_TRANSACTIONS,
     "batch_verdicts": BATCH_VERDICTS,
     "anomalies": ANOMALIES,
     "producer_sessions": PRODUCER_SESSIONS,

@@ -134,15 +134,19 @@ UNKNOWN_FILE = "unknown_file"  # a file in a partition folder that Kafka does no
 TEMPORARY_FILE = "temporary_file"  # .deleted / .cleaned / .swap files, left for the broker to finish
 UNREADABLE = "unreadable"  # the operating system refused to read it
 CORRUPT_SIDECAR = "corrupt_sidecar"  # a snapshot, index or checkpoint file that does not parse
+# Offsets of a captured range that an export over the protocol could not fetch: deleted by retention
+# or truncated while it ran, or a leader unreachable past the retries. The message names the offset
+# range; bytes_affected is 0 (no bytes were received). The fetch goes on where the log goes on.
+OFFSETS_LOST = "offsets_lost"
 ERROR_KINDS = (TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC, CRC_MISMATCH, INVALID_BATCH, RECORD_DECODE,
-               DECOMPRESSION, UNKNOWN_FILE, TEMPORARY_FILE, UNREADABLE, CORRUPT_SIDECAR)
+               DECOMPRESSION, UNKNOWN_FILE, TEMPORARY_FILE, UNREADABLE, CORRUPT_SIDECAR, OFFSETS_LOST)
 # Kinds after which the rest of a segment is not walked.
 STOPS_FILE = frozenset({TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC})
 
 # -- tables under OUT, by the stage that writes them ------------------------------------------------
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
 EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES,
-                 "transactional_ids")
+                 "transactional_ids", "coordinator_transactions")
 AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
                 "record_duplicates", "producer_state", "partition_state", "replica_divergence")
 RECONCILE_TABLES = ("reconciliation",)

@@ -294,6 +294,39 @@ class SegmentScanner:
         )
 
 
+class _Received:
+    """The bytes a :class:`StreamScanner` has been given so far: its ``size``."""
+
+    size = 0
+
+
+class StreamScanner(SegmentScanner):
+    """A :class:`SegmentScanner` over bytes that arrive in pieces of whole entries (fetched over the
+    protocol, :mod:`analytics.kafka.fetched`) instead of a file: ``feed`` each piece, ``lost`` for
+    bytes that cannot be framed; ``file_position`` is a position in the concatenated pieces."""
+
+    def __init__(self, **kwargs):
+        super().__init__(_Received(), **kwargs)
+
+    def __iter__(self):
+        raise TypeError("a StreamScanner is fed, not iterated")
+
+    def feed(self, buf: bytes) -> Chunk | None:
+        """Decode ``buf``, a run of whole entries that follows the bytes fed before."""
+        position = self.source.size
+        self.source.size += len(buf)
+        return self._decode(buf, position, walk_window(buf, len(buf)))
+
+    def lost(self, kind: str, message: str, bytes_affected: int, stops: bool = True) -> None:
+        """What could not be decoded after the bytes fed: one error (``bytes_affected`` received bytes
+        that do not frame, or none for offsets that never arrived); ``stops``: the stream ends there."""
+        position = self.source.size
+        self.source.size += bytes_affected
+        if stops:
+            self._stopped = kind
+        self._error(position, kind, message, bytes_affected)
+
+
 def batches_from_arrow(batch: pa.RecordBatch) -> list[Batch]:
     """Rows of a batches record batch as :class:`Batch` objects."""
     return [Batch(**row) for row in batch.to_pylist()]

@@ -17,6 +17,8 @@ The export's two tables that write, which their names say (see :mod:`analytics.s
         .option("records", "true")
     .option("table", "export-sidecars")    # writes every sidecar table, yields a row per file
         .option("tablesOut", staging).option("errorsOut", errors)
+    .option("table", "export-fetch")       # a live cluster's offset ranges over the protocol
+                                           #   (analytics.spark.fetching), written as export-segments writes
 
 Tuning: ``taskBytes`` (bytes of files per Spark task, 128 MiB), ``minTasks`` (2),
 ``windowBytes`` (the reader's window, 8 MiB), ``maxDecompressedBytes`` (per batch, 64 MiB).
@@ -60,10 +62,15 @@ def task_for(options: Mapping[str, str]) -> Task:
         SidecarTask,
     )
 
+    from analytics.spark.fetching import FetchExportTask
+
     options = CaseInsensitiveDict(options)
     table = options.get("table", "batches")
     input_format = options.get("inputFormat", "segments")
-    tables = (*SEGMENT_TABLES, *SIDECAR_TABLES, *WRITING_TABLES)
+    if table == FetchExportTask.table:
+        return FetchExportTask.from_options(options, _required(options, table, "tablesOut"),
+                                            _required(options, table, "errorsOut"))
+    tables = (*SEGMENT_TABLES, *SIDECAR_TABLES, *WRITING_TABLES, FetchExportTask.table)
     if table not in tables:
         raise ValueError(f"table must be one of {', '.join(tables)}, not {table!r}")
     if input_format not in INPUT_FORMATS:
@@ -145,7 +152,10 @@ class KafkaSegmentsReader(DataSourceReader):
 
     def partitions(self) -> list[FileGroup]:
         files = self.task.plan(self.paths)
-        groups = group_files(files, target_bytes=self.target_bytes, min_groups=self.min_tasks)
+        if hasattr(self.task, "groups"):  # the task type's plan chose its groups (export-fetch)
+            groups = self.task.groups(files)
+        else:
+            groups = group_files(files, target_bytes=self.target_bytes, min_groups=self.min_tasks)
         return [FileGroup(i, g) for i, g in enumerate(groups)]
 
     def read(self, partition: FileGroup | None):

@@ -86,7 +86,7 @@ class SegmentTask:
             elif self.table == "records" and chunk.records is not None and chunk.records.num_rows:
                 yield to_contract_records(chunk.records, chunk.batches)
         if self.table == "segments":
-            yield _segments_batch(decoded.segments)
+            yield segments_batch(decoded.segments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,25 +145,34 @@ class SegmentExportTask:
         # kafka-dump-log.sh prints the coordinator's values in its own words, not their bytes)
         coordinator = file.topic == TRANSACTION_STATE_TOPIC and self.decoder.input_format == "segments"
         decoded = self.decoder.decode(file, records=self.records or coordinator)
-        changes: list = []
-        batches_out = _TopicParquet(os.path.join(self.tables_out, "batches"), file.output_name, BATCHES)
-        records_out = (_TopicParquet(os.path.join(self.tables_out, "records"), file.output_name, RECORDS)
-                       if self.records else nullcontext())
-        with batches_out as batch_sink, records_out as record_sink:
-            for chunk in decoded:
-                if chunk.batches.num_rows:
-                    batch_sink.write(chunk.batches)
-                if record_sink and chunk.records is not None and chunk.records.num_rows:
-                    record_sink.write(to_contract_records(chunk.records, chunk.batches))
-                if coordinator and chunk.records is not None:
-                    changes += transactional_id_changes(chunk.records, chunk.batches)
-        errors = decoded.errors
-        if coordinator:
-            errors = errors + [c for c in changes if isinstance(c, ParseError)]
-            write_rows(os.path.join(self.tables_out, "transactional_ids"), f"part-{file.output_name}.parquet",
-                       [c for c in changes if not isinstance(c, ParseError)], TRANSACTIONAL_IDS)
-        write_rows(self.errors_out, self.errors_file(file), errors, PARSE_ERRORS)
-        yield _segments_batch(decoded.segments)
+        export_chunks(self.tables_out, self.errors_out, file.output_name, self.errors_file(file), decoded,
+                      lambda: decoded.errors, records=self.records, coordinator=coordinator)
+        yield segments_batch(decoded.segments)
+
+
+def export_chunks(tables_out: str, errors_out: str, name: str, errors_file: str, chunks, errors_of, *,
+                  records: bool, coordinator: bool) -> None:
+    """Writes the batches (and with ``records`` the records) of ``chunks``, one input's, as Parquet
+    named after ``name`` under ``tables_out``; for the coordinator's log its ``transactional_ids``
+    too; then the input's parse errors (``errors_of()``, complete once the chunks are) as
+    ``errors_out/errors_file``."""
+    changes: list = []
+    batches_out = _TopicParquet(os.path.join(tables_out, "batches"), name, BATCHES)
+    records_out = _TopicParquet(os.path.join(tables_out, "records"), name, RECORDS) if records else nullcontext()
+    with batches_out as batch_sink, records_out as record_sink:
+        for chunk in chunks:
+            if chunk.batches.num_rows:
+                batch_sink.write(chunk.batches)
+            if record_sink and chunk.records is not None and chunk.records.num_rows:
+                record_sink.write(to_contract_records(chunk.records, chunk.batches))
+            if coordinator and chunk.records is not None:
+                changes += transactional_id_changes(chunk.records, chunk.batches)
+    errors = list(errors_of())
+    if coordinator:
+        errors += [c for c in changes if isinstance(c, ParseError)]
+        write_rows(os.path.join(tables_out, "transactional_ids"), f"part-{name}.parquet",
+                   [c for c in changes if not isinstance(c, ParseError)], TRANSACTIONAL_IDS)
+    write_rows(errors_out, errors_file, errors, PARSE_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +332,7 @@ class _TopicParquet:
         return self.writers[topic][0]
 
 
-def _segments_batch(segments: list[SegmentInfo]) -> pa.RecordBatch:
+def segments_batch(segments: list[SegmentInfo]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([row_dict(s, SEGMENTS) for s in segments], schema=SEGMENTS)
 
 

@@ -119,6 +119,7 @@ def export(
                 _write_small(run.path(table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
         if not os.path.isdir(run.path("transactional_ids")):
             _write_small(run.path("transactional_ids"), schema.TRANSACTIONAL_IDS.empty_table())
+        _write_small(run.path("coordinator_transactions"), schema.COORDINATOR_TRANSACTIONS.empty_table())
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
             sidecars = writing_read(SidecarExportTask.table).option("minTasks", 1)
             sidecars.load().write.format("noop").mode("overwrite").save()

@@ -1,0 +1,200 @@
+"""A live cluster over the Kafka protocol, through kafka-python's admin client.
+
+Everything the export asks a cluster goes through :class:`Cluster`: the cluster id and its
+partitions with their leaders (Metadata), offsets (ListOffsets, ``READ_UNCOMMITTED``), producer
+state (DescribeProducers), the coordinators' transactions (ListTransactions,
+DescribeTransactions), and raw record batches (Fetch). kafka-python builds, sends and parses every
+request; the one thing it has no method for, a Fetch that returns the partition's bytes as they
+are, is a :class:`~kafka.protocol.consumer.FetchRequest` sent on the admin client's connections
+(version 12 at most, as kafka-python's own consumer sends: topic names, not ids).
+
+Failures a user can fix (no broker answers, a refused login, a denied ACL) are one-line
+:class:`~analytics.errors.InputError` s; the fetch loop (:mod:`analytics.cluster.fetch`) handles
+the per-partition errors a Fetch can return.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from analytics.cluster.config import ClientConfig
+from analytics.errors import InputError
+
+READ_UNCOMMITTED = 0  # aborted data and markers are part of the log
+FETCH_VERSION = 12
+# Fetch error codes the fetch loop acts on (Kafka's Errors.java)
+NONE, OFFSET_OUT_OF_RANGE = 0, 1
+RETRIABLE = {
+    3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT", 8: "BROKER_NOT_AVAILABLE", 9: "REPLICA_NOT_AVAILABLE", 13: "NETWORK_EXCEPTION",
+    56: "KAFKA_STORAGE_ERROR", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
+}
+DENIED = {29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED"}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int  # -1 when the partition has no leader now
+    internal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One partition's answer to a Fetch."""
+
+    error_code: int
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+class Cluster:
+    """A connection to one cluster (a kafka-python admin client); use it as a context manager."""
+
+    def __init__(self, config: ClientConfig, *, request_timeout_ms: int = 30000):
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        self.config = config
+        try:
+            self.admin = KafkaAdminClient(**config.kwargs(request_timeout_ms=request_timeout_ms))
+        except KafkaError as e:
+            raise InputError(_cannot_reach(config, e)) from None
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.admin.close()
+
+    # -- the driver's questions ---------------------------------------------------------------------
+    def cluster_id(self) -> str:
+        return self._ask(self.admin.describe_cluster)["cluster_id"]
+
+    def partitions(self, pattern: str = ".*") -> list[PartitionInfo]:
+        """Every partition of the topics whose whole name matches ``pattern`` (a regex), sorted."""
+        try:
+            wanted = re.compile(pattern)
+        except re.error as e:
+            raise InputError(f"--topics {pattern!r} is not a regular expression: {e}") from None
+        names = sorted(t for t in self._ask(self.admin.list_topics) if wanted.fullmatch(t))
+        if not names:
+            return []
+        out = []
+        for topic in self._ask(self.admin.describe_topics, names):
+            if topic["error_code"]:
+                raise InputError(f"cannot describe topic {topic['name']}: {_error_name(topic['error_code'])}")
+            for p in topic["partitions"]:
+                out.append(PartitionInfo(topic["name"], p["partition_index"], p.get("leader_id", -1),
+                                         bool(topic.get("is_internal"))))
+        return sorted(out, key=lambda p: (p.topic, p.partition))
+
+    def offsets(self, partitions: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, int], int]:
+        """Each partition's ``earliest`` or ``latest`` offset (the high watermark), or for a timestamp in
+        ms the first offset at or after it (the latest when no record is that late)."""
+        from kafka import OffsetSpec, TopicPartition
+
+        if not partitions:
+            return {}
+        specs = {"earliest": OffsetSpec.EARLIEST, "latest": OffsetSpec.LATEST}
+        wanted = specs[spec] if isinstance(spec, str) else int(spec)
+        got = self._ask(self.admin.list_partition_offsets, {TopicPartition(t, p): wanted for t, p in partitions})
+        out = {(tp.topic, tp.partition): o.offset for tp, o in got.items()}
+        if not isinstance(spec, str) and any(o < 0 for o in out.values()):
+            late = [k for k, o in out.items() if o < 0]
+            out.update(self.offsets(late, "latest"))
+        return out
+
+    def producers(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], list]:
+        """DescribeProducers at each partition's leader: kafka-python's ``ProducerState`` s."""
+        from kafka import TopicPartition
+
+        if not partitions:
+            return {}
+        got = self._ask(self.admin.describe_producers, [TopicPartition(t, p) for t, p in partitions])
+        return {(tp.topic, tp.partition): list(state.active_producers) for tp, state in got.items()}
+
+    def transactions(self) -> list:
+        """Every transactional id the coordinators hold now, described: kafka-python's
+        ``TransactionDescription`` s with their ids, as ``(transactional_id, description)``."""
+        listed = self._ask(self.admin.list_transactions)
+        ids = sorted({t.transactional_id for per_broker in listed.values() for t in per_broker})
+        described = {}
+        for i in range(0, len(ids), 100):
+            chunk = ids[i:i + 100]
+            got = self._ask(self.admin.describe_transactions, chunk, tolerate=True)
+            if got is None:  # one id ended between the listing and now: the others one by one
+                got = {}
+                for tid in chunk:
+                    got.update(self._ask(self.admin.describe_transactions, [tid], tolerate=True) or {})
+            described.update(got)
+        return sorted(described.items())
+
+    # -- the executors' fetches ---------------------------------------------------------------------
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader now (metadata asked again), -1 when it has none."""
+        for p in self.partitions(re.escape(topic)):
+            if p.partition == partition:
+                return p.leader
+        return -1
+
+    def fetch(self, node: int, topic: str, partition: int, offset: int, max_bytes: int,
+              max_wait_ms: int = 500) -> Fetched:
+        """The bytes of ``topic``-``partition`` from ``offset`` (the whole entry holding it first), at
+        most about ``max_bytes`` (one entry larger than that comes whole), from broker ``node``."""
+        from kafka.protocol.consumer import FetchRequest
+
+        topic_request = FetchRequest.FetchTopic
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+            isolation_level=READ_UNCOMMITTED, session_id=0, session_epoch=-1,
+            topics=[topic_request(topic=topic, partitions=[topic_request.FetchPartition(
+                partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=max_bytes)])],
+            forgotten_topics_data=[], rack_id="", max_version=FETCH_VERSION)
+        manager = self.admin._manager  # kafka-python's connections (its admin methods send the same way)
+
+        async def send():
+            return await manager.send(request, node_id=node)
+
+        response = manager.run(send)
+        for answer in response.responses:
+            for p in answer.partitions:
+                if p.partition_index == partition:
+                    return Fetched(p.error_code, bytes(p.records or b""), p.high_watermark, p.log_start_offset)
+        return Fetched(3, b"", -1, -1)  # the broker did not answer for the partition
+
+    def _ask(self, method, *args, tolerate: bool = False):
+        from kafka.errors import KafkaError
+
+        try:
+            return method(*args)
+        except KafkaError as e:
+            if tolerate and type(e).__name__ == "TransactionalIdNotFoundError":
+                return None
+            raise InputError(_cannot_reach(self.config, e)) from None
+
+
+def _cannot_reach(config: ClientConfig, e: Exception) -> str:
+    name = type(e).__name__
+    what = {"NoBrokersAvailable": "no broker answered",
+            "KafkaConnectionError": "the connection failed",
+            "KafkaTimeoutError": "the cluster did not answer in time"}.get(name)
+    if "Authorization" in name:
+        what = f"access denied ({name}): the principal needs DESCRIBE on the cluster and the topics, READ on the topics"
+    elif "Authentication" in name or "Sasl" in name:
+        what = f"login refused ({name})"
+    detail = str(e).splitlines()[0] if str(e) else name
+    return f"cannot use kafka://{config.bootstrap}: {what or detail}"
+
+
+def _error_name(code: int) -> str:
+    from kafka.errors import for_code
+
+    return for_code(code).__name__

@@ -1,0 +1,197 @@
+"""The export of a live cluster over the Kafka protocol: ``segaudit export kafka://HOST:PORT ...``.
+
+The same tables as an export of log dirs, so the audit, validation, report and forensic commands
+work unchanged:
+
+- ``batches`` (``records``), ``segments``, ``parse_errors``: each partition's captured offsets
+  (:func:`analytics.cluster.plan.capture`), fetched by Spark tasks on the executors
+  (:mod:`analytics.spark.fetching`). A fetched range stands where a segment file stands: its
+  ``file`` is ``kafka://<cluster id>/<topic>-<partition>/<range start, 20 digits>``, and
+  ``file_position`` is the byte position of a batch in the bytes fetched for the range, so
+  ``log_dir`` is ``kafka://<cluster id>``;
+- ``producer_snapshots``: DescribeProducers at each partition's leader, one row per producer the
+  broker holds in memory, at ``snapshot_offset`` = the captured end (no ``last_offset``: the
+  protocol does not give it), when the partition's end did not move while it was asked;
+- ``log_start_offsets``: the captured log start of each partition;
+- ``coordinator_transactions``: ListTransactions and DescribeTransactions at every coordinator;
+- ``transactional_ids``: the coordinator's log, when ``__transaction_state`` is among the topics;
+- the other sidecar tables (``.txnindex``, checkpoints, ...) are empty: no protocol serves them.
+
+``_export.json`` records the cluster id, the captured ranges and the options; never the client
+configuration's contents (only its path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analytics.cluster.client import Cluster
+from analytics.cluster.config import load
+from analytics.cluster.plan import DEFAULT_PER_BROKER, DEFAULT_RANGE_OFFSETS, Capture, capture, locator, split
+from analytics.contract import EXPORT, SIDECAR_TABLES
+from analytics.contract import schemas as schema
+from analytics.errors import InputError
+from analytics.export import ExportError, ExportResult, _count_rows, _read_parts, _write_small
+from analytics.publish import publication
+
+LOG_START_FILE = "log-start-offset"  # the log_start_offsets rows' file: kafka://<cluster id>/log-start-offset
+PRODUCER_STATE_TRIES = 3  # DescribeProducers asked again while a partition's end moves
+
+
+def export_cluster(
+    spark,
+    source: str,
+    out: str,
+    *,
+    topics: str = ".*",
+    records: bool = False,
+    client_config: str | None = None,
+    from_offset: int | None = None,
+    from_time: int | None = None,
+    until_time: int | None = None,
+    max_bytes_per_second: float | None = None,
+    per_broker: int = DEFAULT_PER_BROKER,
+    range_offsets: int = DEFAULT_RANGE_OFFSETS,
+    progress: Callable[[str], None] | None = None,
+) -> ExportResult:
+    """Export the topics matching ``topics`` (a regex over whole names) of the cluster ``source``
+    (``kafka://HOST:PORT[,...]``) to ``out``; returns what was written."""
+    from analytics.spark.fetching import FetchExportTask
+    from analytics.spark.session import default_parallelism
+
+    started = time.monotonic()
+    say = progress or (lambda _msg: None)
+    config = load(source, client_config)
+    with Cluster(config) as cluster:
+        captured = capture(cluster, topics, from_offset=from_offset, from_time=from_time, until_time=until_time)
+        if not captured.partitions:
+            raise ExportError(f"no topic of kafka://{config.bootstrap} matches --topics {topics!r}")
+        producers, unsettled = _producer_state(cluster, captured)
+        coordinator, coordinator_note = _coordinator_transactions(cluster, captured)
+    ranges = split(captured, range_offsets=range_offsets, per_broker=per_broker)
+    offsets = sum(p.end - p.start for p in captured.partitions)
+    groups = len({r.group for r in ranges})
+    share = None
+    if max_bytes_per_second:
+        share = max_bytes_per_second / max(1, min(groups, default_parallelism(spark)))
+    for topic, partition in unsettled:
+        say(f"{topic}-{partition} was written to while its producers were asked: no live producer state for it")
+    if coordinator_note:
+        say(coordinator_note)
+    with publication(out, EXPORT) as run:
+        staging = run.path()
+        errors = run.path("_parts", "parse_errors")
+        say(f"exporting {len(captured.partitions)} partitions of cluster {captured.cluster_id}, {offsets:,} offsets "
+            f"in {len(ranges)} ranges, {groups} tasks, to {run.store.path()}")
+        if ranges:
+            read = (spark.read.format("kafka-segments").option("table", FetchExportTask.table)
+                    .option("cluster", source).option("ranges", json.dumps([r.to_json() for r in ranges]))
+                    .option("tablesOut", staging).option("errorsOut", errors).option("records", records))
+            if client_config:
+                read = read.option("clientConfig", os.path.abspath(client_config))
+            if share:
+                read = read.option("bytesPerSecond", str(share))
+            read.load(captured.log_dir).repartition(1).write.parquet(run.path("segments"))
+        else:
+            _write_small(run.path("segments"), schema.SEGMENTS.empty_table())
+        for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
+            if wanted and not os.path.isdir(run.path(table)):
+                _write_small(run.path(table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
+        if not os.path.isdir(run.path("transactional_ids")):
+            _write_small(run.path("transactional_ids"), schema.TRANSACTIONAL_IDS.empty_table())
+        _write_small(run.path("producer_snapshots"), pa.Table.from_pylist(producers, schema.PRODUCER_SNAPSHOTS))
+        _write_small(run.path("coordinator_transactions"),
+                     pa.Table.from_pylist(coordinator, schema.COORDINATOR_TRANSACTIONS))
+        for table in SIDECAR_TABLES:
+            if not os.path.isdir(run.path(table)):
+                _write_small(run.path(table), schema.READ_SCHEMAS[table].empty_table())
+        _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
+        _write_small(run.path("log_start_offsets"), pa.Table.from_pylist(
+            [{"topic": p.topic, "partition": p.partition, "log_start_offset": p.log_start,
+              "file": f"{captured.log_dir}/{LOG_START_FILE}"} for p in captured.partitions],
+            schema.LOG_START_OFFSETS))
+        rows = {t: _count_rows(run.path(t)) for t in run.written()}
+        received = _received(run.path("segments"))
+        run.publish({
+            "inputs": [source],
+            "input_format": "kafka",
+            "records": records,
+            "files": len(ranges),
+            "input_bytes": received,
+            "rows": rows,
+            "cluster": {
+                "cluster_id": captured.cluster_id,
+                "bootstrap": config.bootstrap,
+                "topics": topics,
+                "client_config": os.path.abspath(client_config) if client_config else None,
+                "captured_at_ms": captured.captured_at,
+                "max_bytes_per_second": max_bytes_per_second,
+                "per_broker": per_broker,
+                "partitions": [{"topic": p.topic, "partition": p.partition, "start": p.start, "end": p.end,
+                                "log_start": p.log_start, "leader": p.leader} for p in captured.partitions],
+                "producer_state_unsettled": [f"{t}-{p}" for t, p in unsettled],
+                "coordinator_transactions": coordinator_note or "complete",
+            },
+        })
+    seconds = time.monotonic() - started
+    say(f"exported {offsets:,} offsets of {len(captured.partitions)} partitions ({received / 1e6:,.1f} MB fetched) "
+        f"in {seconds:.1f} s")
+    return ExportResult(run.store.path(), run.run_id, len(ranges), received, rows, seconds)
+
+
+def _producer_state(cluster: Cluster, captured: Capture) -> tuple[list[dict], list[tuple[str, int]]]:
+    """``producer_snapshots`` rows from DescribeProducers at the captured end of each partition that
+    ends at its high watermark, and the partitions whose end moved while they were asked (no rows:
+    their state would belong to no offset of the export)."""
+    wanted = {(p.topic, p.partition): p for p in captured.partitions if p.end == p.high_watermark}
+    rows: list[dict] = []
+    pending = dict(wanted)
+    for _ in range(PRODUCER_STATE_TRIES):
+        if not pending:
+            break
+        states = cluster.producers(list(pending))
+        ends = cluster.offsets(list(pending), "latest")
+        for key, p in list(pending.items()):
+            if ends[key] != p.end:
+                continue
+            del pending[key]
+            for s in states.get(key, []):
+                rows.append({
+                    "topic": p.topic, "partition": p.partition, "snapshot_offset": p.end,
+                    "producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+                    "last_sequence": s.last_sequence, "last_offset": None, "offset_delta": None,
+                    "timestamp": s.last_timestamp, "coordinator_epoch": s.coordinator_epoch,
+                    "current_txn_first_offset": s.current_transaction_start_offset,
+                    "file": locator(captured.log_dir, p.topic, p.partition, f"producers-{p.end:020d}"),
+                })
+    return rows, sorted(pending)
+
+
+def _coordinator_transactions(cluster: Cluster, captured: Capture) -> tuple[list[dict], str | None]:
+    """``coordinator_transactions`` rows, and why there are none when the coordinators would not say."""
+    try:
+        described = cluster.transactions()
+    except InputError as e:
+        return [], f"the transaction coordinators were not asked: {e}"
+    asked = int(time.time() * 1000)
+    rows = [{
+        "transactional_id": tid, "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+        "state": getattr(d.state, "value", str(d.state)), "timeout_ms": d.transaction_timeout_ms,
+        "start_timestamp": d.transaction_start_time_ms,
+        "partitions": sorted(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions),
+        "coordinator": d.coordinator_id, "captured_at": asked, "log_dir": captured.log_dir,
+    } for tid, d in described]
+    return rows, None
+
+
+def _received(folder: str) -> int:
+    """Bytes fetched, from the segments rows just written."""
+    table = _read_parts(folder, schema.SEGMENTS)
+    return int(pc.sum(table["size_bytes"]).as_py() or 0) if table.num_rows else 0
+
