@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from analytics.audit.config import AuditConfig
 from analytics.audit.job import AuditResult
 from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT, REPORT, REPORT_DIR, VALIDATION_DIR
-from analytics.errors import OutOfStep
+from analytics.errors import OutOfStep, UsageError
 from analytics.export import ExportResult
 from analytics.publish import Store, out_of_step, publication, read_manifest, unit
 from expectations.suites import ValidationConfig
@@ -48,13 +48,26 @@ def require(out: str, *stages: str) -> dict:
 
 
 def export(spark, paths: list[str], out: str, *, records: bool = False, input_format: str = "segments",
-           progress: Progress | None = None, incremental: bool = False, continue_from: str | None = None
-           ) -> ExportResult:
-    """Kafka log dirs, partition folders or files (or ``kafka-dump-log.sh`` text) to the export tables.
+           progress: Progress | None = None, incremental: bool = False, continue_from: str | None = None,
+           cluster: dict | None = None) -> ExportResult:
+    """Kafka log dirs, partition folders or files (or ``kafka-dump-log.sh`` text) to the export tables;
+    or a live cluster, ``paths = ["kafka://HOST:PORT[,...]"]``, read over the protocol with the
+    keywords ``cluster`` of :func:`analytics.export.cluster.export_cluster` (topics, client config,
+    ranges, rate).
     ``incremental``: read only the segment files new or changed since the export in ``out``
     (``continue_from``: the export in that OUT instead)."""
+    from analytics.cluster.config import is_cluster
     from analytics.export import export as export_stage
 
+    live = [p for p in paths if is_cluster(p)]
+    if live:
+        if len(paths) > 1:
+            raise UsageError("a live cluster is exported alone: one kafka://HOST:PORT[,...] and no log dirs")
+        if incremental or continue_from is not None:
+            raise UsageError("an export over the protocol is not incremental: each captures its own offsets")
+        from analytics.export.cluster import export_cluster
+
+        return export_cluster(spark, live[0], out, records=records, progress=progress, **(cluster or {}))
     if incremental and continue_from is None:
         continue_from = out
     return export_stage(spark, paths, out, records=records, input_format=input_format, progress=progress,
@@ -154,11 +167,13 @@ class RunResult:
 
 def run(spark, paths: list[str], out: str, config: AuditConfig, validation: ValidationConfig | None = None, *,
         records: bool = True, input_format: str = "segments", history: str | None = None,
-        prometheus_file: str | None = None, progress: Progress | None = None, incremental: bool = False) -> RunResult:
+        prometheus_file: str | None = None, progress: Progress | None = None, incremental: bool = False,
+        cluster: dict | None = None) -> RunResult:
     """The main job: export (with records), audit, validate and report, in one Spark application,
     published as one unit (:func:`analytics.publish.unit`): until all four are done, ``OUT`` keeps
     its previous complete set. The history and the Prometheus file get this run once it is published.
-    ``incremental``: the export and the audit continue the ones in ``OUT`` (:func:`export`, :func:`audit`)."""
+    ``incremental``: the export and the audit continue the ones in ``OUT`` (:func:`export`, :func:`audit`);
+    ``cluster``: the options of a live cluster's export (:func:`export`)."""
     from pyspark.sql import functions as F
 
     from analytics.audit.job import audit as audit_stage
@@ -168,7 +183,7 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     started = time.monotonic()
     with unit(out) as staged:
         exported = export(spark, paths, staged.out, records=records, input_format=input_format, progress=say,
-                          continue_from=out if incremental else None)
+                          continue_from=out if incremental else None, cluster=cluster)
         say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
         audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)
         metrics = _metrics(spark, staged.out, audited)

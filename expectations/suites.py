@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from analytics.audit.config import AuditConfig
 from analytics.contract import (
     DECOMPRESSION,
+    HANGING,
     INVALID_BATCH,
     INVALID_LENGTH,
     RECORD_DECODE,
@@ -26,6 +27,8 @@ from analytics.contract import (
     SEV_VIOLATION,
     TRUNCATED,
     UNKNOWN_MAGIC,
+    VIEW_ENDED,
+    VIEW_UNKNOWN,
 )
 
 # What a failing check samples: where the row is and what the audit said of it.
@@ -221,6 +224,14 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   "SELECT topic, `partition`, producer_id, producer_epoch, first_offset, status FROM {batch} "
                   "WHERE status = 'HANGING'",
                   "No transaction stays open past transaction.max.timeout.ms plus the broker's 5-minute buffer."),
+            Check("no_open_transaction_unknown_to_its_coordinator", "transactions",
+                  "SELECT topic, `partition`, producer_id, producer_epoch, first_offset, status, coordinator_view "
+                  f"FROM {{batch}} WHERE coordinator_view = '{VIEW_UNKNOWN}' "
+                  f"OR (status = '{HANGING}' AND coordinator_view = '{VIEW_ENDED}')",
+                  "Every transaction the log of a live cluster shows open is one its coordinator knows: no producer "
+                  "id that no coordinator holds (nobody will write its marker), and none past the timeout that its "
+                  "coordinator already ended (its marker never reached the partition). Exports of log dirs have "
+                  "no coordinator view and pass."),
             Check("no_invalid_transaction_state", "anomalies",
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'INVALID_TXN_STATE'",
                   "No non-transactional batch while its producer has a transaction open."),

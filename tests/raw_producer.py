@@ -143,12 +143,14 @@ class RawProducer:
             self._leaders = {k: v for k, v in self._leaders.items() if k[0] != topic}
             time.sleep(0.1)
 
-    def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1) -> Answer:
-        """Send ``batch`` alone in one produce request and return the broker's answer."""
+    def produce(self, topic: str, partition: int, batch: bytes, *, acks: int = -1,
+                transactional_id: str | None = None) -> Answer:
+        """Send ``batch`` alone in one produce request and return the broker's answer (a transactional
+        batch needs the request's ``transactional_id``)."""
         Topic = ProduceRequest.TopicProduceData
         Partition = Topic.PartitionProduceData
         request = ProduceRequest(
-            transactional_id=None, acks=acks, timeout_ms=self.request_timeout_ms,
+            transactional_id=transactional_id, acks=acks, timeout_ms=self.request_timeout_ms,
             topic_data=[Topic(name=topic, partition_data=[Partition(index=partition, records=batch)])],
             min_version=3, max_version=PRODUCE_MAX_VERSION)
         response = self._call(self.leader(topic, partition), request)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from analytics import pipeline
 from tests import broker_scenarios as sc
 from tests.fault_proxy import FaultProxy
 from tests.kafka_cluster import (
@@ -40,7 +41,9 @@ LOST_ACKS = {  # topic: (client, idempotent)
     "lost-acks-confluent-plain": ("confluent", False),
 }
 TXN_STEPS = ["commit:2", "abort:2", "commit:1", "fence:2", "commit:1"]
-HANG_TIMEOUT_MS = 8000
+# the killed producer's transaction: open in the live copy and in the export over the protocol right
+# after it (the coordinator aborts it 20-30 s after it began)
+HANG_TIMEOUT_MS = 20000
 
 
 @dataclass
@@ -49,6 +52,7 @@ class BrokerRun:
     facts: dict[str, sc.Facts]
     live: Path  # copied while the broker ran, the killed producer's transaction still open
     final: Path  # the broker's own log dir after a clean shutdown
+    fetched: str  # OUT of the export over the protocol, right after the live copy
     config: Path
     dump_log: dict = field(default_factory=dict)  # "copy flags" -> (files, lines) compared with Kafka's tool
 
@@ -62,7 +66,7 @@ def _config(path: Path) -> Path:
     return path
 
 
-def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[str, sc.Facts], Path]:
+def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path, spark) -> tuple[dict[str, sc.Facts], Path, str]:
     facts: dict[str, sc.Facts] = {}
     # producers that go idle now and resume after producer.id.expiration.ms (the lost-ACK runs take longer)
     cluster.create_topic("retention", segment_ms=1000)
@@ -134,27 +138,29 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path) -> tuple[dict[s
     hang, lines = sc.java_transactions(cluster, "txn-hang", "segaudit-hang", ["commit:1", "hang:2"], HANG_TIMEOUT_MS)
     hang.scenario = "killed inside a transaction"
     live = copy_log_dir(cluster.node(1).log_dir, root / "live")
+    fetched = str(root / "fetched")  # the same log over the protocol, the transaction still open
+    pipeline.export(spark, [f"kafka://{cluster.bootstrap}"], fetched, records=True)
     hang.notes["open_at_copy"] = lines[-1]["offsets"]
     hang.notes["marker_offset"] = sc.wait_for_end_offset(cluster, "txn-hang", hang.log_end + 1, timeout=60) - 1
     facts["txn-hang"] = sc.finish(cluster, hang)
-    return facts, live
+    return facts, live, fetched
 
 
-def _run(version: str, root: Path) -> BrokerRun:
+def _run(version: str, root: Path, spark) -> BrokerRun:
     cluster = KafkaCluster(version, root / "cluster", config=sc.BROKER_CONFIG)
     proxy = FaultProxy(upstream_port=cluster.node(1).port).start()
     cluster.node(1).advertised_port = proxy.port  # every client goes through the proxy
     try:
         cluster.start()
-        facts, live = _drive(cluster, proxy, root)
+        facts, live, fetched = _drive(cluster, proxy, root, spark)
     finally:
         cluster.close()
         proxy.close()
-    return BrokerRun(version, facts, live, cluster.node(1).log_dir, _config(root / "audit.toml"))
+    return BrokerRun(version, facts, live, cluster.node(1).log_dir, fetched, _config(root / "audit.toml"))
 
 
 @pytest.fixture(scope="module")
-def broker_runs(tmp_path_factory) -> dict:
+def broker_runs(tmp_path_factory, spark) -> dict:
     """Every release's broker driven through the scenarios at once: each mostly waits (on expiration,
     retention, the cleaner, transaction timeouts), so together they take the time of one.
     version -> BrokerRun, or the reason its jars could not be resolved."""
@@ -166,7 +172,7 @@ def broker_runs(tmp_path_factory) -> dict:
         except (JarsUnavailable, subprocess.TimeoutExpired) as e:
             runs[version] = f"{UNAVAILABLE}: {e}"
     with ThreadPoolExecutor(max_workers=max(len(available), 1)) as pool:
-        futures = {v: pool.submit(_run, v, tmp_path_factory.mktemp(f"kafka-{v}")) for v in available}
+        futures = {v: pool.submit(_run, v, tmp_path_factory.mktemp(f"kafka-{v}"), spark) for v in available}
         for version, future in futures.items():
             runs[version] = future.result()
     return runs
@@ -191,6 +197,9 @@ def audits(broker_run, spark, tmp_path_factory):
         target = str(root / name)
         code = cli.main(["run", str(log_dir), "--out", target, "--config", str(broker_run.config), "--no-history"])
         out[name] = (code, target)
+    fetched = broker_run.fetched
+    assert cli.main(["audit", fetched, "--config", str(broker_run.config), "--no-history"]) == 0
+    out["fetched"] = (cli.main(["validate", fetched]), fetched)
     return out
 
 
@@ -510,3 +519,100 @@ def test_each_profile_reads_the_log_as_its_broker_would(broker_run, audits, spar
         assert {t for t, _ in flagged} == {"txn", "txn-hang", "txn-expire"} and len(flagged) == 6
     else:
         assert flagged == set()
+
+
+# -- the same log over the protocol (segaudit export kafka://...) ---------------------------------
+def _captured(spark, out: str):
+    """The export's captured range per partition, as a DataFrame (topic, partition, start, end)."""
+    manifest = json.loads(Path(out, "_export.json").read_text())
+    ranges = [(p["topic"], p["partition"], p["start"], p["end"]) for p in manifest["cluster"]["partitions"]]
+    return spark.createDataFrame(ranges, "topic string, partition int, start long, end long")
+
+
+def _in_both(spark, copy: str, fetched: str, table: str):
+    """``table``'s rows of both exports for the batches both could hold: in the range the export over the
+    protocol captured (the batch holding its start included), up to the copy's last batch (the copy was
+    taken first: the log may have grown since)."""
+    from pyspark.sql import functions as F
+
+    ranges = _captured(spark, fetched)
+    tail = _table(spark, copy, "batches").where("crc_valid").groupBy("topic", "partition").agg(
+        F.max("last_offset").alias("copy_end"))
+    bounds = ranges.join(tail, ["topic", "partition"])
+
+    def held(out):
+        rows = _table(spark, out, table).join(bounds, ["topic", "partition"])
+        return rows.where((F.col("last_offset") >= F.col("start")) & (F.col("base_offset") < F.col("end"))
+                          & (F.col("base_offset") <= F.col("copy_end"))).drop("start", "end", "copy_end")
+    return held(copy), held(fetched)
+
+
+def test_the_export_over_the_protocol_holds_the_log_dirs_batches_byte_for_byte(broker_run, audits, spark):
+    """Every header column and the CRC of every batch fetched equals the batch in the log dir copied
+    just before; only ``file`` and ``file_position`` say where it came from."""
+    copy, fetched = _in_both(spark, audits["live"][1], audits["fetched"][1], "batches")
+    columns = [c for c in copy.columns if c not in ("file", "file_position")]
+    copy, fetched = copy.select(*columns), fetched.select(*columns)
+    topics = {r["topic"] for r in fetched.select("topic").distinct().collect()}
+    assert set(broker_run.facts) <= topics and "__transaction_state" in topics
+    assert fetched.count() == copy.count() > 1000
+    assert copy.exceptAll(fetched).count() == 0 and fetched.exceptAll(copy).count() == 0
+    files = {r["file"] for r in _rows(spark, audits["fetched"][1], "SELECT DISTINCT file FROM batches")}
+    cluster = json.loads(Path(audits["fetched"][1], "_export.json").read_text())["cluster"]["cluster_id"]
+    assert all(f.startswith(f"kafka://{cluster}/") for f in files)
+    # the coordinator's log came over the protocol too
+    assert _rows(spark, audits["fetched"][1], "SELECT count(*) AS n FROM transactional_ids")[0]["n"] > 10
+
+
+def test_the_export_over_the_protocol_accounts_for_every_byte_and_passes_the_same_checks(broker_run, audits, spark):
+    code, out = audits["fetched"]
+    results = json.loads(Path(out, "validation", "results.json").read_text())
+    failed = sorted(c["id"] for s in results["suites"].values() for c in s["checks"] if not c["success"])
+    assert failed == ["no_duplicate_record"] and code == 1  # the plain producers' copies, as in the log dir
+    errors = _rows(spark, out, "SELECT count(*) AS n FROM parse_errors")[0]["n"]
+    fetched = _rows(spark, out, "SELECT sum(size_bytes) AS s, sum(valid_bytes) AS v FROM segments")[0]
+    assert errors == 0 and fetched["s"] == fetched["v"] > 0
+
+
+def test_verdicts_over_the_protocol_equal_the_log_dirs(broker_run, audits, spark):
+    """Where both exports hold a partition's whole history (the copy may also hold batches below the log
+    start, which retention had not yet removed from disk), every batch gets the same verdict."""
+    copy, fetched = _in_both(spark, audits["live"][1], audits["fetched"][1], "batch_verdicts")
+    below = {(r["topic"], r["partition"]) for r in _rows(
+        spark, audits["live"][1], "SELECT DISTINCT b.topic, b.partition FROM batches b JOIN log_start_offsets s "
+                                  "USING (topic, partition) WHERE b.last_offset < s.log_start_offset")}
+    columns = ["topic", "partition", "base_offset", "verdict", "explained_by", "severity", "expected_sequence"]
+    same = [tuple(r) for r in copy.select(*columns).collect() if (r["topic"], r["partition"]) not in below]
+    over = [tuple(r) for r in fetched.select(*columns).collect() if (r["topic"], r["partition"]) not in below]
+    assert sorted(over) == sorted(same) and len(same) > 1000
+    assert {t for t, *_ in same} >= set(broker_run.facts) - {"retention"}
+
+
+def test_describe_producers_agrees_with_the_replay(broker_run, audits, spark):
+    """The broker's producer state in memory (DescribeProducers at the captured end) against the replay:
+    every entry of a producer whose batches were fetched matches it, and the producers the replay knows
+    but the broker does not are those idle past producer.id.expiration.ms: the broker expired them."""
+    _, out = audits["fetched"]
+    captured_at = json.loads(Path(out, "_export.json").read_text())["cluster"]["captured_at_ms"]
+    live = _rows(spark, out, "SELECT c.topic, c.producer_id, c.status, p.last FROM snapshot_checks c LEFT JOIN "
+                             "(SELECT topic, partition, producer_id, max(max_timestamp) AS last FROM batches "
+                             "GROUP BY topic, partition, producer_id) p USING (topic, partition, producer_id) "
+                             "WHERE c.snapshot_offset IN (SELECT snapshot_offset FROM producer_snapshots)")
+    statuses = {r["status"] for r in live}
+    assert "mismatch" not in statuses and statuses <= {"match", "not_in_snapshot", "not_in_log"}
+    assert "txn-hang" in {r["topic"] for r in live if r["status"] == "match"}  # the killed producer, just active
+    assert all(captured_at - r["last"] >= sc.PRODUCER_ID_EXPIRATION_MS for r in live if r["status"] == "not_in_snapshot")
+    entries = _rows(spark, out, "SELECT count(*) AS n FROM producer_snapshots")[0]["n"]
+    assert entries == sum(1 for r in live if r["status"] != "not_in_snapshot") > 0
+
+
+def test_a_killed_producers_open_transaction_is_seen_in_the_log_and_by_its_coordinator(broker_run, audits, spark):
+    _, out = audits["fetched"]
+    log = _rows(spark, out, "SELECT status, producer_id, producer_epoch, first_offset, coordinator_view FROM transactions "
+                            "WHERE topic = 'txn-hang' ORDER BY first_offset")
+    assert [(r["status"], r["coordinator_view"]) for r in log] == [("COMMITTED", None), ("OPEN", "open")]
+    assert log[1]["first_offset"] == broker_run.facts["txn-hang"].notes["open_at_copy"][0]
+    [held] = _rows(spark, out, "SELECT * FROM coordinator_transactions WHERE transactional_id = 'segaudit-hang'")
+    assert (held["state"], list(held["partitions"]), held["producer_id"], held["producer_epoch"]) == (
+        "Ongoing", ["txn-hang-0"], log[1]["producer_id"], log[1]["producer_epoch"])
+    assert held["timeout_ms"] == HANG_TIMEOUT_MS and held["start_timestamp"] > 0

@@ -1,4 +1,5 @@
-"""An unclean leader election on a real three-broker cluster, and the replicas compared after it.
+"""An unclean leader election on a real three-broker cluster, and the replicas compared after it;
+then the running cluster exported over the Kafka protocol.
 
 A partition replicated on brokers 1 and 2 (broker 3 keeps the KRaft quorum): broker 2 stops, broker 1
 takes ``acks=1`` writes alone, then stops; broker 2 starts with its stale log and is elected leader
@@ -21,6 +22,7 @@ from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, require_ja
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 TOPIC = "orders"
 ACKED_BY_ALL, LOST, NEW = 20, 10, 15  # records written with acks=all, then acks=1 to each leader
+SHRINKING, DELETED_BEFORE = 3000, 2400  # records of 1 kB; DeleteRecords during the slow export
 
 
 @dataclass
@@ -31,6 +33,19 @@ class Election:
     lost: dict[int, str]  # offset -> key the old leader acknowledged with acks=1
     new: dict[int, str]  # offset -> key the new leader acknowledged
     leader_epoch: int  # the new leader's epoch, as the controller reported it
+    live: Live  # the three brokers exported over the protocol before they stopped
+    every: list[Path]  # the three log dirs after the cluster stopped
+
+
+@dataclass
+class Live:
+    """Exports of the running cluster over the protocol (``segaudit export kafka://...``)."""
+
+    fetched: str  # OUT: orders, spread (three leaders) and ghost
+    ghost: int  # the broker's answer to a transactional write no coordinator knows (0: appended)
+    shrunk: str  # OUT: shrinking, exported slowly while DeleteRecords moved its log start
+    deleted_before: int  # the log start DeleteRecords set during that export
+    shrinking_end: int
 
 
 def _partition(cluster: KafkaCluster) -> dict:
@@ -68,10 +83,69 @@ def _produce(cluster: KafkaCluster, node: int, keys: list[str], acks) -> dict[in
         producer.close()
 
 
-def _elect(version: str, root: Path) -> Election:
+def _over_the_protocol(cluster: KafkaCluster, root: Path, spark) -> Live:
+    """With all three brokers up: a topic led by each of them, a transactional write under an id no
+    coordinator holds (transaction verification off, as a 3.x broker allows), and a slow export during
+    which DeleteRecords deletes most of a partition."""
+    import threading
+
+    from kafka import KafkaProducer, TopicPartition
     from kafka.admin import NewTopic
 
-    cluster = KafkaCluster(version, root / "cluster", nodes=3)
+    from analytics import pipeline
+    from analytics.kafka.writer import RecordSpec, build_batch
+    from tests.raw_producer import RawProducer, now_ms
+
+    admin = cluster.admin()
+    try:
+        admin.create_topics([NewTopic("spread", replica_assignments={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}),
+                             NewTopic("ghost", replica_assignments={0: [3]}),
+                             NewTopic("shrinking", replica_assignments={0: [1]})])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True,
+                             compression_type="gzip", linger_ms=5)
+    for i in range(600):
+        producer.send("spread", key=f"s{i}".encode(), value=b"x" * 50, partition=i % 3)
+    for i in range(SHRINKING):
+        producer.send("shrinking", key=f"k{i}".encode(), value=bytes(1000), partition=0)
+        if i % 10 == 0:
+            producer.flush()  # small batches: the slow export below fetches many
+    producer.flush()
+    producer.close()
+    raw = RawProducer(cluster.bootstrap)
+    try:
+        pid, epoch = raw.init_producer_id()
+        ghost = raw.produce("ghost", 0, build_batch(0, [RecordSpec(b"g", b"ghost", now_ms())], producer_id=pid,
+                                                    producer_epoch=epoch, base_sequence=0, is_transactional=True),
+                            transactional_id="segaudit-ghost").error_code
+    finally:
+        raw.close()
+    fetched = str(root / "fetched")
+    pipeline.export(spark, [f"kafka://{cluster.bootstrap}"], fetched, records=True,
+                    cluster={"topics": "orders|spread|ghost"})
+    shrunk = str(root / "shrunk")
+    slow = threading.Thread(target=pipeline.export, args=(spark, [f"kafka://{cluster.bootstrap}"], shrunk),
+                            kwargs={"cluster": {"topics": "shrinking", "max_bytes_per_second": 150_000}})
+    slow.start()
+    deadline = time.monotonic() + 60
+    while not list(Path(shrunk).glob(".staging-export-*")) and time.monotonic() < deadline:  # offsets captured
+        time.sleep(0.05)
+    time.sleep(1.0)
+    admin = cluster.admin()
+    try:
+        admin.delete_records({TopicPartition("shrinking", 0): DELETED_BEFORE})
+    finally:
+        admin.close()
+    slow.join()
+    return Live(fetched, ghost, shrunk, DELETED_BEFORE, SHRINKING)
+
+
+def _elect(version: str, root: Path, spark) -> Election:
+    from kafka.admin import NewTopic
+
+    # transaction verification off: a 3.x broker then takes a transactional write its coordinator never saw
+    cluster = KafkaCluster(version, root / "cluster", nodes=3, config={"transaction.partition.verification.enable": "false"})
     cluster.start()
     try:
         admin = cluster.admin()
@@ -98,16 +172,17 @@ def _elect(version: str, root: Path) -> Election:
         before = [copy_log_dir(cluster.node(n).log_dir, root / "before" / f"broker-{n}") for n in (1, 2)]
         cluster.start_node(1)
         _until(cluster, lambda p: sorted(p["isr_nodes"]) == [1, 2], "broker 1 back in sync", timeout=90)
+        live = _over_the_protocol(cluster, root, spark)
     finally:
         cluster.close()
-    after = [copy_log_dir(cluster.node(n).log_dir, root / "after" / f"broker-{n}") for n in (1, 2)]
-    return Election(version, before, after, lost, new, elected["leader_epoch"])
+    every = [copy_log_dir(cluster.node(n).log_dir, root / "after" / f"broker-{n}") for n in (1, 2, 3)]
+    return Election(version, before, every[:2], lost, new, elected["leader_epoch"], live, every)
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
-def election(request, tmp_path_factory) -> Election:
+def election(request, tmp_path_factory, spark) -> Election:
     require_jars(request.param)
-    return _elect(request.param, tmp_path_factory.mktemp(f"unclean-{request.param}"))
+    return _elect(request.param, tmp_path_factory.mktemp(f"unclean-{request.param}"), spark)
 
 
 def _audited(spark, dirs: list[Path], out: Path) -> str:
@@ -165,3 +240,70 @@ def test_after_the_truncation_the_replicas_agree_and_the_lost_records_are_gone(e
     assert {r["key"]: r["n"] for r in keys} == {
         **{f"a{i}": 2 for i in range(ACKED_BY_ALL)}, **{k: 2 for k in election.new.values()}}
     assert _query(spark, out, "SELECT count(*) AS n FROM anomalies WHERE severity = 'violation'") == [{"n": 0}]
+
+
+# -- the running cluster over the protocol ------------------------------------------------------------
+def _leader_dirs(spark, election: Election, tmp_path) -> tuple[str, dict]:
+    """The three log dirs exported together, and each fetched partition's leader's log dir name."""
+    import json
+
+    from analytics.export import export
+
+    out = str(tmp_path / "every")
+    export(spark, [str(d) for d in election.every], out)
+    manifest = json.loads(Path(election.live.fetched, "_export.json").read_text())
+    return out, {(p["topic"], p["partition"]): f"broker-{p['leader']}" for p in manifest["cluster"]["partitions"]}
+
+
+def test_three_leaders_fetched_equal_their_log_dirs(election, spark, tmp_path):
+    out, leaders = _leader_dirs(spark, election, tmp_path)
+    assert sorted(set(leaders.values())) == ["broker-1", "broker-2", "broker-3"]  # every broker served fetches
+    columns = "topic, partition, base_offset, last_offset, crc, producer_id, producer_epoch, base_sequence, " \
+              "record_count, partition_leader_epoch, attributes, batch_size, max_timestamp"
+    fetched = sorted(tuple(r.values()) for r in _query(spark, election.live.fetched, f"SELECT {columns} FROM batches"))
+    on_disk = sorted(tuple(v for k, v in r.items() if k != "file") for r in _query(
+        spark, out, f"SELECT {columns}, file FROM batches") if (r["topic"], r["partition"]) in leaders
+        and f"/{leaders[(r['topic'], r['partition'])]}/" in r["file"])
+    assert fetched == on_disk and len(fetched) > 20
+    assert {t for t, *_ in fetched} == {"orders", "spread", "ghost"}
+    # orders over the protocol is the new leader's history: its keys, none of those the old leader lost
+    keys = _query(spark, election.live.fetched, f"SELECT CAST(key AS STRING) AS k FROM records WHERE topic = '{TOPIC}'")
+    assert {r["k"] for r in keys} == {f"a{i}" for i in range(ACKED_BY_ALL)} | set(election.new.values())
+
+
+def test_a_transaction_no_coordinator_knows_is_a_finding(election, spark):
+    """A transactional write under an id no coordinator holds: a 3.9 broker with transaction verification
+    off appends it, and nobody will ever write its marker; a 4.x broker refuses it whatever the setting."""
+    from analytics.audit.config import load_config
+    from analytics.audit.job import audit
+    from expectations.validate import validate
+
+    if election.version.startswith("4."):
+        assert election.live.ghost == 19  # NOT_ENOUGH_REPLICAS: the write is refused, retriably
+        assert _query(spark, election.live.fetched, "SELECT count(*) AS n FROM batches WHERE topic = 'ghost'") == [{"n": 0}]
+        return
+    assert election.live.ghost == 0
+    out = election.live.fetched
+    audit(spark, out, load_config(None))
+    rows = _query(spark, out, "SELECT topic, status, coordinator_view FROM transactions")
+    assert rows == [{"topic": "ghost", "status": "OPEN", "coordinator_view": "unknown"}]
+    held = {r["transactional_id"] for r in _query(spark, out, "SELECT transactional_id FROM coordinator_transactions")}
+    assert "segaudit-ghost" not in held
+    result = validate(spark, out)
+    failed = {c.id for c in result.checks if not c.success}
+    assert failed == {"no_open_transaction_unknown_to_its_coordinator"}
+
+
+def test_retention_during_the_export_is_a_lost_range_and_the_rest_is_exported(election, spark):
+    live = election.live
+    [error] = _query(spark, live.shrunk, "SELECT error_kind, message, bytes_affected, file FROM parse_errors")
+    assert error["error_kind"] == "offsets_lost" and error["bytes_affected"] == 0
+    lost_from = int(error["message"].split("offsets ")[1].split("..")[0])
+    assert f"..{live.deleted_before - 1} of shrinking-0 not fetched: deleted during the export" in error["message"]
+    assert 0 < lost_from < live.deleted_before
+    offsets = [r["o"] for r in _query(
+        spark, live.shrunk, "SELECT explode(sequence(base_offset, last_offset)) AS o FROM batches ORDER BY o")]
+    # everything before the deletion reached, and everything from the new log start on
+    assert offsets == list(range(lost_from)) + list(range(live.deleted_before, live.shrinking_end))
+    segments = _query(spark, live.shrunk, "SELECT size_bytes, valid_bytes, status FROM segments")
+    assert all(s["size_bytes"] == s["valid_bytes"] for s in segments)

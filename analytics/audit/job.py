@@ -118,9 +118,12 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             for frame in held:
                 frame.unpersist()
         written, duplicates = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
+        live = export_manifest.get("cluster") or {}  # an export of a live cluster: its capture
         export_time = config.export_time_ms
         if export_time is None:
-            export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
+            export_time = live.get("captured_at_ms") or written.agg(F.max("max_timestamp")).first()[0] or 0
+        coordinator = (spark.read.parquet(store.path("coordinator_transactions"))
+                       if live.get("coordinator_transactions") == "complete" else None)
         per_file = tables.per_file(written).localCheckpoint()  # small, read twice: one pass over the verdicts
         snapshots = spark.read.parquet(store.path("producer_snapshots"))
         replicated, divergent = replica_divergence(spark, batches, spark.read.parquet(store.path("segments")),
@@ -129,7 +132,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "anomalies": lambda: write("anomalies", written.where(F.col("severity") != "ok")),
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
             "transactions": lambda: _counts(
-                write("transactions", tables.transactions(written, config, export_time)), "status"),
+                write("transactions", tables.transactions(written, config, export_time, coordinator)), "status"),
             "snapshot_checks": lambda: _counts(
                 write("snapshot_checks", tables.snapshot_checks(written, per_file, snapshots)), "status"),
             "replica_divergence": lambda: _counts(write("replica_divergence", divergent), "severity"),

@@ -19,7 +19,11 @@ from analytics.contract import (
     NOT_IN_LOG,
     NOT_IN_SNAPSHOT,
     OPEN,
+    TXN_ID_OPEN_STATES,
     VERDICTS,
+    VIEW_ENDED,
+    VIEW_OPEN,
+    VIEW_UNKNOWN,
 )
 from analytics.spark.columns import with_log_dir
 
@@ -81,7 +85,8 @@ def snapshot_checks(v, per_file, snapshots):
     remainder (producers x snapshots) carries each state forward to later snapshots. Producers the
     log shows before a snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state
     lost); entries of producers with no batch below the snapshot are ``not_in_log`` (their batches
-    are gone, or never were).
+    are gone, or never were). Entries from a live broker (an export over the protocol) carry no last
+    offset and are compared by epoch and last sequence.
     """
 
     history, keys = ["log_dir", "topic", "partition"], ["log_dir", "topic", "partition", "producer_id"]
@@ -133,8 +138,9 @@ def snapshot_checks(v, per_file, snapshots):
         F.last("s_offset", True).over(upto).alias("replayed_last_offset"),
     ).where(F.col("kind") == 1)
     seen = F.col("replayed_epoch").isNotNull()
+    # a live broker's entry (DescribeProducers) has no last offset: its epoch and sequence are compared
     same = ((F.col("producer_epoch") == F.col("replayed_epoch")) & (F.col("last_sequence") == F.col("replayed_last_sequence"))
-            & (F.col("last_offset") == F.col("replayed_last_offset")))
+            & (F.col("last_offset").isNull() | (F.col("last_offset") == F.col("replayed_last_offset"))))
     status = (F.when(F.col("in_snapshot") & ~seen, NOT_IN_LOG)
               .when(~F.col("in_snapshot") & seen, NOT_IN_SNAPSHOT)
               .when(F.col("in_snapshot") & same, MATCH)
@@ -166,8 +172,12 @@ def record_duplicates(records, dedup_key: str):
         "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id", "log_dir")
 
 
-def transactions(v, config: AuditConfig, export_time: int):
-    """A transaction opens at a producer's first transactional data batch and closes at its next marker."""
+def transactions(v, config: AuditConfig, export_time: int, coordinator=None):
+    """A transaction opens at a producer's first transactional data batch and closes at its next marker.
+
+    ``coordinator``: a live cluster's ``coordinator_transactions``, asked right after the log's offsets
+    were captured: each transaction the log shows open gets ``coordinator_view`` (open, ended, unknown;
+    see the contract). Without it the column is null."""
 
 
     # only transactional data batches open transactions and only markers close them: the rest of the
@@ -189,7 +199,19 @@ def transactions(v, config: AuditConfig, export_time: int):
         *keys, F.col("base_offset").alias("end_offset"), "control_type", "coordinator_epoch"
     )
     late = F.lit(export_time) - F.col("last_timestamp") > config.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
-    return opened.join(markers, keys, "left").select(
+    found = opened.join(markers, keys, "left")
+    ended = F.col("control_type").isNotNull()
+    if coordinator is None:
+        view = F.lit(None).cast("string")
+    else:
+        held = coordinator.select("log_dir", "producer_id", F.col("producer_epoch").alias("c_epoch"),
+                                  F.col("state").alias("c_state"), F.col("partitions").alias("c_partitions"))
+        found = found.join(F.broadcast(held), ["log_dir", "producer_id"], "left")
+        holds = ((F.col("c_epoch") == F.col("producer_epoch")) & F.col("c_state").isin(*TXN_ID_OPEN_STATES)
+                 & F.array_contains("c_partitions", F.concat_ws("-", "topic", F.col("partition").cast("string"))))
+        view = (F.when(ended, None).when(F.col("c_state").isNull(), VIEW_UNKNOWN)
+                .when(holds, VIEW_OPEN).otherwise(VIEW_ENDED))
+    return found.select(
         "topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset",
         F.when(F.col("control_type") == "COMMIT", COMMITTED)
         .when(F.col("control_type") == "ABORT", ABORTED)
@@ -198,4 +220,5 @@ def transactions(v, config: AuditConfig, export_time: int):
         "coordinator_epoch",
         "last_timestamp",
         "log_dir",
+        view.alias("coordinator_view"),
     )

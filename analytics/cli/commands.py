@@ -15,6 +15,7 @@ from analytics.cli.forensic import explain_text, producer_text, transactional_id
 from analytics.cli.options import (
     audit_config,
     check_profile,
+    cluster_options,
     history_options,
     spark_session,
     validation_config,
@@ -32,8 +33,12 @@ def progress(message: str) -> None:
 def _inputs_exist(paths: list[str]) -> None:
     from analytics.kafka.fs import is_remote
 
+    from analytics.cluster.config import bootstrap_of, is_cluster
+
     for path in paths:
-        if not is_remote(path) and not os.path.exists(path):
+        if is_cluster(path):
+            bootstrap_of(path)  # a malformed address is a usage error before Spark starts
+        elif not is_remote(path) and not os.path.exists(path):
             raise UsageError(f"no such file or directory: {path}")
 
 
@@ -88,8 +93,10 @@ def export(args) -> int:
     from analytics import pipeline
 
     _inputs_exist(args.logdirs)
+    live = cluster_options(args)
     result = pipeline.export(spark_session(args), args.logdirs, args.out, records=args.records,
-                             input_format=args.input_format, progress=progress, incremental=args.incremental)
+                             input_format=args.input_format, progress=progress, incremental=args.incremental,
+                             cluster=live)
     print(render_table(["table", "rows"], sorted(result.rows.items())))
     return EXIT_OK
 
@@ -122,11 +129,12 @@ def run(args) -> int:
     """export, audit, validate, report: one Spark application, a short result on stdout, progress on stderr."""
     _inputs_exist(args.logdirs)
     config, validation = audit_config(args), validation_config(args)  # mistakes answered before Spark
+    live = cluster_options(args)
     from analytics import pipeline
 
     result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,
                           input_format=args.input_format, progress=progress, incremental=args.incremental,
-                          **history_options(args))
+                          cluster=live, **history_options(args))
     audited = result.audited
     print(f"{BROKER_QUESTION} (severity per batch)")
     print(render_table(["", "count"], [

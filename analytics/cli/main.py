@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from analytics import __version__
 from analytics.cli import commands, signals
-from analytics.cli.options import add_audit_options, add_spark_options, add_validation_options
+from analytics.cli.options import add_audit_options, add_cluster_options, add_spark_options, add_validation_options
 from analytics.contract import EXIT_BUG, EXIT_OK
 from analytics.errors import Interrupted, SegauditError
 from analytics.spark.stderr import mute_jvm_stderr
@@ -40,24 +40,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-errors", type=int, default=20, help="parse errors to list (all are counted)")
     p.set_defaults(run=commands.inspect)
 
-    p = sub.add_parser("export", help="segments (or kafka-dump-log.sh text) to Parquet tables, with Spark")
-    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dir, partition folder or .log file")
+    p = sub.add_parser("export", help="segments (or kafka-dump-log.sh text, or a live cluster) to Parquet tables, "
+                                      "with Spark")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR",
+                   help="log dir, partition folder or .log file; or kafka://HOST:PORT[,...] (a live cluster)")
     p.add_argument("--out", required=True, metavar="OUT", help="folder for the tables (replaced atomically)")
     p.add_argument("--records", action="store_true", help="also export one row per record")
     p.add_argument("--incremental", action="store_true",
                    help="read only the segment files new or changed since the export in OUT; keep the others' rows")
     p.add_argument("--input-format", choices=["segments", "dump-log"], default="segments")
+    add_cluster_options(p)
     add_spark_options(p)
     p.set_defaults(run=commands.export)
 
     p = sub.add_parser("run", help="the main job: export, audit, validate and report in one Spark application")
-    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dir, partition folder or .log file")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR",
+                   help="log dir, partition folder or .log file; or kafka://HOST:PORT[,...] (a live cluster)")
     p.add_argument("--out", required=True, metavar="OUT", help="folder for the tables, audit and validation")
     p.add_argument("--records", dest="records", action="store_true", default=True,
                    help="export one row per record (the default for run)")
     p.add_argument("--no-records", dest="records", action="store_false",
                    help="skip the records table (and so the record-duplicate check)")
     p.add_argument("--input-format", choices=["segments", "dump-log"], default="segments")
+    add_cluster_options(p)
     add_audit_options(p)
     add_validation_options(p)
     add_spark_options(p)

@@ -39,6 +39,57 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
                    help="also write the counts in the Prometheus text format (node exporter's textfile collector)")
 
 
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """Options of an input ``kafka://HOST:PORT[,...]``: a live cluster read over the protocol."""
+    g = p.add_argument_group("a live cluster (LOGDIR is kafka://HOST:PORT[,HOST:PORT...])")
+    g.add_argument("--topics", default=".*", metavar="PATTERN",
+                   help="a regular expression over whole topic names (default: every topic, internal ones too)")
+    g.add_argument("--client-config", default=None, metavar="FILE",
+                   help="a Kafka client properties file: security.protocol, sasl.*, ssl.* (PEM stores)")
+    g.add_argument("--from-offset", type=int, default=None, metavar="N", help="start each partition at offset N or later")
+    g.add_argument("--from-time", default=None, metavar="TIME",
+                   help="start each partition at its first record at or after TIME (ms since the epoch, or ISO 8601)")
+    g.add_argument("--until-time", default=None, metavar="TIME",
+                   help="end each partition before its first record at or after TIME")
+    g.add_argument("--max-bytes-per-second", type=float, default=None, metavar="RATE",
+                   help="the whole export's fetch rate at most (shared by its concurrent tasks)")
+    g.add_argument("--max-fetches-per-broker", type=int, default=2, metavar="N",
+                   help="fetches a broker serves at once for this export at most (default 2)")
+
+
+def cluster_options(args) -> dict:
+    """The live-cluster options of ``args`` as keywords of :func:`analytics.pipeline.export`."""
+    if args.max_fetches_per_broker < 1:
+        raise UsageError("--max-fetches-per-broker must be at least 1")
+    if args.max_bytes_per_second is not None and args.max_bytes_per_second <= 0:
+        raise UsageError("--max-bytes-per-second must be above 0")
+    return {"topics": args.topics, "client_config": args.client_config, "from_offset": args.from_offset,
+            "from_time": parse_time(args.from_time, "--from-time"),
+            "until_time": parse_time(args.until_time, "--until-time"),
+            "max_bytes_per_second": args.max_bytes_per_second, "per_broker": args.max_fetches_per_broker}
+
+
+def parse_time(value: str | None, option: str) -> int | None:
+    """Milliseconds since the epoch from ``value``: an integer, or an ISO 8601 time (UTC unless it says).
+
+    >>> parse_time("1700000000000", "--from-time"), parse_time("2023-11-14T22:13:20Z", "--from-time")
+    (1700000000000, 1700000000000)
+    """
+    from datetime import datetime, timezone
+
+    if value is None:
+        return None
+    if value.lstrip("-").isdigit():
+        return int(value)
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{option}: {value!r} is neither milliseconds since the epoch nor an ISO 8601 time") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
 def add_validation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warn", action="append", default=[], metavar="CHECK",
                    help="make this check's failure a warning (exit 0); repeatable")

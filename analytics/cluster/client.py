@@ -54,13 +54,14 @@ class Fetched:
 class Cluster:
     """A connection to one cluster (a kafka-python admin client); use it as a context manager."""
 
-    def __init__(self, config: ClientConfig, *, request_timeout_ms: int = 30000):
+    def __init__(self, config: ClientConfig, *, request_timeout_ms: int = 30000, bootstrap_timeout_ms: int = 15000):
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
         self.config = config
         try:
-            self.admin = KafkaAdminClient(**config.kwargs(request_timeout_ms=request_timeout_ms))
+            self.admin = KafkaAdminClient(**config.kwargs(request_timeout_ms=request_timeout_ms,
+                                                          bootstrap_timeout_ms=bootstrap_timeout_ms))
         except KafkaError as e:
             raise InputError(_cannot_reach(config, e)) from None
 
@@ -185,7 +186,7 @@ def _cannot_reach(config: ClientConfig, e: Exception) -> str:
     name = type(e).__name__
     what = {"NoBrokersAvailable": "no broker answered",
             "KafkaConnectionError": "the connection failed",
-            "KafkaTimeoutError": "the cluster did not answer in time"}.get(name)
+            "KafkaTimeoutError": "no broker answered in time"}.get(name)
     if "Authorization" in name:
         what = f"access denied ({name}): the principal needs DESCRIBE on the cluster and the topics, READ on the topics"
     elif "Authentication" in name or "Sasl" in name:

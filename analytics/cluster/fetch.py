@@ -74,6 +74,7 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
         64 * 1024, min(limits.fetch_bytes, int(limits.bytes_per_second)))
     retrying_since: float | None = None
     empty = 0
+    deleted: tuple[int, int] | None = None  # (first offset lost, the log start after it): named at the next entry
     while offset < r.end:
         reason = None
         try:
@@ -99,15 +100,28 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
         if got.error_code in DENIED:
             raise InputError(f"cannot fetch {r.topic}-{r.partition}: {DENIED[got.error_code]}")
         if got.error_code == OFFSET_OUT_OF_RANGE:
-            offset = _out_of_range(cluster, r, offset, scanner)
-            if offset is None:
+            key = (r.topic, r.partition)
+            earliest = cluster.offsets([key], "earliest")[key]
+            if earliest <= offset:  # past the end: the log was truncated below the captured end
+                latest = cluster.offsets([key], "latest")[key]
+                _lose(scanner, r, offset, r.end, f"the log ends at {latest} now (it was truncated)")
                 return
+            if earliest >= r.end:
+                _lose(scanner, r, offset, r.end, f"deleted during the export (the log starts at {earliest} now)")
+                return
+            deleted, offset = (offset, earliest), earliest
             continue
         if got.error_code != NONE:
             _lose(scanner, r, offset, r.end, f"the broker answered error {got.error_code}")
             return
         throttle.take(len(got.records))
         framed = frame_fetched(got.records, fetch_offset=offset, start=r.start, end=r.end, first=r.first)
+        if deleted:  # up to the first entry after the deletion (it may begin below the new log start)
+            lost_from, earliest = deleted
+            upto = framed.first_offset if framed.first_offset is not None else min(earliest, r.end)
+            _lose(scanner, r, lost_from, upto, f"deleted during the export (the log starts at {earliest} now)",
+                  stops=False)
+            deleted = None
         if framed.keep_to > framed.keep_from:
             chunk = scanner.feed(got.records[framed.keep_from:framed.keep_to])
             if chunk is not None:
@@ -130,19 +144,6 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
             continue
         empty = 0
         offset = framed.next_offset
-
-
-def _out_of_range(cluster: Cluster, r: FetchRange, offset: int, scanner: StreamScanner) -> int | None:
-    """Where the fetch goes on after OFFSET_OUT_OF_RANGE at ``offset`` (None: nowhere in the range)."""
-    key = (r.topic, r.partition)
-    earliest = cluster.offsets([key], "earliest")[key]
-    if earliest > offset:
-        _lose(scanner, r, offset, min(earliest, r.end), f"deleted during the export (the log starts at {earliest} now)",
-              stops=earliest >= r.end)
-        return earliest if earliest < r.end else None
-    latest = cluster.offsets([key], "latest")[key]
-    _lose(scanner, r, offset, r.end, f"the log ends at {latest} now (it was truncated)")
-    return None
 
 
 def _lose(scanner: StreamScanner, r: FetchRange, first: int, end: int, why: str, stops: bool = True) -> None:

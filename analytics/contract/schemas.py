@@ -235,6 +235,7 @@ TRANSACTIONS = pa.schema(
         ("coordinator_epoch", pa.int32()),
         ("last_timestamp", pa.int64()),
         ("log_dir", pa.string()),
+        ("coordinator_view", pa.string()),  # extension: an open transaction against a live cluster's coordinators
     ]
 )
 

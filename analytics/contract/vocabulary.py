@@ -101,6 +101,16 @@ EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT = "Empty", "Ongoing", "PrepareComm
 COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"
 TXN_ID_STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD,
                  PREPARE_EPOCH_FENCE)
+# The states in which a coordinator holds a transaction open (its markers not all written yet)
+TXN_ID_OPEN_STATES = (ONGOING, PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE)
+
+# -- transactions.coordinator_view: a transaction the log shows open, against the coordinators of a
+# live cluster (coordinator_transactions); null when the export holds no coordinator view or the
+# log shows the transaction ended
+VIEW_OPEN = "open"  # the coordinator holds it open: same producer id and epoch, an open state, the partition
+VIEW_ENDED = "ended"  # the coordinator has the producer id but not this transaction open: it ended or moved on
+VIEW_UNKNOWN = "unknown"  # no coordinator has the producer id: nobody will ever write its marker
+COORDINATOR_VIEWS = (VIEW_OPEN, VIEW_ENDED, VIEW_UNKNOWN)
 TOMBSTONE = "Tombstone"  # a null value: the coordinator removed the transactional id (it expired)
 # -- snapshot_checks.status ---------------------------------------------------------------------
 MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT = "match", "mismatch", "not_in_log", "not_in_snapshot"

@@ -36,6 +36,7 @@ class Framed:
     keep_to: int
     next_offset: int  # the offset after the last whole entry framed (the fetch offset when none was)
     done: bool  # an entry at or after the range's end was reached
+    first_offset: int | None = None  # the base offset of the first entry kept
     need: int = 0  # bytes of an entry that did not fit the response: fetch again with at least these
     stop: tuple[str, str] | None = None  # (error kind, message): the bytes at keep_to do not frame
 
@@ -45,7 +46,7 @@ def frame_fetched(buf: bytes, *, fetch_offset: int, start: int, end: int, first:
     (``first``: the partition's first range, which keeps an entry that straddles ``start``)."""
     n = len(buf)
     pos = 0
-    keep_from = keep_to = None
+    keep_from = keep_to = first_offset = None
     next_offset = fetch_offset
     while pos + L.LOG_OVERHEAD <= n:
         offset, size = _OFFSET_SIZE.unpack_from(buf, pos)
@@ -54,7 +55,7 @@ def frame_fetched(buf: bytes, *, fetch_offset: int, start: int, end: int, first:
         magic = buf[pos + L.MAGIC_OFFSET]
         stop = _bad_frame(size, magic)
         if stop:
-            return _framed(pos, keep_from, keep_to, next_offset, False, stop=stop)
+            return _framed(pos, keep_from, keep_to, next_offset, False, first_offset, stop=stop)
         entry_end = pos + L.LOG_OVERHEAD + size
         if entry_end > n:
             break
@@ -63,17 +64,17 @@ def frame_fetched(buf: bytes, *, fetch_offset: int, start: int, end: int, first:
         else:  # a legacy entry's offset is its last (a wrapper's: its last inner message's)
             base = last = offset
         if base >= end:
-            return _framed(pos, keep_from, keep_to, next_offset, True)
+            return _framed(pos, keep_from, keep_to, next_offset, True, first_offset)
         if last >= start and (base >= start or first):
             if keep_from is None:
-                keep_from = pos
+                keep_from, first_offset = pos, base
             keep_to = entry_end
         next_offset = max(next_offset, last + 1)
         pos = entry_end
     need = 0
     if pos == 0 and n:  # not even one whole entry: the response's limit is below the entry's size
         need = L.LOG_OVERHEAD + _OFFSET_SIZE.unpack_from(buf, 0)[1] if n >= L.LOG_OVERHEAD else L.LOG_OVERHEAD
-    return _framed(pos, keep_from, keep_to, next_offset, next_offset >= end, need=need)
+    return _framed(pos, keep_from, keep_to, next_offset, next_offset >= end, first_offset, need=need)
 
 
 def _bad_frame(size: int, magic: int) -> tuple[str, str] | None:
@@ -85,7 +86,7 @@ def _bad_frame(size: int, magic: int) -> tuple[str, str] | None:
     return None
 
 
-def _framed(pos, keep_from, keep_to, next_offset, done, *, need=0, stop=None) -> Framed:
+def _framed(pos, keep_from, keep_to, next_offset, done, first_offset, *, need=0, stop=None) -> Framed:
     if keep_from is None:
         keep_from = keep_to = pos
-    return Framed(keep_from, keep_to, next_offset, done, need, stop)
+    return Framed(keep_from, keep_to, next_offset, done, first_offset, need, stop)
