@@ -185,6 +185,7 @@ class KafkaCluster:
     nodes: int = 1
     config: dict[str, str] = field(default_factory=dict)
     jvm_heap: str = "512m"
+    client: dict = field(default_factory=dict)  # kafka-python settings of the tests' own clients (SASL)
     members: list[Node] = field(default_factory=list, init=False)
 
     def __post_init__(self):
@@ -282,7 +283,7 @@ class KafkaCluster:
         from kafka.admin import KafkaAdminClient
 
         return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="segaudit-tests",
-                                request_timeout_ms=30000, **kwargs)
+                                request_timeout_ms=30000, **{**self.client, **kwargs})
 
     def create_topic(self, name: str, partitions: int = 1, replication: int = 1, **configs: str) -> None:
         from kafka.admin import NewTopic
@@ -358,7 +359,7 @@ class KafkaCluster:
                 raise RuntimeError(f"Kafka {self.version} node {node.node_id} exited with {node.process.returncode}: "
                                    f"{self.server_log(node.node_id)[-3000:]}")
             try:
-                admin = KafkaAdminClient(bootstrap_servers=node.address, request_timeout_ms=5000)
+                admin = KafkaAdminClient(bootstrap_servers=node.address, request_timeout_ms=5000, **self.client)
                 try:
                     brokers = admin.describe_cluster()["brokers"]
                 finally:

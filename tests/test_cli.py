@@ -75,3 +75,22 @@ def test_inspect_keeps_the_log_dirs_of_a_partition_apart(tmp_path, capsys):
     assert rows[0]["segments"] == rows[1]["segments"] + 1
     assert main(["inspect", str(first), str(second)]) == 0
     assert "log_dir" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_a_cluster_nobody_answers_at_is_exit_2_with_one_line_before_spark_starts(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "client.properties"
+    config.write_text("default.api.timeout.ms=1500\nsasl.jaas.config=unused password=\"hunter2\"\n")
+    proc = subprocess.run([sys.executable, "-m", "analytics", "export", f"kafka://127.0.0.1:{port}", "--out",
+                           str(tmp_path / "out"), "--client-config", str(config)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().count("\n") == 0 and f"cannot use kafka://127.0.0.1:{port}: no broker answered" in proc.stderr
+    assert "hunter2" not in proc.stderr and not (tmp_path / "out").exists()
+    bad = subprocess.run([sys.executable, "-m", "analytics", "export", "kafka://nohost", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 2 and "a cluster is kafka://HOST:PORT" in bad.stderr

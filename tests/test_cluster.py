@@ -108,3 +108,38 @@ def test_spark_submit_runs_the_export_job_on_the_cluster(cluster, tmp_path):
     manifest = read_manifest(str(out), EXPORT)
     assert manifest["rows"]["batches"] == 670 and manifest["files"] == 37
     assert manifest["run_id"] in proc.stdout  # the job names the run it published
+
+
+@pytest.mark.broker
+def test_an_export_over_the_protocol_fetches_in_executors(cluster, tmp_path):
+    """A live broker exported through the standalone cluster: every range is fetched by a process under
+    the worker's executor JVM, and every record the producer wrote is in the tables."""
+    from kafka import KafkaProducer
+
+    from tests.kafka_cluster import VERSIONS, KafkaCluster, require_jars
+
+    require_jars(VERSIONS[0])
+    master_url, _ = cluster
+    with KafkaCluster(VERSIONS[0], tmp_path / "kafka") as broker:
+        broker.create_topic("fetched", partitions=2)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all")
+        for i in range(200):
+            producer.send("fetched", key=str(i).encode(), value=b"v" * 100, partition=i % 2)
+            if i % 25 == 0:
+                producer.flush()
+        producer.close()
+        out, task_log = tmp_path / "out", tmp_path / "tasks.jsonl"
+        cmd = [sys.executable, "-m", "analytics", "export", f"kafka://{broker.bootstrap}", "--topics", "fetched",
+               "--out", str(out), "--records", "--master", master_url,
+               "--conf", f"spark.executorEnv.SEGAUDIT_TASK_LOG={task_log}",
+               "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false"]
+        driver = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    reads = [json.loads(line) for line in task_log.read_text().splitlines()]
+    assert sorted(r["file"].split("/")[-2] for r in reads) == ["fetched-0", "fetched-1"]
+    for r in reads:
+        assert r["table"] == "export-fetch" and r["file"].startswith("kafka://")
+        assert any("CoarseGrainedExecutorBackend" in cmdline for cmdline in r["ancestry"]), r["ancestry"]
+        assert not any("analytics export" in cmdline for cmdline in r["ancestry"])
+    records = pq.read_table(out / "records", columns=["key"]).column("key").to_pylist()
+    assert sorted(int(k) for k in records) == list(range(200))

@@ -42,6 +42,17 @@ def _inputs_exist(paths: list[str]) -> None:
             raise UsageError(f"no such file or directory: {path}")
 
 
+def _cluster_answers(paths: list[str], live: dict) -> None:
+    """A live cluster among the inputs answers before Spark starts (else one line, exit 2)."""
+    from analytics.cluster.config import is_cluster, load
+
+    for path in paths:
+        if is_cluster(path):
+            from analytics.cluster.client import Cluster
+
+            Cluster(load(path, live.get("client_config"))).close()
+
+
 def _out_exists(out: str) -> None:
     if "://" not in out and not os.path.isdir(out):
         raise UsageError(f"no such directory: {out}")
@@ -94,6 +105,7 @@ def export(args) -> int:
 
     _inputs_exist(args.logdirs)
     live = cluster_options(args)
+    _cluster_answers(args.logdirs, live)
     result = pipeline.export(spark_session(args), args.logdirs, args.out, records=args.records,
                              input_format=args.input_format, progress=progress, incremental=args.incremental,
                              cluster=live)
@@ -130,6 +142,7 @@ def run(args) -> int:
     _inputs_exist(args.logdirs)
     config, validation = audit_config(args), validation_config(args)  # mistakes answered before Spark
     live = cluster_options(args)
+    _cluster_answers(args.logdirs, live)
     from analytics import pipeline
 
     result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,

@@ -22,6 +22,8 @@ from analytics.cluster.config import ClientConfig
 from analytics.errors import InputError
 
 READ_UNCOMMITTED = 0  # aborted data and markers are part of the log
+# kafka-python's, unless the client configuration sets request.timeout.ms / default.api.timeout.ms
+TIMEOUTS = {"request_timeout_ms": 30000, "bootstrap_timeout_ms": 15000}
 FETCH_VERSION = 12
 # Fetch error codes the fetch loop acts on (Kafka's Errors.java)
 NONE, OFFSET_OUT_OF_RANGE = 0, 1
@@ -54,14 +56,13 @@ class Fetched:
 class Cluster:
     """A connection to one cluster (a kafka-python admin client); use it as a context manager."""
 
-    def __init__(self, config: ClientConfig, *, request_timeout_ms: int = 30000, bootstrap_timeout_ms: int = 15000):
+    def __init__(self, config: ClientConfig):
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
         self.config = config
         try:
-            self.admin = KafkaAdminClient(**config.kwargs(request_timeout_ms=request_timeout_ms,
-                                                          bootstrap_timeout_ms=bootstrap_timeout_ms))
+            self.admin = KafkaAdminClient(**{**TIMEOUTS, **config.kwargs()})
         except KafkaError as e:
             raise InputError(_cannot_reach(config, e)) from None
 

@@ -6,7 +6,8 @@ kafka-python's settings: ``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, 
 ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) with ``sasl.jaas.config``'s
 ``username="..." password="..."``, and PEM trust and key stores (``ssl.truststore.location`` /
 ``ssl.keystore.location`` with ``.type=PEM``, ``ssl.key.password``,
-``ssl.endpoint.identification.algorithm``). JKS and PKCS12 stores cannot be read from Python: the
+``ssl.endpoint.identification.algorithm``), and ``request.timeout.ms``, ``default.api.timeout.ms``
+(how long to wait for a first broker) and ``client.id``. JKS and PKCS12 stores cannot be read from Python: the
 error says to convert them. Every other property of a producer or consumer file is ignored, as
 segaudit only reads. Secrets stay in :class:`ClientConfig` (whose ``repr`` hides them): the
 driver passes the file's path to the executors, never its contents.
@@ -141,7 +142,8 @@ def settings(props: dict[str, str], where: str = "the client configuration") -> 
             out["ssl_password"] = props["ssl.key.password"]
         if props.get("ssl.endpoint.identification.algorithm", "https") == "":
             out["ssl_check_hostname"] = False
-    for name, setting in (("request.timeout.ms", "request_timeout_ms"), ("client.id", "client_id")):
+    for name, setting in (("request.timeout.ms", "request_timeout_ms"), ("default.api.timeout.ms", "bootstrap_timeout_ms"),
+                          ("client.id", "client_id")):
         if name in props:
             out[setting] = int(props[name]) if name.endswith(".ms") else props[name]
     return out

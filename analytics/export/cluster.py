@@ -71,7 +71,8 @@ def export_cluster(
     with Cluster(config) as cluster:
         captured = capture(cluster, topics, from_offset=from_offset, from_time=from_time, until_time=until_time)
         if not captured.partitions:
-            raise ExportError(f"no topic of kafka://{config.bootstrap} matches --topics {topics!r}")
+            raise ExportError(f"no topic of kafka://{config.bootstrap} that the principal may describe matches "
+                              f"--topics {topics!r}")
         producers, unsettled = _producer_state(cluster, captured)
         coordinator, coordinator_note = _coordinator_transactions(cluster, captured)
     ranges = split(captured, range_offsets=range_offsets, per_broker=per_broker)
