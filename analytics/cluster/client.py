@@ -15,6 +15,7 @@ the per-partition errors a Fetch can return.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
@@ -61,10 +62,15 @@ class Cluster:
         from kafka.errors import KafkaError
 
         self.config = config
+        refused = _Refusals()  # kafka-python logs why a bootstrap connection failed, then times out
+        kafka_log = logging.getLogger("kafka")
+        kafka_log.addHandler(refused)
         try:
             self.admin = KafkaAdminClient(**{**TIMEOUTS, **config.kwargs()})
         except KafkaError as e:
-            raise InputError(_cannot_reach(config, e)) from None
+            raise InputError(_cannot_reach(config, e, refused.reason)) from None
+        finally:
+            kafka_log.removeHandler(refused)
 
     def __enter__(self) -> Cluster:
         return self
@@ -183,8 +189,23 @@ class Cluster:
             raise InputError(_cannot_reach(self.config, e)) from None
 
 
-def _cannot_reach(config: ClientConfig, e: Exception) -> str:
+class _Refusals(logging.Handler):
+    """The last authentication failure kafka-python logged while it bootstrapped."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.reason: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "Authentication" in message or "SaslAuthentication" in message:
+            self.reason = message.split(" failed: ", 1)[-1].split(" (backoff")[0]
+
+
+def _cannot_reach(config: ClientConfig, e: Exception, refused: str | None = None) -> str:
     name = type(e).__name__
+    if refused:
+        return f"cannot use kafka://{config.bootstrap}: login refused ({refused})"
     what = {"NoBrokersAvailable": "no broker answered",
             "KafkaConnectionError": "the connection failed",
             "KafkaTimeoutError": "no broker answered in time"}.get(name)
