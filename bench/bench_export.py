@@ -96,7 +96,11 @@ def tree_rss_kib(pid: int) -> int:
 
 
 def peak_export_memory(log_dir: Path, out: Path) -> tuple[float, int]:
-    cmd = [sys.executable, "-m", "analytics", "export", str(log_dir), "--out", str(out)]
+    return peak_of([sys.executable, "-m", "analytics", "export", str(log_dir), "--out", str(out)])
+
+
+def peak_of(cmd: list[str]) -> tuple[float, int]:
+    """Seconds and the peak resident memory (KiB) of the process tree of ``cmd``, sampled every 100 ms."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
@@ -104,7 +108,7 @@ def peak_export_memory(log_dir: Path, out: Path) -> tuple[float, int]:
         peak = max(peak, tree_rss_kib(proc.pid))
         time.sleep(0.1)
     if proc.returncode:
-        raise SystemExit(f"export of {log_dir} failed")
+        raise SystemExit(f"{' '.join(cmd)} failed")
     return time.perf_counter() - t0, peak
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_export import tree_rss_kib  # noqa: E402
+from bench_export import peak_of  # noqa: E402
 
 TOPIC = "bench"
 
@@ -38,7 +38,7 @@ TOPIC = "bench"
 def produce(cluster, jars: Path, records: int, size: int, single: bool) -> float:
     from tests.kafka_cluster import java
 
-    props = [f"bootstrap.servers={cluster.bootstrap}", "acks=1", "enable.idempotence=true",
+    props = [f"bootstrap.servers={cluster.bootstrap}", "acks=all", "enable.idempotence=true",
              *(["batch.size=1", "linger.ms=0"] if single else ["linger.ms=5"])]
     t0 = time.perf_counter()
     subprocess.run([java(), "-Xmx1g", "-cp", f"{jars}/*", "org.apache.kafka.tools.ProducerPerformance",
@@ -66,16 +66,8 @@ def consume(bootstrap: str, partitions: int) -> tuple[float, int]:
 
 
 def peak_memory(bootstrap: str, out: Path, topics: str) -> tuple[float, int]:
-    cmd = [sys.executable, "-m", "analytics", "export", f"kafka://{bootstrap}", "--topics", topics, "--out", str(out)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss_kib(proc.pid))
-        time.sleep(0.1)
-    if proc.returncode:
-        raise SystemExit(f"export of kafka://{bootstrap} failed")
-    return time.perf_counter() - t0, peak
+    return peak_of([sys.executable, "-m", "analytics", "export", f"kafka://{bootstrap}", "--topics", topics,
+                    "--out", str(out)])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,7 @@
-"""A live cluster behind SASL and ACLs, exported over the protocol with a client properties file:
-the credentials work, and never show up in what segaudit prints or writes; a refused login and a
-principal the ACLs do not allow are each one line and exit 2.
+"""The options of an export over the protocol, against one real broker: behind SASL and ACLs (the
+credentials of a client properties file work, and never show up in what segaudit prints or writes;
+a refused login and a principal the ACLs do not allow are each one line and exit 2), and the
+sub-ranges of ``--from-offset``, ``--from-time`` and ``--until-time``.
 
 One broker (the newest 4.x release) whose client listener speaks SASL_PLAINTEXT with PLAIN, and
 Kafka's StandardAuthorizer: ``admin`` is a super user, ``audit`` may describe the cluster and
@@ -9,8 +10,10 @@ describe and read the topic ``secured``, ``outsider`` may do nothing.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,8 @@ from tests.conftest import REPO
 from tests.kafka_cluster import VERSIONS, KafkaCluster, require_jars
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
+WAVE = 50  # records per wave; the waves are apart in time
+CORRUPTED_AT = 70  # a byte of the first batch's first record (its header is 61 bytes)
 SECRET = "au-d1t-s3cret"
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" password="{password}";')
 ADMIN = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "admin",
@@ -57,11 +62,27 @@ def secured(tmp_path_factory):
         finally:
             admin.close()
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=True, acks="all", **ADMIN)
-        for i in range(50):
+        for i in range(WAVE):
             producer.send("secured", key=str(i).encode(), value=b"secret-data", partition=i % 2)
             producer.send("elsewhere", key=str(i).encode(), value=b"x")
+        producer.flush()
+        time.sleep(0.05)
+        between = int(time.time() * 1000)  # after every record of the first wave, before the second's
+        time.sleep(0.05)
+        for i in range(WAVE, 2 * WAVE):
+            producer.send("secured", key=str(i).encode(), value=b"secret-data", partition=i % 2)
+        cluster.create_topic("corrupted")
+        for i in range(3):
+            producer.send("corrupted", key=str(i).encode(), value=b"a value to damage").get(timeout=30)
         producer.close()
-        yield cluster, root
+        # a byte flipped on the broker's disk, inside the first batch's records: the broker serves it as it is
+        cluster.stop_node(1)
+        segment = cluster.node(1).log_dir / "corrupted-0" / "00000000000000000000.log"
+        data = bytearray(segment.read_bytes())
+        data[CORRUPTED_AT] ^= 0xFF
+        segment.write_bytes(bytes(data))
+        cluster.start_node(1)
+        yield cluster, root, between
     finally:
         cluster.close()
 
@@ -83,7 +104,7 @@ def _export(cluster: KafkaCluster, out: Path, properties: Path, *more: str, comm
 def test_an_audit_principal_audits_what_the_acls_allow_and_its_secret_is_nowhere(secured, tmp_path):
     """``segaudit run kafka://...``: the whole job over the protocol; the password is in no output,
     table, manifest, summary, Data Docs page or report under OUT."""
-    cluster, root = secured
+    cluster, root, _ = secured
     out = tmp_path / "out"
     done = _export(cluster, out, _properties(root, "audit", SECRET), "--no-history", command="run")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -92,7 +113,7 @@ def test_an_audit_principal_audits_what_the_acls_allow_and_its_secret_is_nowhere
 
     keys = pq.read_table(out / "records", columns=["topic", "key"]).to_pylist()
     assert {r["topic"] for r in keys} == {"secured"}  # the topic it may not describe is not even listed
-    assert sorted(int(r["key"]) for r in keys) == list(range(50))
+    assert sorted(int(r["key"]) for r in keys) == list(range(2 * WAVE))
     assert SECRET not in done.stdout + done.stderr
     for path in out.rglob("*"):  # the manifest, every table's Parquet files, everything under OUT
         if path.is_file():
@@ -100,15 +121,70 @@ def test_an_audit_principal_audits_what_the_acls_allow_and_its_secret_is_nowhere
 
 
 def test_a_refused_login_is_one_line_and_exit_2(secured, tmp_path):
-    cluster, root = secured
+    cluster, root, _ = secured
     done = _export(cluster, tmp_path / "out", _properties(root, "audit", "wrong"))
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
     assert f"cannot use kafka://{cluster.bootstrap}: login refused" in done.stderr and "wrong" not in done.stderr
 
 
 def test_a_principal_the_acls_do_not_allow_is_one_line_and_exit_2(secured, tmp_path):
-    cluster, root = secured
+    cluster, root, _ = secured
     done = _export(cluster, tmp_path / "out", _properties(root, "outsider", "outsider-secret"), "--topics", "secured")
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "outsider-secret" not in done.stderr
     assert "access denied" in done.stderr or "may describe" in done.stderr
+
+
+def _keys_and_ranges(out: Path) -> tuple[list[int], list[tuple]]:
+    import pyarrow.parquet as pq
+
+    keys = sorted(int(k) for k in pq.read_table(out / "records", columns=["key"]).column("key").to_pylist())
+    parts = json.loads((out / "_export.json").read_text())["cluster"]["partitions"]
+    return keys, sorted((p["partition"], p["start"], p["end"]) for p in parts)
+
+
+def test_from_time_and_until_time_cut_the_log_where_the_records_do(secured, tmp_path):
+    cluster, root, between = secured
+    config = _properties(root, "audit", SECRET)
+    done = [_export(cluster, tmp_path / name, config, "--topics", "secured", option, str(between))
+            for name, option in (("late", "--from-time"), ("early", "--until-time"))]
+    assert [d.returncode for d in done] == [0, 0], [d.stderr[-1000:] for d in done]
+    late, late_ranges = _keys_and_ranges(tmp_path / "late")
+    early, early_ranges = _keys_and_ranges(tmp_path / "early")
+    assert early == list(range(WAVE)) and late == list(range(WAVE, 2 * WAVE))
+    # the two ranges meet: one ends where the other starts, in each partition
+    assert [(p, end) for p, _, end in early_ranges] == [(p, start) for p, start, _ in late_ranges]
+
+
+def test_from_offset_starts_every_partition_there(secured, tmp_path):
+    import pyarrow.parquet as pq
+
+    cluster, root, _ = secured
+    out = tmp_path / "out"
+    done = _export(cluster, out, _properties(root, "audit", SECRET), "--topics", "secured", "--from-offset", "10")
+    assert done.returncode == 0, done.stderr[-1000:]
+    _, ranges = _keys_and_ranges(out)
+    assert [start for _, start, _ in ranges] == [10, 10]
+    batches = pq.read_table(out / "batches", columns=["partition", "base_offset", "last_offset"]).to_pylist()
+    for p in (0, 1):  # the batch holding offset 10 first, whole, then the rest of the partition
+        mine = sorted((b["base_offset"], b["last_offset"]) for b in batches if b["partition"] == p)
+        assert mine[0][0] <= 10 <= mine[0][1] and mine[-1][1] == WAVE - 1
+        assert all(a[1] + 1 == b[0] for a, b in zip(mine, mine[1:]))
+
+
+def test_a_batch_corrupt_on_the_brokers_disk_comes_over_the_protocol_as_a_crc_failure(secured, tmp_path):
+    import pyarrow.parquet as pq
+
+    cluster, root, _ = secured
+    out = tmp_path / "out"
+    done = _export(cluster, out, _properties(root, "admin", "admin-secret"), "--topics", "corrupted")
+    assert done.returncode == 0, done.stderr[-1000:]
+    batches = sorted(pq.read_table(out / "batches", columns=["base_offset", "crc_valid", "batch_size"]).to_pylist(),
+                     key=lambda b: b["base_offset"])
+    assert [(b["base_offset"], b["crc_valid"]) for b in batches] == [(0, False), (1, True), (2, True)]
+    [error] = pq.read_table(out / "parse_errors").to_pylist()
+    assert (error["error_kind"], error["file_position"], error["bytes_affected"]) == ("crc_mismatch", 0,
+                                                                                      batches[0]["batch_size"])
+    [segment] = pq.read_table(out / "segments").to_pylist()
+    assert segment["valid_bytes"] + error["bytes_affected"] == segment["size_bytes"]
+    assert sorted(int(k) for k in pq.read_table(out / "records", columns=["key"]).column("key").to_pylist()) == [1, 2]
