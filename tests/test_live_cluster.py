@@ -3,9 +3,10 @@ credentials of a client properties file work, and never show up in what segaudit
 a refused login and a principal the ACLs do not allow are each one line and exit 2), and the
 sub-ranges of ``--from-offset``, ``--from-time`` and ``--until-time``.
 
-One broker (the newest 4.x release) whose client listener speaks SASL_PLAINTEXT with PLAIN, and
-Kafka's StandardAuthorizer: ``admin`` is a super user, ``audit`` may describe the cluster and
-describe and read the topic ``secured``, ``outsider`` may do nothing.
+One broker (the newest 4.x release) whose client listener speaks SASL_PLAINTEXT with PLAIN and
+SCRAM-SHA-256, and Kafka's StandardAuthorizer: ``admin`` is a super user, ``audit`` (PLAIN) and
+``scrammer`` (SCRAM) may describe the cluster and describe and read the topic ``secured``,
+``outsider`` may do nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark]
 WAVE = 50  # records per wave; the waves are apart in time
 CORRUPTED_AT = 70  # a byte of the first batch's first record (its header is 61 bytes)
 SECRET = "au-d1t-s3cret"
+SCRAM_SECRET = "scr4m-s3cret"
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" password="{password}";')
 ADMIN = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "admin",
          "sasl_plain_password": "admin-secret"}
@@ -33,7 +35,14 @@ ADMIN = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     from kafka import KafkaProducer
-    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        ResourcePattern,
+        ResourceType,
+        UserScramCredentialUpsertion,
+    )
 
     version = VERSIONS[0]
     require_jars(version)
@@ -41,9 +50,11 @@ def secured(tmp_path_factory):
     users = f'user_admin="admin-secret" user_audit="{SECRET}" user_outsider="outsider-secret"'
     config = {
         "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.plaintext.plain.sasl.jaas.config":
             f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
+        "listener.name.plaintext.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin;User:ANONYMOUS",  # the brokers' own PLAINTEXT listeners are ANONYMOUS
     }
@@ -57,8 +68,10 @@ def secured(tmp_path_factory):
             allow = [("audit", ResourceType.CLUSTER, "kafka-cluster", ACLOperation.DESCRIBE),
                      ("audit", ResourceType.TOPIC, "secured", ACLOperation.DESCRIBE),
                      ("audit", ResourceType.TOPIC, "secured", ACLOperation.READ)]
+            allow += [("scrammer", kind, name, op) for _, kind, name, op in allow]
             admin.create_acls([ACL(f"User:{user}", "*", op, ACLPermissionType.ALLOW, ResourcePattern(kind, name))
                                for user, kind, name, op in allow])
+            admin.alter_user_scram_credentials([UserScramCredentialUpsertion("scrammer", "SCRAM-SHA-256", SCRAM_SECRET)])
         finally:
             admin.close()
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=True, acks="all", **ADMIN)
@@ -87,10 +100,11 @@ def secured(tmp_path_factory):
         cluster.close()
 
 
-def _properties(root: Path, user: str, password: str) -> Path:
+def _properties(root: Path, user: str, password: str, mechanism: str = "PLAIN") -> Path:
     path = root / f"{user}-{len(list(root.glob('*.properties')))}.properties"  # (its name holds no secret)
-    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                    f"sasl.jaas.config={JAAS.format(user=user, password=password)}\n")
+    module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+    path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\nsasl.jaas.config="
+                    f"{JAAS.format(user=user, password=password).replace('plain.PlainLoginModule', module)}\n")
     return path
 
 
@@ -164,12 +178,13 @@ def test_from_time_and_until_time_cut_the_log_where_the_records_do(secured, tmp_
     assert [(p, end) for p, _, end in early_ranges] == [(p, start) for p, start, _ in late_ranges]
 
 
-def test_from_offset_starts_every_partition_there(secured, tmp_path):
+def test_from_offset_starts_every_partition_there_and_scram_logs_in(secured, tmp_path):
     import pyarrow.parquet as pq
 
     cluster, root, _ = secured
     out = tmp_path / "out"
-    assert _in_process(cluster, out, _properties(root, "audit", SECRET), "--topics", "secured", "--from-offset", "10") == 0
+    scram = _properties(root, "scrammer", SCRAM_SECRET, "SCRAM-SHA-256")
+    assert _in_process(cluster, out, scram, "--topics", "secured", "--from-offset", "10") == 0
     _, ranges = _keys_and_ranges(out)
     assert [start for _, start, _ in ranges] == [10, 10]
     batches = pq.read_table(out / "batches", columns=["partition", "base_offset", "last_offset"]).to_pylist()
