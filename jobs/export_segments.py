@@ -11,7 +11,7 @@ import sys
 
 from analytics import pipeline
 from analytics.cli.main import guarded, parser
-from analytics.cli.options import spark_session
+from analytics.cli.options import cluster_options, spark_session
 from analytics.contract import EXIT_OK
 
 
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def job() -> int:
         result = pipeline.export(spark_session(args), args.logdirs, args.out, records=args.records,
-                                 input_format=args.input_format)
+                                 input_format=args.input_format, cluster=cluster_options(args))
         print(f"exported {result.files} files ({result.input_bytes:,} bytes) to {result.out}: run {result.run_id}")
         return EXIT_OK
 

@@ -12,7 +12,13 @@ import sys
 
 from analytics import pipeline
 from analytics.cli.main import guarded, parser
-from analytics.cli.options import audit_config, history_options, spark_session, validation_config
+from analytics.cli.options import (
+    audit_config,
+    cluster_options,
+    history_options,
+    spark_session,
+    validation_config,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def job() -> int:
         result = pipeline.run(spark_session(args), args.logdirs, args.out, audit_config(args), validation_config(args),
-                              records=args.records, input_format=args.input_format, **history_options(args))
+                              records=args.records, input_format=args.input_format, cluster=cluster_options(args),
+                              **history_options(args))
         print(f"{sum(result.audited.verdicts.values())} batches, validation {'passed' if result.validated.success else 'FAILED'}; "
               f"Data Docs: {result.validated.data_docs}; report: {result.report}")
         return result.exit_code
