@@ -7,8 +7,9 @@ the range fed to a :class:`~analytics.kafka.reader.StreamScanner`, the same deco
 
 Trouble is data, not a crash:
 
-- a leader change, a broker going away, a timeout: the leader is asked again and the fetch
-  retried, for ``retry_seconds``; past that the rest of the range is an ``offsets_lost`` error;
+- a leader change, a broker going away, a timeout, the whole cluster unreachable: the leader is
+  asked again and the fetch retried, for ``retry_seconds``; past that the rest of the range is an
+  ``offsets_lost`` error;
 - ``OFFSET_OUT_OF_RANGE`` below the log start (retention or DeleteRecords ran during the export):
   the offsets up to the new log start are an ``offsets_lost`` error and the fetch goes on from there;
   above the log end (the log was truncated): the rest of the range is one;
@@ -86,8 +87,8 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
                 got = cluster.fetch(node, r.topic, r.partition, offset, max_bytes)
                 if got.error_code in RETRIABLE:
                     reason = RETRIABLE[got.error_code]
-        except (KafkaError, OSError) as e:
-            reason = type(e).__name__
+        except (KafkaError, OSError, InputError) as e:  # InputError: no broker answered the leader's lookup
+            reason = type(e).__name__ if not isinstance(e, InputError) else str(e)
         if reason is not None:
             retrying_since = retrying_since or time.monotonic()
             if time.monotonic() - retrying_since > limits.retry_seconds:
