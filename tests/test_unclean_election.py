@@ -160,6 +160,23 @@ def _slowly(spark, cluster: KafkaCluster, out: str, topics: str, rate: int, mean
     slow.join()
 
 
+def _elect_unclean(cluster: KafkaCluster, timeout: float = 60) -> None:
+    """ElectLeaders ``UNCLEAN`` for the topic, asked again while the restarted node's registration has
+    not reached the metadata the admin client bootstrapped from (it may name a controller it does not list)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        admin = cluster.admin()
+        try:
+            admin.elect_leaders(1, {TOPIC: [0]}, raise_errors=False)  # 1: UNCLEAN
+            return
+        except Exception:  # noqa: BLE001 - UnknownBrokerIdError, NodeNotReadyError: not everywhere yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        finally:
+            admin.close()
+
+
 def _elect(version: str, root: Path, spark) -> Election:
     from kafka.admin import NewTopic
 
@@ -181,11 +198,7 @@ def _elect(version: str, root: Path, spark) -> Election:
         cluster.stop_node(1)
         _until(cluster, lambda p: p["leader_id"] == -1, "no leader")
         cluster.start_node(2)
-        admin = cluster.admin()
-        try:
-            admin.elect_leaders(1, {TOPIC: [0]}, raise_errors=False)  # 1: UNCLEAN
-        finally:
-            admin.close()
+        _elect_unclean(cluster)
         elected = _until(cluster, lambda p: p["leader_id"] == 2, "broker 2 elected")
         new = _produce(cluster, 2, [f"new{i}" for i in range(NEW)], 1)
         before = [copy_log_dir(cluster.node(n).log_dir, root / "before" / f"broker-{n}") for n in (1, 2)]
