@@ -114,18 +114,10 @@ def export(
         if kept:
             pq.write_table(reuse.kept_rows(continue_from, "segments", kept, schema.SEGMENTS),
                            run.path("segments", "part-kept.parquet"))
-        for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
-            if wanted and not os.path.isdir(run.path(table)):  # no rows at all: still a table
-                _write_small(run.path(table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
-        if not os.path.isdir(run.path("transactional_ids")):
-            _write_small(run.path("transactional_ids"), schema.TRANSACTIONAL_IDS.empty_table())
-        _write_small(run.path("coordinator_transactions"), schema.COORDINATOR_TRANSACTIONS.empty_table())
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
             sidecars = writing_read(SidecarExportTask.table).option("minTasks", 1)
             sidecars.load().write.format("noop").mode("overwrite").save()
-        for table in SIDECAR_TABLES:
-            if not os.path.isdir(run.path(table)):
-                _write_small(run.path(table), schema.READ_SCHEMAS[table].empty_table())
+        write_missing_tables(run, records)
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
         parse_errors = _read_parts(errors, schema.PARSE_ERRORS)
         if kept:
@@ -184,6 +176,18 @@ def _kept(previous: dict | None, prints: dict[str, dict], files: list[FileTask])
             return kept
         for path in clash:
             del kept[path]
+
+
+def write_missing_tables(run, records: bool) -> None:
+    """An empty table for each export table no task wrote a row of (``records`` only when exported):
+    every table of the stage exists, rows or not."""
+    no_topic = {"batches": schema.BATCHES, **({"records": schema.RECORDS} if records else {})}
+    empty = {name: pa.schema([f for f in target if f.name != "topic"]) for name, target in no_topic.items()}
+    empty.update({table: schema.READ_SCHEMAS[table] for table in SIDECAR_TABLES})
+    empty.update(transactional_ids=schema.TRANSACTIONAL_IDS, coordinator_transactions=schema.COORDINATOR_TRANSACTIONS)
+    for table, target in empty.items():
+        if not os.path.isdir(run.path(table)):
+            _write_small(run.path(table), target.empty_table())
 
 
 def _read_parts(folder: str, target: pa.Schema) -> pa.Table:

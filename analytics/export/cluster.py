@@ -34,10 +34,17 @@ import pyarrow.compute as pc
 from analytics.cluster.client import Cluster
 from analytics.cluster.config import load
 from analytics.cluster.plan import DEFAULT_PER_BROKER, DEFAULT_RANGE_OFFSETS, Capture, capture, locator, split
-from analytics.contract import EXPORT, SIDECAR_TABLES
+from analytics.contract import EXPORT
 from analytics.contract import schemas as schema
 from analytics.errors import InputError
-from analytics.export import ExportError, ExportResult, _count_rows, _read_parts, _write_small
+from analytics.export import (
+    ExportError,
+    ExportResult,
+    _count_rows,
+    _read_parts,
+    _write_small,
+    write_missing_tables,
+)
 from analytics.publish import publication
 
 LOG_START_FILE = "log-start-offset"  # the log_start_offsets rows' file: kafka://<cluster id>/log-start-offset
@@ -101,17 +108,10 @@ def export_cluster(
             read.load(captured.log_dir).repartition(1).write.parquet(run.path("segments"))
         else:
             _write_small(run.path("segments"), schema.SEGMENTS.empty_table())
-        for table, target, wanted in (("batches", schema.BATCHES, True), ("records", schema.RECORDS, records)):
-            if wanted and not os.path.isdir(run.path(table)):
-                _write_small(run.path(table), pa.schema([f for f in target if f.name != "topic"]).empty_table())
-        if not os.path.isdir(run.path("transactional_ids")):
-            _write_small(run.path("transactional_ids"), schema.TRANSACTIONAL_IDS.empty_table())
         _write_small(run.path("producer_snapshots"), pa.Table.from_pylist(producers, schema.PRODUCER_SNAPSHOTS))
         _write_small(run.path("coordinator_transactions"),
                      pa.Table.from_pylist(coordinator, schema.COORDINATOR_TRANSACTIONS))
-        for table in SIDECAR_TABLES:
-            if not os.path.isdir(run.path(table)):
-                _write_small(run.path(table), schema.READ_SCHEMAS[table].empty_table())
+        write_missing_tables(run, records)
         _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
         _write_small(run.path("log_start_offsets"), pa.Table.from_pylist(
             [{"topic": p.topic, "partition": p.partition, "log_start_offset": p.log_start,
