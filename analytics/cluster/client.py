@@ -15,14 +15,16 @@ the per-partition errors a Fetch can return.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 
+from analytics.cluster import login
 from analytics.cluster.config import ClientConfig
 from analytics.errors import InputError
 
 READ_UNCOMMITTED = 0  # aborted data and markers are part of the log
+# how kafka-python's bootstrap fails when no broker lets it in: the login is then asked directly
+NOT_BOOTSTRAPPED = ("KafkaTimeoutError", "NoBrokersAvailable", "KafkaConnectionError")
 # kafka-python's, unless the client configuration sets request.timeout.ms / default.api.timeout.ms
 TIMEOUTS = {"request_timeout_ms": 30000, "bootstrap_timeout_ms": 15000}
 FETCH_VERSION = 12
@@ -62,15 +64,11 @@ class Cluster:
         from kafka.errors import KafkaError
 
         self.config = config
-        refused = _Refusals()  # kafka-python logs why a bootstrap connection failed, then times out
-        kafka_log = logging.getLogger("kafka")
-        kafka_log.addHandler(refused)
         try:
             self.admin = KafkaAdminClient(**{**TIMEOUTS, **config.kwargs()})
         except KafkaError as e:
-            raise InputError(_cannot_reach(config, e, refused.reason)) from None
-        finally:
-            kafka_log.removeHandler(refused)
+            refused = login.refusal(config) if type(e).__name__ in NOT_BOOTSTRAPPED else None
+            raise InputError(_cannot_reach(config, e, refused)) from None
 
     def __enter__(self) -> Cluster:
         return self
@@ -187,19 +185,6 @@ class Cluster:
             if tolerate and type(e).__name__ == "TransactionalIdNotFoundError":
                 return None
             raise InputError(_cannot_reach(self.config, e)) from None
-
-
-class _Refusals(logging.Handler):
-    """The last authentication failure kafka-python logged while it bootstrapped."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.reason: str | None = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if "Authentication" in message or "SaslAuthentication" in message:
-            self.reason = message.split(" failed: ", 1)[-1].split(" (backoff")[0]
 
 
 def _cannot_reach(config: ClientConfig, e: Exception, refused: str | None = None) -> str:
