@@ -117,8 +117,8 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
 
 
 def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, run_name: str) -> list[CheckResult]:
-    """Each suite through a checkpoint that builds its Data Docs page, then the page completed
-    (:func:`show_rows`); every suite's validation is one GX run named ``run_name``."""
+    """Each suite's validation (one GX run named ``run_name``), then the Data Docs site built once
+    from them and each suite's page completed (:func:`show_rows`)."""
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
     from great_expectations.expectations.metadata_types import FailureSeverity
@@ -135,6 +135,7 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, r
     source = context.data_sources.add_spark(name="segaudit")
     run_id = RunIdentifier(run_name=run_name)
     results: list[CheckResult] = []
+    pages: list[tuple[str, str, list]] = []  # (suite, data asset, its checks' (description, result))
     for suite_name, checks in declared.items():
         table = TABLE_OF_SUITE[suite_name]
         asset = source.add_dataframe_asset(name=f"{suite_name}:{table}")
@@ -153,32 +154,31 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, r
         suite = context.suites.add(suite)
         definition = context.validation_definitions.add(
             gx.ValidationDefinition(name=suite_name, data=batch, suite=suite))
-        checkpoint = context.checkpoints.add(gx.Checkpoint(
-            name=f"segaudit-{suite_name}", validation_definitions=[definition],
-            actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["segaudit"])],
-            result_format={"result_format": "COMPLETE"},
-        ))
-        outcome = checkpoint.run(batch_parameters={"dataframe": frames[table]}, run_id=run_id)
+        outcome = definition.run(batch_parameters={"dataframe": frames[table]}, run_id=run_id,
+                                 result_format={"result_format": "COMPLETE"})
         found = len(results)
-        for validation_result in outcome.run_results.values():
-            for r in validation_result.results:
-                meta = r.expectation_config.meta or {}
-                check_id = meta.get("check")
-                check = next(c for c in checks if c.id == check_id)
-                failure = _raised(r.exception_info)
-                if failure is not None:
-                    raise InputError(f"Great Expectations could not run the check {suite_name}.{check_id} "
-                                     f"over {table}: {failure}")
-                rows = (r.result or {}).get("details", {}).get("unexpected_rows") or []
-                results.append(CheckResult(
-                    suite=suite_name, id=check_id, description=check.description, success=bool(r.success),
-                    severity="warning" if check_id in validation.warn else "critical",
-                    unexpected_count=int((r.result or {}).get("observed_value") or 0),
-                    allowed=validation.allow.get(check_id, 0),
-                    sample=[_jsonable_row(row) for row in rows[:SAMPLE_ROWS]],
-                ))
+        for r in outcome.results:
+            meta = r.expectation_config.meta or {}
+            check_id = meta.get("check")
+            check = next(c for c in checks if c.id == check_id)
+            failure = _raised(r.exception_info)
+            if failure is not None:
+                raise InputError(f"Great Expectations could not run the check {suite_name}.{check_id} "
+                                 f"over {table}: {failure}")
+            rows = (r.result or {}).get("details", {}).get("unexpected_rows") or []
+            results.append(CheckResult(
+                suite=suite_name, id=check_id, description=check.description, success=bool(r.success),
+                severity="warning" if check_id in validation.warn else "critical",
+                unexpected_count=int((r.result or {}).get("observed_value") or 0),
+                allowed=validation.allow.get(check_id, 0),
+                sample=[_jsonable_row(row) for row in rows[:SAMPLE_ROWS]],
+            ))
+        pages.append((suite_name, asset.name, [(descriptions[c.id], c) for c in results[found:]]))
+    # one build of the site (its index, static files and every page), not one per suite
+    context.build_data_docs(site_names=["segaudit"])
+    for suite_name, asset_name, described in pages:
         for page in Path(docs, "validations", suite_name).rglob("*.html"):
-            show_rows(page, asset.name, [(descriptions[c.id], c) for c in results[found:]])
+            show_rows(page, asset_name, described)
     return results
 
 
