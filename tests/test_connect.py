@@ -101,3 +101,37 @@ def test_run_over_connect_writes_what_a_local_audit_wrote(connect_server, audite
         assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0, table
     assert (remote / "report" / "index.html").is_file()
     assert (remote / "validation" / "data_docs" / "index.html").is_file()
+
+
+def test_an_incremental_run_over_connect_continues_the_previous_one(connect_server, audited, spark, tmp_path):
+    """``run --incremental --remote``: the export reads only the grown segment, the audit continues
+    every history from the state the previous (local) run left, and the tables are a full local run's."""
+    import json
+    import struct
+
+    g, local = audited["transactions"]
+    logs = tmp_path / "logs"
+    shutil.copytree(g.log_dir, logs)
+    grown = max(logs.glob("*/*.log"), key=lambda p: p.stat().st_size)  # cut to its first batch, then restored
+    data = grown.read_bytes()
+    grown.write_bytes(data[:12 + struct.unpack(">i", data[8:12])[0]])
+    out = tmp_path / "out"
+    common = ("--out", str(out), "--config", str(g.truth_dir / "audit.toml"), "--no-history")
+    from analytics.cli import main
+
+    assert main(["run", str(logs), *common]) in (0, 1)  # the first night, in this process's Spark
+    grown.write_bytes(data)
+    done = segaudit("run", str(logs), *common, "--incremental", "--remote", connect_server)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    export, summary = (json.loads((out / name).read_text()) for name in ("_export.json", "summary.json"))
+    assert export["incremental"]["files_read"] == 1 and export["incremental"]["files_kept"] == export["files"] - 1
+    histories = spark.read.parquet(str(out / "partition_state")).count()
+    assert summary["incremental"]["continued_histories"] == histories > 0
+    from pyspark.sql import functions as F
+
+    for table in TABLES:
+        ours = spark.read.parquet(os.path.join(local, table))
+        theirs = spark.read.parquet(str(out / table))
+        theirs = theirs.select(*[F.regexp_replace(c, str(logs), str(g.log_dir)).alias(c) if t == "string" else c
+                                 for c, t in theirs.dtypes])  # the log dir's copy, named as the original
+        assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0, table
