@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from analytics.audit.rules import Prior
 from analytics.audit.state import fingerprint
+from analytics.audit.steps import log_starts_of
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.spark.columns import with_log_dir
 
@@ -51,7 +52,7 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous) -> 
     ends = F.broadcast(done.select(*KEY, F.col("end_offset").alias("done_end")))
     prefix = (keyed.join(ends, on=KEY).where(F.col("base_offset") <= F.col("done_end"))
               .groupBy(*KEY).agg(*fingerprint()))
-    now = _log_starts(log_starts, keyed)
+    now = log_starts_of(done.select(*KEY), log_starts)
     same = [F.col(f"d.{c}") == F.col(f"p.{c}") for c in ("batches", "end_offset", "fingerprint_a", "fingerprint_b")]
     continued = (
         done.alias("d").join(prefix.alias("p"), on=KEY).join(now.alias("n"), on=KEY, how="left")
@@ -67,13 +68,3 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous) -> 
     prior = Prior(previous.producer_state.join(keys, on=KEY, how="left_semi"),
                   previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier)
     return Increment(pending, prior, continued)
-
-
-def _log_starts(log_starts: DataFrame, keyed: DataFrame) -> DataFrame:
-    """``(log_dir, topic, partition, log_start_offset)`` as the replay reads them
-    (:func:`analytics.audit.steps.history_log_starts`)."""
-    if "file" in log_starts.columns:
-        return (with_log_dir(log_starts, levels=1).groupBy(*KEY)
-                .agg(F.max("log_start_offset").alias("log_start_offset")))
-    per_partition = log_starts.groupBy("topic", "partition").agg(F.max("log_start_offset").alias("log_start_offset"))
-    return keyed.select(*KEY).distinct().join(per_partition, on=["topic", "partition"], how="inner")

@@ -67,17 +67,23 @@ REPLAY_FACTS = ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timesta
 
 # -- the log start offset of each history ------------------------------------------------------
 def history_log_starts(dictionary: DataFrame, log_starts: DataFrame) -> DataFrame:
-    """``(history, log_start_offset)``: each history's log start offset from the checkpoint of its own
-    log dir (the checkpoint file sits in the log dir). An export without the checkpoint's ``file``
-    gives each topic-partition the highest of its log start offsets, whatever the log dir."""
+    """``(history, log_start_offset)`` of every history (:func:`log_starts_of`)."""
     histories = dictionary.select(HISTORY, *PARTITION_KEY).distinct()
+    return log_starts_of(histories, log_starts).select(HISTORY, "log_start_offset")
+
+
+def log_starts_of(keys: DataFrame, log_starts: DataFrame) -> DataFrame:
+    """``keys`` (distinct rows holding the partition key) with each one's ``log_start_offset``, from
+    the checkpoint of its own log dir (the checkpoint file sits in the log dir); keys without one are
+    left out. An export without the checkpoint's ``file`` gives each topic-partition the highest of
+    its log start offsets, whatever the log dir."""
     if "file" in log_starts.columns:
         starts = with_log_dir(log_starts, levels=1)
         key = list(PARTITION_KEY)
     else:
         starts, key = log_starts, ["topic", "partition"]
     starts = starts.groupBy(*key).agg(F.max("log_start_offset").alias("log_start_offset"))
-    return histories.join(starts, on=key, how="inner").select(HISTORY, "log_start_offset")
+    return keys.join(starts, on=key, how="inner")
 
 
 # -- windows (functions: a window spec needs an active session) -----------------------------------
