@@ -2,8 +2,8 @@
 not change since.
 
 Every export records each segment file's fingerprint in ``_export.json`` (``segment_files``: its
-size, a CRC-32 of its first and last ``EDGE_BYTES`` bytes, and the name its tables' Parquet files
-carry). An incremental export reads only the files whose fingerprint is new or different: new
+size, a CRC-32 of its first and last ``EDGE_BYTES`` bytes as the task that read it took them, and
+the name its tables' Parquet files carry). An incremental export reads only the files whose fingerprint is new or different: new
 segments, the active segment that grew, a segment the cleaner rewrote; a segment retention deleted
 is simply not listed any more. The kept files' Parquet files (``batches``, ``records``: one per
 file and topic) are linked into the new export, their ``segments`` and ``parse_errors`` rows copied:
@@ -13,7 +13,6 @@ the tables are those a full export writes, row for row.
 from __future__ import annotations
 
 import os
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,10 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analytics.kafka.fs import is_remote, open_file
+from analytics.kafka.fs import edge_crc, is_remote, open_file
 
-# A segment grows at its end and the cleaner rewrites it whole: its size and both edges tell.
-EDGE_BYTES = 64 * 1024
 FINGERPRINT_THREADS = 16
 PER_FILE_TABLES = ("batches", "records", "transactional_ids")  # one Parquet file per segment file (and topic)
 
@@ -32,23 +29,31 @@ PER_FILE_TABLES = ("batches", "records", "transactional_ids")  # one Parquet fil
 def fingerprint(path: str) -> tuple[int, int]:
     """(size, CRC-32 of the first and last ``EDGE_BYTES``) of a file."""
     with open_file(path) as f:
-        head = f.read_at(0, min(f.size, EDGE_BYTES))
-        tail = f.read_at(max(0, f.size - EDGE_BYTES), min(f.size, EDGE_BYTES))
-        return f.size, zlib.crc32(tail, zlib.crc32(head))
+        return f.size, edge_crc(f)
 
 
-def fingerprints(files) -> dict[str, dict]:
-    """``segment_files`` of a manifest for ``files`` (:class:`~analytics.spark.files.FileTask`)."""
-    with ThreadPoolExecutor(FINGERPRINT_THREADS) as pool:
-        prints = list(pool.map(lambda f: fingerprint(f.path), files))
-    return {f.path: {"size": size, "crc": crc, "name": f.output_name} for f, (size, crc) in zip(files, prints)}
-
-
-def unchanged(previous: dict | None, current: dict[str, dict]) -> dict[str, str]:
-    """The files whose fingerprint the previous manifest has too: path -> their Parquet name there."""
+def unchanged(previous: dict | None, files) -> dict[str, str]:
+    """The files (:class:`~analytics.spark.files.FileTask`) the previous manifest holds with the same
+    fingerprint: path -> their Parquet name there. Only the files whose path and size it holds are
+    fingerprinted here, on the driver; the export's tasks fingerprint the files they read."""
     before = (previous or {}).get("segment_files") or {}
-    return {path: before[path]["name"] for path, now in current.items()
-            if path in before and (before[path]["size"], before[path]["crc"]) == (now["size"], now["crc"])}
+    candidates = [f for f in files if f.path in before and before[f.path]["size"] == f.size]
+    with ThreadPoolExecutor(FINGERPRINT_THREADS) as pool:
+        prints = list(pool.map(lambda f: fingerprint(f.path), candidates))
+    return {f.path: before[f.path]["name"] for f, now in zip(candidates, prints)
+            if (before[f.path]["size"], before[f.path]["crc"]) == now}
+
+
+def segment_files(segments: pa.Table, files, previous: dict | None, kept: dict[str, str]) -> dict[str, dict]:
+    """``segment_files`` of a manifest: the fingerprint of each file read, as its task took it (a
+    ``segments`` row's size and ``edge_crc``; none for a file whose read failed), and of each kept
+    file, as the previous manifest holds it."""
+    names = {f.path: f.output_name for f in files}
+    prints = {path: dict(previous["segment_files"][path]) for path in kept}
+    for file, size, crc in zip(*(segments[c].to_pylist() for c in ("file", "size_bytes", "edge_crc"))):
+        if crc is not None and file in names and file not in kept:
+            prints[file] = {"size": size, "crc": crc, "name": names[file]}
+    return dict(sorted(prints.items()))
 
 
 def can_link(out: str) -> bool:

@@ -165,3 +165,19 @@ def test_the_incremental_export_read_only_the_new_and_grown_segments(nights):
     assert manifest["incremental"]["files_read"] == grown_or_new
     assert manifest["incremental"]["files_kept"] == manifest["files"] - grown_or_new
     assert seen[3][2]["incremental"]["files_read"] == 0  # retention only removed a file
+
+
+def test_every_segment_read_is_fingerprinted_by_its_task_as_the_driver_would(nights):
+    """``segment_files`` holds, for every segment, the size and edge CRC its task took while reading it
+    (the ``segments`` row's ``edge_crc``; a kept file's as its earlier task took them), equal to a
+    fingerprint taken apart from the files as they are on the last night."""
+    from analytics import reuse
+
+    seen, _ = nights
+    for night in (2, 3):
+        prints = seen[night][2]["segment_files"]
+        # segments rows, columns sorted by name: base_offset, batch_count, edge_crc, file, ..., size_bytes (7), ...
+        rows = {row[3]: (row[7], row[2]) for row in seen[night][0]["segments"] if row[3].endswith(".log")}
+        assert rows and {path: (e["size"], e["crc"]) for path, e in prints.items()} == rows
+    for path, entry in seen[3][2]["segment_files"].items():
+        assert (entry["size"], entry["crc"]) == reuse.fingerprint(path)

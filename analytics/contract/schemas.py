@@ -97,6 +97,8 @@ SEGMENTS = pa.schema(
         ("first_offset", pa.int64()),
         ("last_offset", pa.int64()),
         ("status", pa.string()),
+        # extension: CRC-32 of the file's first and last 64 KiB as read (an incremental export's fingerprint)
+        ("edge_crc", pa.int64()),
     ]
 )
 

@@ -83,11 +83,8 @@ def export(
     total_bytes = sum(f.size for f in files)
     say = progress or (lambda _msg: None)
     min_tasks = 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
-    prints = reuse.fingerprints(files) if input_format == "segments" else {}
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
-    kept = _kept(previous, prints, files)
-    for path, name in kept.items():  # a kept file's Parquet files keep the name they were written with
-        prints[path]["name"] = name
+    kept = _kept(previous, files)
     with publication(out, EXPORT) as run:
         staging = run.path()
         errors = run.path("_parts", "parse_errors")
@@ -129,6 +126,8 @@ def export(
             {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
              "file": starts["file"]}))
         rows = {t: _count_rows(run.path(t)) for t in run.written()}
+        prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), files, previous, kept)
+                  if input_format == "segments" else {})
         run.publish({
             "inputs": paths,
             "input_format": input_format,
@@ -166,9 +165,10 @@ def _previous(out: str, paths: list[str], input_format: str, records: bool, say)
     return manifest
 
 
-def _kept(previous: dict | None, prints: dict[str, dict], files: list[FileTask]) -> dict[str, str]:
-    """The unchanged files to keep, less any whose Parquet name a file read now would take."""
-    kept = reuse.unchanged(previous, prints)
+def _kept(previous: dict | None, files: list[FileTask]) -> dict[str, str]:
+    """The unchanged files to keep (path -> their Parquet name), less any whose Parquet name a file
+    read now would take."""
+    kept = reuse.unchanged(previous, files) if previous else {}
     while True:
         taken = {f.output_name for f in files if f.path not in kept}
         clash = [path for path, name in kept.items() if name in taken]

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import os
 import posixpath
+import zlib
 from dataclasses import dataclass
 from functools import lru_cache
+
+# A segment grows at its end and the cleaner rewrites it whole: its size and both edges tell.
+EDGE_BYTES = 64 * 1024
 
 
 def is_remote(path) -> bool:
@@ -147,3 +151,11 @@ def list_tree(uri: str) -> list[tuple[str, bool, int]]:
         rel = info.path[len(path.rstrip("/")):].lstrip("/")
         out.append((f"{base}/{rel}", info.type == pafs.FileType.Directory, info.size or 0))
     return out
+
+
+def edge_crc(source) -> int:
+    """CRC-32 of the first and last ``EDGE_BYTES`` of an open file (:func:`open_file`): with the
+    size, the fingerprint that tells an incremental export a segment did not change."""
+    head = source.read_at(0, min(source.size, EDGE_BYTES))
+    tail = source.read_at(max(0, source.size - EDGE_BYTES), min(source.size, EDGE_BYTES))
+    return zlib.crc32(tail, zlib.crc32(head))

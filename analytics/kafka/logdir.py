@@ -20,7 +20,7 @@ from analytics.contract.vocabulary import SIDECAR_TABLES
 from analytics.kafka import errors as E
 from analytics.kafka.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES
 from analytics.kafka.discovery import LogDir, PartitionDir, discover
-from analytics.kafka.fs import RemotePath, local_path, open_file
+from analytics.kafka.fs import RemotePath, edge_crc, local_path, open_file
 from analytics.kafka.model import ParseError, SegmentInfo
 from analytics.kafka.reader import DEFAULT_WINDOW, Chunk, SegmentScanner
 from analytics.kafka.sidecars import read_sidecar
@@ -100,6 +100,9 @@ def stream_segment(
         )
         try:
             yield from scanner
+            # the fingerprint of the bytes read, for the next incremental export (not of a failed read:
+            # a file whose read failed is read again)
+            return dataclasses.replace(scanner.info, edge_crc=edge_crc(source)), scanner.errors
         except OSError as exc:
             position = scanner.valid_bytes + sum(e.bytes_affected for e in scanner.errors)
             scanner.errors.append(

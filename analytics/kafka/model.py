@@ -88,6 +88,7 @@ class SegmentInfo:
     first_offset: int | None
     last_offset: int | None
     status: str  # ok, or the error kind that ended or marred the file
+    edge_crc: int | None = None  # CRC-32 of the file's first and last EDGE_BYTES as read (fs.edge_crc)
 
 
 @dataclass(frozen=True, slots=True)
