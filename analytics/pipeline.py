@@ -14,6 +14,9 @@ together (:func:`require`).
 
 from __future__ import annotations
 
+import importlib
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -181,6 +184,7 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
 
     say = progress or _quiet
     started = time.monotonic()
+    _import_beside("great_expectations")  # the validation's library, loaded while Spark exports and audits
     with unit(out) as staged:
         exported = export(spark, paths, staged.out, records=records, input_format=input_format, progress=say,
                           continue_from=out if incremental else None, cluster=cluster)
@@ -202,3 +206,18 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     partitions = spark.read.parquet(store.path("segments")).select("topic", "partition").distinct().count()
     return RunResult(exported, audited, validated, store.path(REPORT_DIR, "index.html"), partitions, producers,
                      time.monotonic() - started)
+
+
+def _import_beside(module: str) -> None:
+    """Import ``module`` on a background thread, while the caller's thread mostly waits on Spark; an
+    import that fails there fails again, with its error, where the module is used."""
+    if module in sys.modules:
+        return
+
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: BLE001 - reported by the import where the module is used
+            pass
+
+    threading.Thread(target=load, name=f"import-{module}", daemon=True).start()
