@@ -157,3 +157,20 @@ def test_a_cluster_address_is_checked_before_anything_runs():
     for bad in ("kafka://", "kafka://b1", "kafka://b1:x", "kafka://b1:9092/topic"):
         with pytest.raises(UsageError, match="kafka://HOST:PORT"):
             bootstrap_of(bad)
+
+
+def test_a_login_is_asked_directly_only_with_sasl_and_only_of_a_broker_that_answers():
+    """``login.refusal``: no SASL configured, nothing to ask; no broker listening, no reason (the
+    bootstrap's own failure stands). The refusals themselves come from a real broker
+    (tests/test_live_cluster.py)."""
+    import socket
+
+    from analytics.cluster.login import refusal
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sasl = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "u",
+            "sasl_plain_password": "p"}
+    assert refusal(ClientConfig(f"127.0.0.1:{port}")) is None
+    assert refusal(ClientConfig(f"127.0.0.1:{port}", sasl), wait_s=2) is None
