@@ -4,6 +4,7 @@ replay of the whole history."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -15,8 +16,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from analytics.audit.config import AuditConfig, Restart
+from analytics.audit.increment import _look_back
 from analytics.audit.rules import Prior, replay
 from analytics.audit.state import merged
+from analytics.audit.tables import per_file
+from analytics.spark.columns import with_log_dir
 from tests.conftest import REPO
 from tests.test_audit_differential import _spark_schema, history
 
@@ -58,14 +62,19 @@ def test_a_history_replayed_in_parts_gets_the_verdicts_and_state_of_one_replay(s
     schema = _spark_schema()
     whole = replay(spark.createDataFrame(rows, schema=schema), config, held=[])
     want = _rows(whole.verdicts)
-    got, prior, earlier = {}, None, []
+    got, prior, earlier, earlier_verdicts = {}, None, [], None
     for n in range(3):
         batches = [r for r in rows if part(r) == n]
         if not batches:
             continue
-        step = replay(spark.createDataFrame(batches, schema=schema), config, held=[],
-                      prior=None if prior is None else Prior(*prior, spark.createDataFrame(earlier, schema=schema)))
-        got |= _rows(step.verdicts)
+        new = spark.createDataFrame(batches, schema=schema)
+        # the earlier verdicts are read back only where a new batch may repeat one (as an audit decides)
+        look_back = prior is not None and _look_back(with_log_dir(new), per_file(earlier_verdicts))
+        step = replay(new, config, held=[], prior=None if prior is None else Prior(
+            *prior, spark.createDataFrame(earlier, schema=schema), look_back))
+        verdicts = step.verdicts.localCheckpoint()
+        earlier_verdicts = verdicts if earlier_verdicts is None else earlier_verdicts.unionByName(verdicts)
+        got |= _rows(verdicts)
         producers, partitions = step.producer_state, step.partition_state
         if prior is not None:
             producers = merged(prior[0], producers, "producer_state")
@@ -84,7 +93,10 @@ def test_a_history_replayed_in_parts_gets_the_verdicts_and_state_of_one_replay(s
 
 # -- the audit command's --incremental: the tables of a full audit --------------------------------
 COMPARED_TABLES = ("batches", "records", "segments", "parse_errors", "batch_verdicts", "record_duplicates", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
-                   "producer_state", "partition_state")
+                   "producer_state", "partition_state", "producer_files")
+# What summary.json says of the tables (the counts an incremental audit adds to the previous audit's)
+COMPARED_SUMMARY = ("verdicts", "severities", "transactions", "record_duplicates", "snapshot_checks",
+                    "replicated_partitions", "replica_divergence", "export_time_source")
 
 
 def _table_rows(spark, out: str, name: str) -> list:
@@ -121,7 +133,8 @@ def nights(spark, tmp_path_factory):
         elif len(segments) > 1:
             kept[segments[-1]] = segments[-1].read_bytes()
             segments[-1].unlink()
-    config = load_config(REPO / "data" / "mixed.truth" / "audit.toml")
+    # the transactions are judged at the log's newest timestamp (no export time configured)
+    config = dataclasses.replace(load_config(REPO / "data" / "mixed.truth" / "audit.toml"), export_time_ms=None)
     out = str(root / "out")
     export(spark, [str(logs)], out, records=True)
     audit(spark, out, config)
@@ -140,15 +153,26 @@ def nights(spark, tmp_path_factory):
         seen[night] = ({t: _table_rows(spark, out, t) for t in COMPARED_TABLES},
                        {t: _table_rows(spark, full, t) for t in COMPARED_TABLES},
                        json.loads(Path(out, "_export.json").read_text()),
-                       json.loads(Path(out, "summary.json").read_text()))
+                       json.loads(Path(out, "summary.json").read_text()),
+                       json.loads(Path(full, "summary.json").read_text()))
     return seen, len(kept)
 
 
 @pytest.mark.parametrize("night", [2, 3])
 @pytest.mark.parametrize("table", COMPARED_TABLES)
 def test_an_incremental_audit_writes_the_tables_of_a_full_one(nights, table, night):
-    got, want, _, _ = nights[0][night]
+    got, want, _, _, _ = nights[0][night]
     assert got[table] == want[table]
+
+
+@pytest.mark.parametrize("night", [2, 3])
+def test_an_incremental_audit_sums_up_what_a_full_one_does(nights, night):
+    """The counts of summary.json, and the export time the transactions were judged at: on night 2 the
+    previous audit's counts plus the new batches', on night 3 counted again."""
+    _, _, _, got, want = nights[0][night]
+    assert {k: got[k] for k in COMPARED_SUMMARY} == {k: want[k] for k in COMPARED_SUMMARY}
+    assert got["configuration"]["export_time_ms"] == want["configuration"]["export_time_ms"]
+    assert got["verdicts"]["OK"] > 0 and got["export_time_source"] == "log"
 
 
 def test_every_partition_continued_after_appends_and_all_but_the_retained_one_after_retention(nights):

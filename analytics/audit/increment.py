@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from analytics.audit.predicates import has_state, is_data
 from analytics.audit.rules import Prior
 from analytics.audit.state import fingerprint
 from analytics.audit.steps import log_starts_of
@@ -27,11 +28,14 @@ KEY = list(HISTORY_KEY)
 
 @dataclass(frozen=True)
 class Previous:
-    """The previous audit's tables under OUT, and its run id."""
+    """The previous audit's tables under OUT, its run id and its ``summary.json``; ``producer_files``
+    is None for an audit that did not write it."""
     run_id: str
     verdicts: DataFrame
     producer_state: DataFrame
     partition_state: DataFrame
+    summary: dict
+    producer_files: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,24 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous) -> 
     pending = pending.select(*batches.columns)
     keys = F.broadcast(continued.select(*KEY))
     earlier = with_log_dir(previous.verdicts).join(keys, on=KEY, how="left_semi").drop("log_dir")
+    new = keyed.join(F.broadcast(continued), on=KEY).where(F.col("base_offset") > F.col("done_end"))
     prior = Prior(previous.producer_state.join(keys, on=KEY, how="left_semi"),
-                  previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier)
+                  previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier,
+                  _look_back(new, previous.producer_files))
     return Increment(pending, prior, continued)
+
+
+def _look_back(new: DataFrame, producer_files: DataFrame | None) -> bool:
+    """Whether the duplicate check must read the earlier verdicts: some ``new`` batch (of a continued
+    history) that updates producer state has a producer, epoch and base sequence within the base
+    sequences of that producer's earlier batches of the epoch (``producer_files``' bounds). A copy
+    repeats an earlier batch's sequences, so without such a batch there is none to find back there,
+    and the earlier verdicts are not read. Without the bounds (an audit that did not write them), always."""
+    if producer_files is None or "min_base_sequence" not in producer_files.columns:
+        return True
+    producer = [*KEY, "producer_id", "producer_epoch"]
+    bounds = with_log_dir(producer_files).groupBy(*producer).agg(
+        F.min("min_base_sequence").alias("low"), F.max("max_base_sequence").alias("high"))
+    inside = (new.where(has_state() & is_data()).join(bounds, on=producer)
+              .where(F.col("base_sequence").between(F.col("low"), F.col("high"))))
+    return not inside.isEmpty()

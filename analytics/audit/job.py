@@ -14,6 +14,7 @@ one made with the same configuration; its tables are those a full audit writes.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -96,12 +97,20 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             verdicts = replayed.verdicts if linked else replayed.verdicts.unionByName(
                 step.prior.earlier.select(*replayed.verdicts.columns))
 
+        new_files: list[str] = []  # linked: the Parquet files of the new verdict rows
+
         def write_verdicts():
             path = run.path("batch_verdicts")
             plain_columns(conform(verdicts, "batch_verdicts").write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
             if linked:  # the new rows (perhaps none) beside the previous files
+                new_files.extend(_parquet_files(path))
                 reuse.link_tree(Store(continue_from).path("batch_verdicts"), path)
             return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"))
+
+        def write_beside(name: str, df):
+            """``name``'s new rows, then the previous audit's files of it (a linked incremental audit)."""
+            conform(df, name).write.parquet(run.path(name))
+            reuse.link_tree(Store(continue_from).path(name), run.path(name))
 
         replay_tables = {
             "batch_verdicts": write_verdicts,
@@ -118,25 +127,46 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             for frame in held:
                 frame.unpersist()
         written, duplicates = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
+        # Linked, with the previous audit's per-file rows: the derived tables that compose (anomalies,
+        # the per-file rows, the counts, the log's newest timestamp) take the previous audit's and add
+        # the new rows' instead of reading every verdict again. The others read them all.
+        added = None
+        if linked and previous.producer_files is not None:
+            added = _rows_of(spark, run.path("batch_verdicts"), new_files, written.schema)
         live = export_manifest.get("cluster") or {}  # an export of a live cluster: its capture
-        export_time = config.export_time_ms
+        export_time, export_time_source = config.export_time_ms, "configuration"
+        if export_time is None and live.get("captured_at_ms"):
+            export_time, export_time_source = live["captured_at_ms"], "capture"
         if export_time is None:
-            export_time = live.get("captured_at_ms") or written.agg(F.max("max_timestamp")).first()[0] or 0
+            export_time_source = "log"  # the newest batch's timestamp
+            if added is not None and previous.summary.get("export_time_source") == "log":
+                newest = added.agg(F.max("max_timestamp")).first()[0]
+                export_time = max(previous.summary["configuration"]["export_time_ms"], newest or 0)
+            else:
+                export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
         coordinator = (spark.read.parquet(store.path("coordinator_transactions"))
                        if live.get("coordinator_transactions") == "complete" else None)
-        per_file = tables.per_file(written).localCheckpoint()  # small, read twice: one pass over the verdicts
+        if added is None:  # small, read twice: one pass over the verdicts
+            per_file = tables.per_file(written).localCheckpoint()
+        else:
+            per_file = tables.per_file_merged(previous.producer_files, tables.per_file(added)).localCheckpoint()
+        unusual = F.col("severity") != "ok"
         snapshots = spark.read.parquet(store.path("producer_snapshots"))
         replicated, divergent = replica_divergence(spark, batches, spark.read.parquet(store.path("segments")),
                                        spark.read.parquet(store.path("leader_epochs")), log_starts, config)
         derived = concurrently(spark, {
-            "anomalies": lambda: write("anomalies", written.where(F.col("severity") != "ok")),
+            "anomalies": lambda: (write("anomalies", written.where(unusual)) if added is None
+                                  else write_beside("anomalies", added.where(unusual))),
+            "producer_files": lambda: write("producer_files", per_file),
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
             "transactions": lambda: _counts(
                 write("transactions", tables.transactions(written, config, export_time, coordinator)), "status"),
             "snapshot_checks": lambda: _counts(
                 write("snapshot_checks", tables.snapshot_checks(written, per_file, snapshots)), "status"),
             "replica_divergence": lambda: _counts(write("replica_divergence", divergent), "severity"),
-            "counts": lambda: _verdict_and_severity_counts(written),
+            "counts": lambda: (_verdict_and_severity_counts(written) if added is None
+                               else _plus((previous.summary["verdicts"], previous.summary["severities"]),
+                                          _verdict_and_severity_counts(added))),
         })
         txns, checks = derived["transactions"], derived["snapshot_checks"]
         counts, severities = derived["counts"]
@@ -156,6 +186,8 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             # the values used: the profile as given, the expiration its default when not configured
             "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time,
                                                           "producer_id_expiration_ms": config.expiration_ms},
+            # where export_time_ms came from: the configuration, a live cluster's capture, or the log
+            "export_time_source": export_time_source,
             "seconds": round(seconds, 3),
             # an incremental audit: the audit it continued and the histories that continued from it
             "incremental": None if previous is None else {"continued_audit": previous.run_id,
@@ -191,12 +223,34 @@ def _previous(spark, out: str, config: AuditConfig, say):
         say("the audit in OUT was made with another configuration: a full audit")
         return None
     return Previous(manifest["run_id"], spark.read.parquet(store.path("batch_verdicts")),
-                    spark.read.parquet(store.path("producer_state")), spark.read.parquet(store.path("partition_state")))
+                    spark.read.parquet(store.path("producer_state")), spark.read.parquet(store.path("partition_state")),
+                    summary, spark.read.parquet(store.path("producer_files")) if store.is_dir("producer_files") else None)
 
 
 def _verdict_settings(configuration: dict) -> dict:
     """The configuration a verdict depends on: not the export time (transactions only) nor the ranges."""
     return {k: v for k, v in configuration.items() if k not in ("export_time_ms", "range_batches")}
+
+
+def _parquet_files(folder: str) -> list[str]:
+    """The Parquet files under a table folder written now (hidden and ``_`` entries left out)."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        found += [os.path.join(root, n) for n in names if n.endswith(".parquet") and not n.startswith((".", "_"))]
+    return sorted(found)
+
+
+def _rows_of(spark, folder: str, files: list[str], schema):
+    """The rows of some of a partitioned table's Parquet files (none: no rows), with its ``schema``."""
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).option("basePath", folder).parquet(*files)
+
+
+def _plus(before: tuple[dict, dict], after: tuple[dict, dict]) -> tuple[dict, dict]:
+    """Counts by verdict and by severity of two parts of the verdicts."""
+    return tuple({k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}} for a, b in zip(before, after))
 
 
 def plain_columns(writer, columns):

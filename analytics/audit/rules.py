@@ -49,10 +49,12 @@ BROADCAST_ROWS = 500_000
 class Prior:
     """What a previous audit left for the histories whose new batches a run replays
     (:mod:`analytics.audit.state`): its ``producer_state`` and ``partition_state`` rows, and
-    ``earlier``, its verdict rows of those histories, for the duplicate check."""
+    ``earlier``, its verdict rows of those histories, which the duplicate check reads when
+    ``look_back`` (some new batch may repeat one of them)."""
     producer_state: DataFrame
     partition_state: DataFrame
     earlier: DataFrame
+    look_back: bool = True
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
 def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:
     """The prior's state as ranges before the histories' first, and its earlier rows keyed by history."""
     spans, producers, running = state.prior_ranges(prior.producer_state, prior.partition_state, histories)
-    return spans, producers, running, steps.earlier_rows(prior.earlier, histories)
+    return spans, producers, running, steps.earlier_rows(prior.earlier, histories) if prior.look_back else None
 
 
 def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:

@@ -9,6 +9,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from analytics.audit.config import AuditConfig
+from analytics.audit.predicates import has_state, is_data
 from analytics.contract import (
     ABORTED,
     COMMITTED,
@@ -32,11 +33,15 @@ def per_file(v):
     """One row per (topic, partition, producer_id, producer_epoch, file) of the idempotent batches:
     what ``producer_sessions`` sums per log dir, and the offsets of the batches that leave producer
     state (``first_state_offset``, ``last_state_offset``) that ``snapshot_checks`` searches. Small
-    (segment files x producers x epochs): one pass over ``batch_verdicts`` serves both tables."""
+    (segment files x producers x epochs): one pass over ``batch_verdicts`` serves both tables.
+    ``min_base_sequence`` and ``max_base_sequence``, of the data batches that update producer state,
+    bound where the duplicate check of a later incremental audit must look back
+    (:func:`analytics.audit.increment.increment`)."""
 
     data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
     on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
     on_state = F.when(F.col("state_last_sequence").isNotNull(), F.col("base_offset"))
+    stateful_data = F.when(has_state() & is_data(), F.col("base_sequence"))
     return data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
@@ -50,17 +55,16 @@ def per_file(v):
         F.max(on_data("base_offset")).alias("last_data_offset"),
         F.min(on_state).alias("first_state_offset"),
         F.max(on_state).alias("last_state_offset"),
+        F.min(stateful_data).alias("min_base_sequence"),
+        F.max(stateful_data).alias("max_base_sequence"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
     )
 
 
-def producer_sessions(per_file):
-    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict: the
-    per-file rows of ``per_file`` (each file names its log dir, so no batch row is parsed for it)
-    merged per log dir."""
-
-
-    return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
+def _per_file_sums():
+    """The aggregates of :func:`per_file`'s rows that give the same rows over coarser groups: the
+    lowest and highest, sums, and the sequences at the lowest and highest data offset."""
+    return [
         F.min("first_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         F.min("first_timestamp").alias("first_timestamp"),
@@ -68,9 +72,31 @@ def producer_sessions(per_file):
         F.sum("batches").alias("batches"),
         F.sum("records").alias("records"),
         F.min_by("first_sequence", "first_data_offset").alias("first_sequence"),
+        F.min("first_data_offset").alias("first_data_offset"),
         F.max_by("last_sequence", "last_data_offset").alias("last_sequence"),
+        F.max("last_data_offset").alias("last_data_offset"),
+        F.min("first_state_offset").alias("first_state_offset"),
+        F.max("last_state_offset").alias("last_state_offset"),
+        F.min("min_base_sequence").alias("min_base_sequence"),
+        F.max("max_base_sequence").alias("max_base_sequence"),
         *[F.sum(name.lower()).alias(name.lower()) for name in VERDICTS],
-    )
+    ]
+
+
+def per_file_merged(before, after):
+    """:func:`per_file` of two parts of the verdicts (a previous audit's ``producer_files`` and the
+    rows an incremental audit added): every aggregate composes, so this is :func:`per_file` of both
+    (a segment file that grew has a row in each)."""
+    both = before.select(*after.columns).unionByName(after)
+    return both.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(*_per_file_sums())
+
+
+def producer_sessions(per_file):
+    """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict: the
+    per-file rows of ``per_file`` (each file names its log dir, so no batch row is parsed for it)
+    merged per log dir (the stage keeps the contract's columns)."""
+    return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
+        *_per_file_sums())
 
 
 def snapshot_checks(v, per_file, snapshots):

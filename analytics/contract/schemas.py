@@ -286,6 +286,34 @@ PRODUCER_STATE = pa.schema(
     ]
 )
 
+# The idempotent batches per segment file, producer and epoch (analytics.audit.tables.per_file): what
+# producer_sessions sums per log dir and snapshot_checks searches, kept so that an incremental audit
+# adds its new batches' rows instead of aggregating every verdict again.
+PRODUCER_FILES = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("file", pa.string()),
+        ("first_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("first_timestamp", pa.int64()),
+        ("last_timestamp", pa.int64()),
+        ("batches", pa.int64()),
+        ("records", pa.int64()),
+        ("first_sequence", pa.int32()),
+        ("first_data_offset", pa.int64()),
+        ("last_sequence", pa.int32()),
+        ("last_data_offset", pa.int64()),
+        ("first_state_offset", pa.int64()),
+        ("last_state_offset", pa.int64()),
+        ("min_base_sequence", pa.int32()),  # of the data batches that update producer state: where an
+        ("max_base_sequence", pa.int32()),  # incremental audit's duplicate check must look back
+        *[(v.lower(), pa.int64()) for v in VERDICTS],
+    ]
+)
+
 PARTITION_STATE = pa.schema(
     [
         ("log_dir", pa.string()),
@@ -412,6 +440,7 @@ OUT_SCHEMAS = {
     "snapshot_checks": SNAPSHOT_CHECKS,
     "producer_state": PRODUCER_STATE,
     "partition_state": PARTITION_STATE,
+    "producer_files": PRODUCER_FILES,
     "record_duplicates": RECORD_DUPLICATES,
     "replica_divergence": REPLICA_DIVERGENCE,
     "reconciliation": RECONCILIATION,
