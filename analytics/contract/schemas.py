@@ -288,28 +288,17 @@ PRODUCER_STATE = pa.schema(
 
 # The idempotent batches per segment file, producer and epoch (analytics.audit.tables.per_file): what
 # producer_sessions sums per log dir and snapshot_checks searches, kept so that an incremental audit
-# adds its new batches' rows instead of aggregating every verdict again.
+# adds its new batches' rows instead of aggregating every verdict again. The base sequences bound
+# where its duplicate check looks back.
+_LONGS = ("first_offset", "last_offset", "first_timestamp", "last_timestamp", "batches", "records")
 PRODUCER_FILES = pa.schema(
     [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("producer_id", pa.int64()),
-        ("producer_epoch", pa.int16()),
-        ("file", pa.string()),
-        ("first_offset", pa.int64()),
-        ("last_offset", pa.int64()),
-        ("first_timestamp", pa.int64()),
-        ("last_timestamp", pa.int64()),
-        ("batches", pa.int64()),
-        ("records", pa.int64()),
-        ("first_sequence", pa.int32()),
-        ("first_data_offset", pa.int64()),
-        ("last_sequence", pa.int32()),
-        ("last_data_offset", pa.int64()),
-        ("first_state_offset", pa.int64()),
-        ("last_state_offset", pa.int64()),
-        ("min_base_sequence", pa.int32()),  # of the data batches that update producer state: where an
-        ("max_base_sequence", pa.int32()),  # incremental audit's duplicate check must look back
+        ("topic", pa.string()), ("partition", pa.int32()), ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()), ("file", pa.string()), *[(c, pa.int64()) for c in _LONGS],
+        ("first_sequence", pa.int32()), ("first_data_offset", pa.int64()),
+        ("last_sequence", pa.int32()), ("last_data_offset", pa.int64()),
+        ("first_state_offset", pa.int64()), ("last_state_offset", pa.int64()),
+        ("min_base_sequence", pa.int32()), ("max_base_sequence", pa.int32()),
         *[(v.lower(), pa.int64()) for v in VERDICTS],
     ]
 )
