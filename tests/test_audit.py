@@ -219,7 +219,8 @@ def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark)
     snapshots = spark.createDataFrame(entries, spark_schema(schema.PRODUCER_SNAPSHOTS))
     v = spark.createDataFrame(rows, v_schema).selectExpr(  # the other columns the per-file aggregate reads
         "*", "2 AS magic", "false AS is_control", "1 AS record_count", "0L AS max_timestamp", "base_offset AS last_offset",
-        "state_last_sequence AS base_sequence", "state_last_sequence AS last_sequence", "'OK' AS verdict")
+        "state_last_sequence AS base_sequence", "state_last_sequence AS last_sequence", "'OK' AS verdict",
+        "true AS crc_valid")
     got = {(r["log_dir"], r["snapshot_offset"], r["producer_id"]):
            (r["status"], (r["replayed_epoch"], r["replayed_last_sequence"], r["replayed_last_offset"])
             if r["replayed_epoch"] is not None else None)
