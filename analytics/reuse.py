@@ -44,15 +44,18 @@ def unchanged(previous: dict | None, files) -> dict[str, str]:
             if (before[f.path]["size"], before[f.path]["crc"]) == now}
 
 
-def segment_files(segments: pa.Table, files, previous: dict | None, kept: dict[str, str]) -> dict[str, dict]:
+def segment_files(segments: pa.Table, files, previous: dict | None, kept: dict[str, str],
+                  run_id: str) -> dict[str, dict]:
     """``segment_files`` of a manifest: the fingerprint of each file read, as its task took it (a
     ``segments`` row's size and ``edge_crc``; none for a file whose read failed), and of each kept
-    file, as the previous manifest holds it."""
+    file, as the previous manifest holds it. ``read_by``: the export run that read the file's rows
+    into Parquet (this one, ``run_id``, or for a kept file the run its rows were kept from), so that
+    an audit can tell the rows it audited from rows read since."""
     names = {f.path: f.output_name for f in files}
-    prints = {path: dict(previous["segment_files"][path]) for path in kept}
+    prints = {path: {"read_by": previous["run_id"]} | previous["segment_files"][path] for path in kept}
     for file, size, crc in zip(*(segments[c].to_pylist() for c in ("file", "size_bytes", "edge_crc"))):
         if crc is not None and file in names and file not in kept:
-            prints[file] = {"size": size, "crc": crc, "name": names[file]}
+            prints[file] = {"size": size, "crc": crc, "name": names[file], "read_by": run_id}
     return dict(sorted(prints.items()))
 
 

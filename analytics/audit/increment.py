@@ -11,6 +11,7 @@ a full audit of the export gives: the replay of a batch reads only the batches b
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -18,7 +19,7 @@ from pyspark.sql import functions as F
 
 from analytics.audit.predicates import has_state, is_data
 from analytics.audit.rules import Prior
-from analytics.audit.state import fingerprint
+from analytics.audit.state import FILE_PRINT, _fingerprint_sum, fingerprint
 from analytics.audit.steps import log_starts_of
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.spark.columns import with_log_dir
@@ -36,6 +37,7 @@ class Previous:
     partition_state: DataFrame
     summary: dict
     producer_files: DataFrame | None = None
+    file_state: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,52 @@ class Increment:
     continued: DataFrame
 
 
-def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous) -> Increment:
-    """Which histories of ``batches`` continue from ``previous``, and what is left to replay."""
+@dataclass(frozen=True)
+class Since:
+    """The ``batches`` rows of the segment files read into Parquet since the previous audit (new, or
+    read again), and the files ``unchanged`` since (one column, ``file``): audited, and still there
+    as the same export run read them. A file audited but gone is neither."""
+    rows: DataFrame
+    unchanged: DataFrame
+
+
+def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_id: str,
+               file_state: DataFrame | None) -> Since | None:
+    """:class:`Since` from the export's manifest (``segment_files``: each file's ``read_by``, the
+    export run that read it) and the previous audit's ``file_state`` (the run each audited file was
+    read by): a file read by the same run is unchanged. Its Parquet files are found by name under
+    ``batches_dir`` (one per segment file and topic). None without a ``file_state`` or a manifest
+    that names the runs (then every batch is scanned)."""
+    if file_state is None or not segment_files or not all("read_by" in e for e in segment_files.values()):
+        return None
+    audited = {r["file"]: r["read_by"] for r in file_state.select("file", "read_by").collect()}
+    since = sorted(f for f, e in segment_files.items() if audited.get(f) != e["read_by"])
+    names = {f"part-{segment_files[f]['name']}.parquet" for f in since}
+    parts = sorted(os.path.join(root, n) for root, _dirs, found in os.walk(batches_dir) for n in found if n in names)
+    rows = (spark.read.schema(schema).option("basePath", batches_dir).parquet(*parts) if parts
+            else spark.createDataFrame([], schema))
+    same = sorted(f for f, e in segment_files.items() if audited.get(f) == e["read_by"])
+    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"))
+
+
+def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,
+              since: Since | None = None) -> Increment:
+    """Which histories of ``batches`` continue from ``previous``, and what is left to replay.
+
+    ``since``: the files read into Parquet since the previous audit and their rows (:func:`read_since`):
+    then only these rows are scanned, the unchanged files' fingerprints are the ones the previous
+    ``file_state`` holds, and a continued history's unchanged files are not read at all."""
     keyed = batches if "log_dir" in batches.columns else with_log_dir(batches)
     done = previous.partition_state.select(*KEY, "batches", "end_offset", "fingerprint_a", "fingerprint_b",
                                            "log_start_offset")
     ends = F.broadcast(done.select(*KEY, F.col("end_offset").alias("done_end")))
-    prefix = (keyed.join(ends, on=KEY).where(F.col("base_offset") <= F.col("done_end"))
+    fresh = None if since is None else with_log_dir(since.rows)
+    scanned = keyed if fresh is None else fresh
+    prefix = (scanned.join(ends, on=KEY).where(F.col("base_offset") <= F.col("done_end"))
               .groupBy(*KEY).agg(*fingerprint()))
+    if fresh is not None:  # the unchanged files' fingerprints, as the previous audit took them
+        unchanged = previous.file_state.join(F.broadcast(since.unchanged), on="file", how="left_semi")
+        prefix = unchanged.select(*KEY, *FILE_PRINT).unionByName(prefix).groupBy(*KEY).agg(*_fingerprint_sum())
     now = log_starts_of(done.select(*KEY), log_starts)
     same = [F.col(f"d.{c}") == F.col(f"p.{c}") for c in ("batches", "end_offset", "fingerprint_a", "fingerprint_b")]
     continued = (
@@ -64,12 +104,24 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous) -> 
                & F.col("d.log_start_offset").eqNullSafe(F.col("n.log_start_offset")))
         .select(*KEY, F.col("d.end_offset").alias("done_end"))
     ).localCheckpoint()
-    pending = (keyed.join(F.broadcast(continued), on=KEY, how="left")
-               .where(F.col("done_end").isNull() | (F.col("base_offset") > F.col("done_end"))))
+    if fresh is None:
+        pending = (keyed.join(F.broadcast(continued), on=KEY, how="left")
+                   .where(F.col("done_end").isNull() | (F.col("base_offset") > F.col("done_end"))))
+    else:
+        # continued: their rows read since, after the audited end; never audited: all their rows,
+        # which are all read since; audited but not continued: every row, from the whole table
+        pending = (fresh.join(F.broadcast(continued), on=KEY, how="left")
+                   .join(F.broadcast(done.select(*KEY, F.lit(True).alias("audited"))), on=KEY, how="left")
+                   .where((F.col("done_end").isNotNull() & (F.col("base_offset") > F.col("done_end")))
+                          | F.col("audited").isNull()))
+        if continued.count() < previous.partition_state.count():
+            again = done.select(*KEY).join(F.broadcast(continued.select(*KEY)), on=KEY, how="left_anti")
+            pending = pending.select(*keyed.columns).unionByName(
+                keyed.join(F.broadcast(again), on=KEY, how="left_semi"))
     pending = pending.select(*batches.columns)
     keys = F.broadcast(continued.select(*KEY))
     earlier = with_log_dir(previous.verdicts).join(keys, on=KEY, how="left_semi").drop("log_dir")
-    new = keyed.join(F.broadcast(continued), on=KEY).where(F.col("base_offset") > F.col("done_end"))
+    new = scanned.join(F.broadcast(continued), on=KEY).where(F.col("base_offset") > F.col("done_end"))
     prior = Prior(previous.producer_state.join(keys, on=KEY, how="left_semi"),
                   previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier,
                   _look_back(new, previous.producer_files))

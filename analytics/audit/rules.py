@@ -63,6 +63,7 @@ class Replay:
     verdicts: DataFrame
     producer_state: DataFrame
     partition_state: DataFrame
+    file_state: DataFrame
 
 
 def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
@@ -138,8 +139,9 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .transform(steps.severity_and_text(config))
         .select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
     )
-    producers, partitions = state.left_by(replayed, histories, dictionary.select("file", HISTORY), batches, starts)
-    return Replay(verdicts, producers, partitions)
+    producers, partitions, files_state = state.left_by(replayed, histories, dictionary.select("file", HISTORY),
+                                                       batches, starts)
+    return Replay(verdicts, producers, partitions, files_state)
 
 
 def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:

@@ -33,6 +33,7 @@ IDENTITY = ("file", "file_position", "crc", "base_offset", "last_offset", "crc_v
 PRODUCER_CARRY = ("last", "coordinator_epoch", "txn_data", "marker", "data_seq")
 RUNNING_CARRY = ("expired", "left", "runs", "wraps", "mark")
 SPANS = ("span", "top", "low")
+FILE_PRINT = ("batches", "end_offset", "fingerprint_a", "fingerprint_b")
 
 
 def fingerprint() -> list[Column]:
@@ -50,22 +51,26 @@ def fingerprint() -> list[Column]:
 
 
 def left_by(replayed: DataFrame, histories: DataFrame, files: DataFrame, batches: DataFrame,
-            starts: DataFrame | None) -> tuple[DataFrame, DataFrame]:
-    """``(producer_state, partition_state)`` of the ``replayed`` rows (the replay's facts, counted
-    from each history's start). ``histories``: ``(history, log_dir, topic, partition)``; ``files``:
-    ``(file, history)``, to aggregate ``batches`` per history (one scan, no replay);
-    ``starts``: ``(history, log_start_offset)``."""
+            starts: DataFrame | None) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """``(producer_state, partition_state, file_state)`` of the ``replayed`` rows (the replay's facts,
+    counted from each history's start). ``histories``: ``(history, log_dir, topic, partition)``;
+    ``files``: ``(file, history)``, to aggregate ``batches`` per file and then per history (one scan,
+    no replay); ``starts``: ``(history, log_start_offset)``. ``file_state``: the fingerprint of each
+    file's batches (without ``read_by``, which the export's manifest gives)."""
     producers = (producer_ranges(replayed, by=(HISTORY,))
                  .join(running_ranges(replayed, by=(HISTORY,)), on=[HISTORY, PRODUCER], how="inner"))
-    partitions = batches.join(files, on="file", how="inner").groupBy(HISTORY).agg(
-        *fingerprint(), _spans(F.col("crc_valid")).alias("valid"), _spans(~F.col("crc_valid")).alias("corrupt"))
+    by_file = batches.groupBy("file").agg(
+        *fingerprint(), _spans(F.col("crc_valid")).alias("valid"), _spans(~F.col("crc_valid")).alias("corrupt")
+    ).join(files, on="file", how="inner").localCheckpoint()  # small: a row per file, read twice
+    partitions = by_file.groupBy(HISTORY).agg(*_fingerprint_sum(), _spans_sum("valid"), _spans_sum("corrupt"))
     if starts is None:
         partitions = partitions.withColumn("log_start_offset", F.lit(None).cast("long"))
     else:
         partitions = partitions.join(starts, on=HISTORY, how="left")
     keyed = F.broadcast(histories)
     return (_producer_columns(producers.join(keyed, on=HISTORY).drop(HISTORY)),
-            partitions.join(keyed, on=HISTORY).select(*HISTORY_KEY, *(c for c in partitions.columns if c != HISTORY)))
+            partitions.join(keyed, on=HISTORY).select(*HISTORY_KEY, *(c for c in partitions.columns if c != HISTORY)),
+            by_file.join(keyed, on=HISTORY).select(*HISTORY_KEY, "file", *FILE_PRINT))
 
 
 def _spans(among: Column) -> Column:
@@ -94,17 +99,24 @@ def _producer_columns(producers: DataFrame) -> DataFrame:
     )
 
 
+def _fingerprint_sum() -> list[Column]:
+    """:func:`fingerprint` of several parts of a history (files, or audits) from theirs."""
+    return [F.sum("batches").alias("batches"), F.max("end_offset").alias("end_offset"),
+            F.sum("fingerprint_a").alias("fingerprint_a"), F.sum("fingerprint_b").alias("fingerprint_b")]
+
+
 def merged(before: DataFrame, after: DataFrame, table: str) -> DataFrame:
     """The state of histories audited in two parts: ``before`` (a previous audit's) and ``after``
     (of the batches replayed after it, counted from the history's start); a history or producer in
     one part only keeps that part's row."""
     if table == "partition_state":
         key = list(HISTORY_KEY)
-        aggs = [F.sum("batches").alias("batches"), F.max("end_offset").alias("end_offset"),
-                F.sum("fingerprint_a").alias("fingerprint_a"), F.sum("fingerprint_b").alias("fingerprint_b"),
-                F.max("log_start_offset").alias("log_start_offset"),
+        aggs = [*_fingerprint_sum(), F.max("log_start_offset").alias("log_start_offset"),
                 _spans_sum("valid"), _spans_sum("corrupt")]
         return before.unionByName(after).groupBy(*key).agg(*aggs).select(*after.columns)
+    if table == "file_state":
+        return (before.select(*after.columns).unionByName(after).groupBy(*HISTORY_KEY, "file")
+                .agg(*_fingerprint_sum()).select(*after.columns))
     key = [*HISTORY_KEY, "producer_id"]
     both = before.unionByName(after).groupBy(*key).agg(
         *[F.max(c).alias(c) for c in ("last", "coordinator_epoch", "txn_data", "marker", "data_seq",

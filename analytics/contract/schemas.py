@@ -286,6 +286,23 @@ PRODUCER_STATE = pa.schema(
     ]
 )
 
+# The batches audited per segment file: the export run that read them into Parquet (read_by, from the
+# export's manifest) and their fingerprint (analytics.audit.state.fingerprint). An incremental audit
+# reads only the files read since, and checks a history's audited prefix from these rows.
+FILE_STATE = pa.schema(
+    [
+        ("log_dir", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("file", pa.string()),
+        ("read_by", pa.string()),
+        ("batches", pa.int64()),
+        ("end_offset", pa.int64()),
+        ("fingerprint_a", pa.int64()),
+        ("fingerprint_b", pa.int64()),
+    ]
+)
+
 # The idempotent batches per segment file, producer and epoch (analytics.audit.tables.per_file): what
 # producer_sessions sums per log dir and snapshot_checks searches, kept so that an incremental audit
 # adds its new batches' rows instead of aggregating every verdict again. The base sequences bound
@@ -430,6 +447,7 @@ OUT_SCHEMAS = {
     "producer_state": PRODUCER_STATE,
     "partition_state": PARTITION_STATE,
     "producer_files": PRODUCER_FILES,
+    "file_state": FILE_STATE,
     "record_duplicates": RECORD_DUPLICATES,
     "replica_divergence": REPLICA_DIVERGENCE,
     "reconciliation": RECONCILIATION,

@@ -158,7 +158,8 @@ SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs",
 EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES,
                  "transactional_ids", "coordinator_transactions")
 AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
-                "record_duplicates", "producer_state", "partition_state", "producer_files", "replica_divergence")
+                "record_duplicates", "producer_state", "partition_state", "producer_files", "file_state",
+                "replica_divergence")
 RECONCILE_TABLES = ("reconciliation",)
 # Every table a reader of OUT may query (``sql``, ``explain``): the stages' tables
 TABLES = (*EXPORT_TABLES, *AUDIT_TABLES, *RECONCILE_TABLES)

@@ -126,7 +126,8 @@ def export(
             {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
              "file": starts["file"]}))
         rows = {t: _count_rows(run.path(t)) for t in run.written()}
-        prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), files, previous, kept)
+        prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), files, previous, kept,
+                                      run.run_id)
                   if input_format == "segments" else {})
         run.publish({
             "inputs": paths,
