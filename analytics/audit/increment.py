@@ -48,6 +48,7 @@ class Increment:
     batches: DataFrame
     prior: Prior
     continued: DataFrame
+    file_state: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,9 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,
     prior = Prior(previous.producer_state.join(keys, on=KEY, how="left_semi"),
                   previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier,
                   _look_back(new, previous.producer_files))
-    return Increment(pending, prior, continued)
+    files = (None if previous.file_state is None
+             else previous.file_state.join(keys, on=KEY, how="left_semi").select(*KEY, "file", *FILE_PRINT))
+    return Increment(pending, prior, continued, files)
 
 
 def _look_back(new: DataFrame, producer_files: DataFrame | None) -> bool:

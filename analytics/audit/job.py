@@ -61,7 +61,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
     run staged elsewhere)."""
     from pyspark.sql import functions as F
 
-    from analytics.audit.increment import increment
+    from analytics.audit.increment import increment, read_since
     from analytics.audit.replicas import replica_divergence
     from analytics.audit.rules import replay
     from analytics.audit.state import merged
@@ -85,12 +85,17 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         if previous is None:
             replayed = replay(batches, config, log_starts, held)
             verdicts, producers, partitions = replayed.verdicts, replayed.producer_state, replayed.partition_state
+            files = replayed.file_state
             continued = None
         else:
-            step = increment(batches, log_starts, previous)
+            since = read_since(spark, store.path("batches"), batches.schema, export_manifest.get("segment_files") or {},
+                               export_manifest["run_id"], previous.file_state)
+            step = increment(batches, log_starts, previous, since)
             replayed = replay(step.batches, config, log_starts, held, step.prior)
             producers = merged(step.prior.producer_state, replayed.producer_state, "producer_state")
             partitions = merged(step.prior.partition_state, replayed.partition_state, "partition_state")
+            files = (replayed.file_state if step.file_state is None
+                     else merged(step.file_state, replayed.file_state, "file_state"))
             continued = step.continued.count()
             # every audited history continues: its verdict files are kept as they are (hard links)
             linked = continued == previous.partition_state.count() and reuse.can_link(continue_from)
@@ -116,6 +121,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "batch_verdicts": write_verdicts,
             "producer_state": lambda: write("producer_state", producers),
             "partition_state": lambda: write("partition_state", partitions),
+            "file_state": lambda: write("file_state", _read_by(spark, files, export_manifest)),
         }
         if store.is_dir("records"):  # record duplicates read records only: they run beside the replay
             records = spark.read.parquet(store.path("records"))
@@ -224,12 +230,25 @@ def _previous(spark, out: str, config: AuditConfig, say):
         return None
     return Previous(manifest["run_id"], spark.read.parquet(store.path("batch_verdicts")),
                     spark.read.parquet(store.path("producer_state")), spark.read.parquet(store.path("partition_state")),
-                    summary, spark.read.parquet(store.path("producer_files")) if store.is_dir("producer_files") else None)
+                    summary, *(spark.read.parquet(store.path(t)) if store.is_dir(t) else None
+                               for t in ("producer_files", "file_state")))
 
 
 def _verdict_settings(configuration: dict) -> dict:
     """The configuration a verdict depends on: not the export time (transactions only) nor the ranges."""
     return {k: v for k, v in configuration.items() if k not in ("export_time_ms", "range_batches")}
+
+
+def _read_by(spark, files, export_manifest: dict):
+    """``file_state`` rows with the export run that read each file (the export's own run for a file
+    its manifest does not fingerprint: other inputs than segment files)."""
+    from pyspark.sql import functions as F
+
+    runs = [(path, entry.get("read_by", export_manifest["run_id"]))
+            for path, entry in (export_manifest.get("segment_files") or {}).items()]
+    by = spark.createDataFrame(runs, "file string, read_by string")
+    return files.join(F.broadcast(by), on="file", how="left").withColumn(
+        "read_by", F.coalesce(F.col("read_by"), F.lit(export_manifest["run_id"])))
 
 
 def _parquet_files(folder: str) -> list[str]:
