@@ -54,10 +54,11 @@ class Increment:
 @dataclass(frozen=True)
 class Since:
     """The ``batches`` rows of the segment files read into Parquet since the previous audit (new, or
-    read again), and the files ``unchanged`` since (one column, ``file``): audited, and still there
-    as the same export run read them. A file audited but gone is neither."""
+    read again: ``files`` of them hold batches), and the files ``unchanged`` since (one column, ``file``): audited,
+    and still there as the same export run read them. A file audited but gone is neither."""
     rows: DataFrame
     unchanged: DataFrame
+    files: int
 
 
 def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_id: str,
@@ -76,7 +77,7 @@ def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_
     rows = (spark.read.schema(schema).option("basePath", batches_dir).parquet(*parts) if parts
             else spark.createDataFrame([], schema))
     same = sorted(f for f, e in segment_files.items() if audited.get(f) == e["read_by"])
-    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"))
+    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"), len(parts))
 
 
 def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,

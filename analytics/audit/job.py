@@ -86,7 +86,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             replayed = replay(batches, config, log_starts, held)
             verdicts, producers, partitions = replayed.verdicts, replayed.producer_state, replayed.partition_state
             files = replayed.file_state
-            continued = None
+            continued = since = None
         else:
             since = read_since(spark, store.path("batches"), batches.schema, export_manifest.get("segment_files") or {},
                                export_manifest["run_id"], previous.file_state)
@@ -196,8 +196,11 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "export_time_source": export_time_source,
             "seconds": round(seconds, 3),
             # an incremental audit: the audit it continued and the histories that continued from it
-            "incremental": None if previous is None else {"continued_audit": previous.run_id,
-                                                          "continued_histories": continued},
+            "incremental": None if previous is None else {
+                "continued_audit": previous.run_id, "continued_histories": continued,
+                # the segment files read into Parquet since the previous audit: the only ones scanned
+                # (None: every file was), besides the whole of a history that did not continue
+                "files_read": None if since is None else since.files},
             "finished_at_ms": int(time.time() * 1000),
         }
         run.store.write_text(f"{run.staging}/{SUMMARY}", json.dumps(summary, indent=2, sort_keys=True) + "\n")
