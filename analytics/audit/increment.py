@@ -109,21 +109,23 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,
     if fresh is None:
         pending = (keyed.join(F.broadcast(continued), on=KEY, how="left")
                    .where(F.col("done_end").isNull() | (F.col("base_offset") > F.col("done_end"))))
+        new = keyed.join(F.broadcast(continued), on=KEY).where(F.col("base_offset") > F.col("done_end"))
     else:
         # continued: their rows read since, after the audited end; never audited: all their rows,
-        # which are all read since; audited but not continued: every row, from the whole table
-        pending = (fresh.join(F.broadcast(continued), on=KEY, how="left")
-                   .join(F.broadcast(done.select(*KEY, F.lit(True).alias("audited"))), on=KEY, how="left")
-                   .where((F.col("done_end").isNotNull() & (F.col("base_offset") > F.col("done_end")))
-                          | F.col("audited").isNull()))
+        # which are all read since. Materialized once (the new rows: few), for the look-back and the
+        # replay's several reads. Audited but not continued: every row, from the whole table.
+        left = (fresh.join(F.broadcast(continued), on=KEY, how="left")
+                .join(F.broadcast(done.select(*KEY, F.lit(True).alias("audited"))), on=KEY, how="left")
+                .where((F.col("done_end").isNotNull() & (F.col("base_offset") > F.col("done_end")))
+                       | F.col("audited").isNull())).localCheckpoint()
+        new = left.where(F.col("done_end").isNotNull())
+        pending = left.select(*keyed.columns)
         if continued.count() < previous.partition_state.count():
             again = done.select(*KEY).join(F.broadcast(continued.select(*KEY)), on=KEY, how="left_anti")
-            pending = pending.select(*keyed.columns).unionByName(
-                keyed.join(F.broadcast(again), on=KEY, how="left_semi"))
+            pending = pending.unionByName(keyed.join(F.broadcast(again), on=KEY, how="left_semi"))
     pending = pending.select(*batches.columns)
     keys = F.broadcast(continued.select(*KEY))
     earlier = with_log_dir(previous.verdicts).join(keys, on=KEY, how="left_semi").drop("log_dir")
-    new = scanned.join(F.broadcast(continued), on=KEY).where(F.col("base_offset") > F.col("done_end"))
     prior = Prior(previous.producer_state.join(keys, on=KEY, how="left_semi"),
                   previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier,
                   _look_back(new, previous.producer_files))
