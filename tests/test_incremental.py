@@ -91,6 +91,39 @@ def test_a_history_replayed_in_parts_gets_the_verdicts_and_state_of_one_replay(s
         assert [(k, got_rows[k], want_rows[k]) for k in want_rows if got_rows[k] != want_rows[k]] == []
 
 
+
+def test_the_transactions_of_a_log_in_two_parts_are_those_of_the_whole_log(spark, audited):
+    """``transactions_merged`` of the first part's transactions and the rest's verdicts gives the
+    transactions of the whole log, at cuts that leave transactions open across the boundary."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from analytics.audit.config import load_config
+    from analytics.audit.tables import transactions, transactions_merged
+
+    names = ("transactions", "transactions-v2", "fenced-zombie")
+    verdicts = None
+    for name in names:
+        v = spark.read.parquet(os.path.join(audited[name][1], "batch_verdicts"))
+        verdicts = v if verdicts is None else verdicts.unionByName(v)
+    config = load_config(audited["transactions"][0].truth_dir / "audit.toml")
+    export_time = verdicts.agg(F.max("max_timestamp")).first()[0]  # the open transactions: some hanging
+    w = Window.partitionBy("file").orderBy("base_offset")
+    ranked = verdicts.withColumn("place", F.percent_rank().over(w)).localCheckpoint()
+    whole = sorted(map(tuple, transactions(verdicts, config, export_time).collect()), key=repr)
+    straddling = 0
+    for cut in (0.3, 0.55, 0.8):
+        first = ranked.where(F.col("place") <= cut).drop("place")
+        rest = ranked.where(F.col("place") > cut).drop("place")
+        before = transactions(first, config, export_time).localCheckpoint()
+        straddling += before.where(F.col("end_offset").isNull()).join(
+            rest.where("is_control").select("topic", "partition", "producer_id"),
+            ["topic", "partition", "producer_id"], "left_semi").count()
+        got = transactions_merged(before, rest, config, export_time).collect()
+        assert sorted(map(tuple, got), key=repr) == whole
+    assert straddling > 0  # some transaction open at a cut ends after it
+
+
 # -- the audit command's --incremental: the tables of a full audit --------------------------------
 COMPARED_TABLES = ("batches", "records", "segments", "parse_errors", "batch_verdicts", "record_duplicates", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
                    "producer_state", "partition_state", "producer_files", "file_state")

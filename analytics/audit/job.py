@@ -134,8 +134,8 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                 frame.unpersist()
         written, duplicates = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
         # Linked, with the previous audit's per-file rows: the derived tables that compose (anomalies,
-        # the per-file rows, the counts, the log's newest timestamp) take the previous audit's and add
-        # the new rows' instead of reading every verdict again. The others read them all.
+        # the per-file rows, the transactions, the counts, the log's newest timestamp) take the previous
+        # audit's and add the new rows' instead of reading every verdict again. The others read them all.
         added = None
         if linked and previous.producer_files is not None:
             added = _rows_of(spark, run.path("batch_verdicts"), new_files, written.schema)
@@ -165,8 +165,10 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                                   else write_beside("anomalies", added.where(unusual))),
             "producer_files": lambda: write("producer_files", per_file),
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
-            "transactions": lambda: _counts(
-                write("transactions", tables.transactions(written, config, export_time, coordinator)), "status"),
+            "transactions": lambda: _counts(write("transactions", (
+                tables.transactions(written, config, export_time, coordinator) if added is None
+                else tables.transactions_merged(spark.read.parquet(Store(continue_from).path("transactions")),
+                                                added, config, export_time, coordinator))), "status"),
             "snapshot_checks": lambda: _counts(
                 write("snapshot_checks", tables.snapshot_checks(written, per_file, snapshots)), "status"),
             "replica_divergence": lambda: _counts(write("replica_divergence", divergent), "severity"),

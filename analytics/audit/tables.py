@@ -198,34 +198,69 @@ def record_duplicates(records, dedup_key: str):
         "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id", "log_dir")
 
 
+TXN_PRODUCER = ["log_dir", "topic", "partition", "producer_id"]
+TXN_KEYS = [*TXN_PRODUCER, "markers_before"]  # a transaction: its producer's markers before it
+
+
 def transactions(v, config: AuditConfig, export_time: int, coordinator=None):
     """A transaction opens at a producer's first transactional data batch and closes at its next marker.
 
     ``coordinator``: a live cluster's ``coordinator_transactions``, asked right after the log's offsets
     were captured: each transaction the log shows open gets ``coordinator_view`` (open, ended, unknown;
     see the contract). Without it the column is null."""
+    opened, markers = _opened_and_markers(v)
+    return _transactions_of(opened, markers, config, export_time, coordinator)
 
 
+def transactions_merged(before, v, config: AuditConfig, export_time: int, coordinator=None):
+    """:func:`transactions` of a log audited in two parts: ``before``, the transactions of the first
+    part, and ``v``, the verdicts of the batches after it. The ended transactions of ``before`` stay as
+    they are; its open one of each producer (there is at most one: the last) continues into the
+    batches after, as their first transaction (no marker between), and is judged again (a marker
+    after may end it, and the export time has moved)."""
+    opened, markers = _opened_and_markers(v)
+    still = before.where(F.col("end_offset").isNull()).select(
+        *TXN_PRODUCER, F.lit(0).cast("long").alias("markers_before"), "first_offset", "producer_epoch", "last_timestamp")
+    opened = opened.unionByName(still).groupBy(*TXN_KEYS).agg(
+        F.min("first_offset").alias("first_offset"),
+        F.min_by("producer_epoch", "first_offset").alias("producer_epoch"),
+        F.max("last_timestamp").alias("last_timestamp"),
+    )
+    ended = before.where(F.col("end_offset").isNotNull())
+    merged = _transactions_of(opened, markers, config, export_time, coordinator)
+    return ended.select(*merged.columns).unionByName(merged)
+
+
+def _opened_and_markers(v):
+    """The transactions of ``v`` opened (``TXN_KEYS``, first offset, epoch, last timestamp) and the
+    markers (``TXN_KEYS``, end offset, control type, coordinator epoch), numbered by the markers
+    before them."""
     # only transactional data batches open transactions and only markers close them: the rest of the
     # log (most of it, for idempotent producers) never enters the window's sort
     replayed = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
                                      & ~(F.col("is_control") & (F.col("record_count") == 0))
                                      & (F.col("is_transactional") | F.col("is_control")))
-    w = Window.partitionBy("log_dir", "topic", "partition", "producer_id").orderBy("base_offset", "file_position")
+    w = Window.partitionBy(*TXN_PRODUCER).orderBy("base_offset", "file_position")
     numbered = replayed.withColumn(
-        "markers_before", F.coalesce(F.sum(F.col("is_control").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
+        "markers_before", F.coalesce(F.sum(F.col("is_control").cast("long")).over(
+            w.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0).cast("long"))
     )
-    keys = ["log_dir", "topic", "partition", "producer_id", "markers_before"]
-    opened = numbered.where(F.col("is_transactional") & ~F.col("is_control")).groupBy(*keys).agg(
+    opened = numbered.where(F.col("is_transactional") & ~F.col("is_control")).groupBy(*TXN_KEYS).agg(
         F.min("base_offset").alias("first_offset"),
         F.min_by("producer_epoch", "base_offset").alias("producer_epoch"),
         F.max("max_timestamp").alias("last_timestamp"),
     )
     markers = numbered.where("is_control").select(
-        *keys, F.col("base_offset").alias("end_offset"), "control_type", "coordinator_epoch"
+        *TXN_KEYS, F.col("base_offset").alias("end_offset"), "control_type", "coordinator_epoch"
     )
+    return opened, markers
+
+
+def _transactions_of(opened, markers, config: AuditConfig, export_time: int, coordinator):
+    """The ``transactions`` rows of the transactions ``opened``, each ended by its marker in ``markers``
+    if any (see :func:`transactions`)."""
     late = F.lit(export_time) - F.col("last_timestamp") > config.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
-    found = opened.join(markers, keys, "left")
+    found = opened.join(markers, TXN_KEYS, "left")
     ended = F.col("control_type").isNotNull()
     if coordinator is None:
         view = F.lit(None).cast("string")
