@@ -81,25 +81,30 @@ def link_parts(previous_out: str, staging: str, kept: dict[str, str]) -> int:
     return linked
 
 
+def parquet_files(folder: str) -> list[str]:
+    """The Parquet files of a table folder, sorted (hidden and ``_`` entries left out: files being
+    written, and Spark's markers); none when there is no such folder."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        found += [os.path.join(root, n) for n in names if n.endswith(".parquet") and not n.startswith((".", "_"))]
+    return sorted(found)
+
+
 def link_tree(source: str, target: str) -> int:
     """Links every Parquet file of the table folder ``source`` into ``target`` (same relative paths,
-    e.g. ``topic=t/part-....parquet``; hidden and ``_`` entries left out); returns how many."""
-    linked = 0
-    for part in Path(source).rglob("*.parquet"):
-        relative = part.relative_to(source)
-        if any(p.startswith((".", "_")) for p in relative.parts):
-            continue
-        destination = Path(target, relative)
+    e.g. ``topic=t/part-....parquet``); returns how many."""
+    parts = parquet_files(source)
+    for part in parts:
+        destination = Path(target, os.path.relpath(part, source))
         destination.parent.mkdir(parents=True, exist_ok=True)
         os.link(part, destination)
-        linked += 1
-    return linked
+    return len(parts)
 
 
 def kept_rows(previous_out: str, table: str, kept: dict[str, str], schema: pa.Schema) -> pa.Table:
     """The previous export's rows of ``table`` whose ``file`` is a kept one."""
-    folder = Path(previous_out, table)
-    files = sorted(f for f in folder.rglob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
+    files = parquet_files(os.path.join(previous_out, table))
     if not files or not kept:
         return schema.empty_table()
     rows = pa.concat_tables([pq.read_table(f, schema=schema) for f in files])

@@ -19,9 +19,10 @@ from pyspark.sql import functions as F
 
 from analytics.audit.predicates import has_state, is_data
 from analytics.audit.rules import Prior
-from analytics.audit.state import FILE_PRINT, _fingerprint_sum, fingerprint
+from analytics.audit.state import FILE_PRINT, fingerprint, fingerprint_sum
 from analytics.audit.steps import log_starts_of
 from analytics.contract.vocabulary import HISTORY_KEY
+from analytics.reuse import parquet_files
 from analytics.spark.columns import with_log_dir
 
 KEY = list(HISTORY_KEY)
@@ -73,7 +74,7 @@ def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_
     audited = {r["file"]: r["read_by"] for r in file_state.select("file", "read_by").collect()}
     since = sorted(f for f, e in segment_files.items() if audited.get(f) != e["read_by"])
     names = {f"part-{segment_files[f]['name']}.parquet" for f in since}
-    parts = sorted(os.path.join(root, n) for root, _dirs, found in os.walk(batches_dir) for n in found if n in names)
+    parts = [p for p in parquet_files(batches_dir) if os.path.basename(p) in names]
     rows = (spark.read.schema(schema).option("basePath", batches_dir).parquet(*parts) if parts
             else spark.createDataFrame([], schema))
     same = sorted(f for f, e in segment_files.items() if audited.get(f) == e["read_by"])
@@ -97,7 +98,7 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,
               .groupBy(*KEY).agg(*fingerprint()))
     if fresh is not None:  # the unchanged files' fingerprints, as the previous audit took them
         unchanged = previous.file_state.join(F.broadcast(since.unchanged), on="file", how="left_semi")
-        prefix = unchanged.select(*KEY, *FILE_PRINT).unionByName(prefix).groupBy(*KEY).agg(*_fingerprint_sum())
+        prefix = unchanged.select(*KEY, *FILE_PRINT).unionByName(prefix).groupBy(*KEY).agg(*fingerprint_sum())
     now = log_starts_of(done.select(*KEY), log_starts)
     same = [F.col(f"d.{c}") == F.col(f"p.{c}") for c in ("batches", "end_offset", "fingerprint_a", "fingerprint_b")]
     continued = (

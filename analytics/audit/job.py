@@ -14,7 +14,6 @@ one made with the same configuration; its tables are those a full audit writes.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -108,7 +107,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             path = run.path("batch_verdicts")
             plain_columns(conform(verdicts, "batch_verdicts").write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
             if linked:  # the new rows (perhaps none) beside the previous files
-                new_files.extend(_parquet_files(path))
+                new_files.extend(reuse.parquet_files(path))
                 reuse.link_tree(Store(continue_from).path("batch_verdicts"), path)
             return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"))
 
@@ -254,15 +253,6 @@ def _read_by(spark, files, export_manifest: dict):
     by = spark.createDataFrame(runs, "file string, read_by string")
     return files.join(F.broadcast(by), on="file", how="left").withColumn(
         "read_by", F.coalesce(F.col("read_by"), F.lit(export_manifest["run_id"])))
-
-
-def _parquet_files(folder: str) -> list[str]:
-    """The Parquet files under a table folder written now (hidden and ``_`` entries left out)."""
-    found = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
-        found += [os.path.join(root, n) for n in names if n.endswith(".parquet") and not n.startswith((".", "_"))]
-    return sorted(found)
 
 
 def _rows_of(spark, folder: str, files: list[str], schema):

@@ -62,7 +62,7 @@ def left_by(replayed: DataFrame, histories: DataFrame, files: DataFrame, batches
     by_file = batches.groupBy("file").agg(
         *fingerprint(), _spans(F.col("crc_valid")).alias("valid"), _spans(~F.col("crc_valid")).alias("corrupt")
     ).join(files, on="file", how="inner").localCheckpoint()  # small: a row per file, read twice
-    partitions = by_file.groupBy(HISTORY).agg(*_fingerprint_sum(), _spans_sum("valid"), _spans_sum("corrupt"))
+    partitions = by_file.groupBy(HISTORY).agg(*fingerprint_sum(), _spans_sum("valid"), _spans_sum("corrupt"))
     if starts is None:
         partitions = partitions.withColumn("log_start_offset", F.lit(None).cast("long"))
     else:
@@ -99,7 +99,7 @@ def _producer_columns(producers: DataFrame) -> DataFrame:
     )
 
 
-def _fingerprint_sum() -> list[Column]:
+def fingerprint_sum() -> list[Column]:
     """:func:`fingerprint` of several parts of a history (files, or audits) from theirs."""
     return [F.sum("batches").alias("batches"), F.max("end_offset").alias("end_offset"),
             F.sum("fingerprint_a").alias("fingerprint_a"), F.sum("fingerprint_b").alias("fingerprint_b")]
@@ -111,12 +111,12 @@ def merged(before: DataFrame, after: DataFrame, table: str) -> DataFrame:
     one part only keeps that part's row."""
     if table == "partition_state":
         key = list(HISTORY_KEY)
-        aggs = [*_fingerprint_sum(), F.max("log_start_offset").alias("log_start_offset"),
+        aggs = [*fingerprint_sum(), F.max("log_start_offset").alias("log_start_offset"),
                 _spans_sum("valid"), _spans_sum("corrupt")]
         return before.unionByName(after).groupBy(*key).agg(*aggs).select(*after.columns)
     if table == "file_state":
         return (before.select(*after.columns).unionByName(after).groupBy(*HISTORY_KEY, "file")
-                .agg(*_fingerprint_sum()).select(*after.columns))
+                .agg(*fingerprint_sum()).select(*after.columns))
     key = [*HISTORY_KEY, "producer_id"]
     both = before.unionByName(after).groupBy(*key).agg(
         *[F.max(c).alias(c) for c in ("last", "coordinator_epoch", "txn_data", "marker", "data_seq",

@@ -243,18 +243,11 @@ TRANSACTIONS = pa.schema(
 
 SNAPSHOT_CHECKS = pa.schema(
     [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("snapshot_offset", pa.int64()),
-        ("producer_id", pa.int64()),
-        ("status", pa.string()),
-        ("expected_epoch", pa.int16()),
-        ("replayed_epoch", pa.int16()),
-        ("expected_last_sequence", pa.int32()),
-        ("replayed_last_sequence", pa.int32()),
-        ("expected_last_offset", pa.int64()),
-        ("replayed_last_offset", pa.int64()),
-        ("log_dir", pa.string()),
+        ("topic", pa.string()), ("partition", pa.int32()), ("snapshot_offset", pa.int64()),
+        ("producer_id", pa.int64()), ("status", pa.string()),
+        ("expected_epoch", pa.int16()), ("replayed_epoch", pa.int16()),
+        ("expected_last_sequence", pa.int32()), ("replayed_last_sequence", pa.int32()),
+        ("expected_last_offset", pa.int64()), ("replayed_last_offset", pa.int64()), ("log_dir", pa.string()),
     ]
 )
 
@@ -291,15 +284,9 @@ PRODUCER_STATE = pa.schema(
 # reads only the files read since, and checks a history's audited prefix from these rows.
 FILE_STATE = pa.schema(
     [
-        ("log_dir", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("file", pa.string()),
-        ("read_by", pa.string()),
-        ("batches", pa.int64()),
-        ("end_offset", pa.int64()),
-        ("fingerprint_a", pa.int64()),
-        ("fingerprint_b", pa.int64()),
+        ("log_dir", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("file", pa.string()),
+        ("read_by", pa.string()), ("batches", pa.int64()), ("end_offset", pa.int64()),
+        ("fingerprint_a", pa.int64()), ("fingerprint_b", pa.int64()),
     ]
 )
 

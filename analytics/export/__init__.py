@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -192,7 +191,7 @@ def write_missing_tables(run, records: bool) -> None:
 
 
 def _read_parts(folder: str, target: pa.Schema) -> pa.Table:
-    files = sorted(f for f in Path(folder).rglob("*.parquet") if not f.name.startswith(".")) if os.path.isdir(folder) else []
+    files = reuse.parquet_files(folder)
     return pa.concat_tables([pq.read_table(f, schema=target) for f in files]) if files else target.empty_table()
 
 
@@ -203,7 +202,7 @@ def _write_small(folder: str, table: pa.Table) -> None:
 
 def _count_rows(folder: str) -> int:
     """Rows of a Parquet table folder, from the files' footers."""
-    return sum(pq.read_metadata(f).num_rows for f in Path(folder).rglob("*.parquet"))
+    return sum(pq.read_metadata(f).num_rows for f in reuse.parquet_files(folder))
 
 
 class _Progress:
