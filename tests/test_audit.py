@@ -180,8 +180,10 @@ def test_every_configuration_key_is_also_a_flag(audited, capsys):
 
 def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark):
     """Dozens of snapshot offsets per partition (the binary search over them), some at a batch's own
-    offset, some before the first and past the last batch, in two log dirs of the same partition:
-    every status and replayed state equals a brute-force search of the batches below the offset."""
+    offset, some before the first and past the last batch, in two log dirs of the same partition (six
+    segment files each; on one, few snapshots, so most files hold none and only their last state
+    counts): every status and replayed state equals a brute-force search of the batches below the
+    offset."""
     import random
 
     from analytics.audit.tables import per_file as _per_file, snapshot_checks as _snapshot_checks
@@ -192,14 +194,17 @@ def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark)
                "producer_epoch short, state_last_sequence int, state_last_offset long"
     rows, entries, want = [], [], {}
     for broker in ("/data/b1", "/data/b2"):
-        file, offset, log = f"{broker}/t-0/00000000000000000000.log", 3, []
+        offset, log = 3, []
         for position in range(300):
+            if position % 50 == 0:  # six segment files: snapshots fall inside some, between others
+                file = f"{broker}/t-0/{offset:020d}.log"
             pid = rng.choice((1, 2, 3))
             row = (file, "t", 0, pid, offset, position * 90, rng.choice((0, 1)), rng.randrange(50), offset)
             rows.append(row)
             log.append(row)
             offset += rng.choice((1, 1, 2, 7))
-        points = sorted(set(rng.sample(range(0, offset + 20), 40)) | {log[0][4], log[150][4], log[-1][4]})
+        many = 40 if broker.endswith("1") else 2  # on b2 most files hold no snapshot offset
+        points = sorted(set(rng.sample(range(0, offset + 20), many)) | {log[0][4], log[150][4], log[-1][4]})
         snap = f"{broker}/t-0/{0:020d}.snapshot"
         for point in points:
             for pid in (1, 2, 3, 9):

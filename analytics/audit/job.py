@@ -136,7 +136,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         # the per-file rows, the transactions, the counts, the log's newest timestamp) take the previous
         # audit's and add the new rows' instead of reading every verdict again. The others read them all.
         added = None
-        if linked and previous.producer_files is not None:
+        if linked and previous.producer_files is not None and "last_state" in previous.producer_files.columns:
             added = _rows_of(spark, run.path("batch_verdicts"), new_files, written.schema)
         live = export_manifest.get("cluster") or {}  # an export of a live cluster: its capture
         export_time, export_time_source = config.export_time_ms, "configuration"

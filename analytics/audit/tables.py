@@ -28,6 +28,10 @@ from analytics.contract import (
 )
 from analytics.spark.columns import with_log_dir
 
+# snapshot_checks reads the verdicts of the files named in a filter (which Parquet's statistics
+# prune) up to this many; beyond, of a broadcast list of them
+MAX_LISTED_FILES = 1000
+
 
 def per_file(v):
     """One row per (topic, partition, producer_id, producer_epoch, file) of the idempotent batches:
@@ -36,12 +40,17 @@ def per_file(v):
     (segment files x producers x epochs): one pass over ``batch_verdicts`` serves both tables.
     ``min_base_sequence`` and ``max_base_sequence``, of the data batches that update producer state,
     bound where the duplicate check of a later incremental audit must look back
-    (:func:`analytics.audit.increment.increment`)."""
+    (:func:`analytics.audit.increment.increment`). ``last_state``: the state the last of them leaves
+    (its offset and position, the last sequence and offset), what ``snapshot_checks`` needs of a
+    file that no snapshot falls inside."""
 
     data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
     on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
     on_state = F.when(F.col("state_last_sequence").isNotNull(), F.col("base_offset"))
     stateful_data = F.when(has_state() & is_data(), F.col("base_sequence"))
+    last_state = F.when(F.col("state_last_sequence").isNotNull(), F.struct(
+        "base_offset", "file_position", F.col("state_last_sequence").alias("sequence"),
+        F.col("state_last_offset").alias("offset")))
     return data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
@@ -57,6 +66,7 @@ def per_file(v):
         F.max(on_state).alias("last_state_offset"),
         F.min(stateful_data).alias("min_base_sequence"),
         F.max(stateful_data).alias("max_base_sequence"),
+        F.max(last_state).alias("last_state"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
     )
 
@@ -79,6 +89,7 @@ def _per_file_sums():
         F.max("last_state_offset").alias("last_state_offset"),
         F.min("min_base_sequence").alias("min_base_sequence"),
         F.max("max_base_sequence").alias("max_base_sequence"),
+        F.max("last_state").alias("last_state"),
         *[F.sum(name.lower()).alias(name.lower()) for name in VERDICTS],
     ]
 
@@ -104,9 +115,10 @@ def snapshot_checks(v, per_file, snapshots):
 
     The replayed state after a batch is on its row (``producer_epoch``, ``state_last_sequence``,
     ``state_last_offset``), so the state at a snapshot offset S is that of the producer's last batch
-    below S. That batch is either the producer's last in its segment file, or in a file whose
-    offsets straddle S: the per-file rows of ``per_file`` (shared with ``producer_sessions``) find
-    those, one filtered scan fetches them, and the search runs on these few rows (a binary search in
+    below S. That batch is either the producer's last in its segment file, whose state the per-file
+    rows of ``per_file`` keep (``last_state``), or in a file whose offsets straddle S: the per-file
+    rows find those, a scan of these files' verdicts only fetches their rows (snapshots are taken
+    where segments roll: few files straddle one), and the search runs on these few rows (a binary search in
     the partition's sorted snapshot offsets, in native expressions): no sort of the log. The small
     remainder (producers x snapshots) carries each state forward to later snapshots. Producers the
     log shows before a snapshot but the snapshot lacks are ``not_in_snapshot`` (expired, or state
@@ -120,16 +132,27 @@ def snapshot_checks(v, per_file, snapshots):
         *keys, "snapshot_offset", F.lit(True).alias("in_snapshot"), "producer_epoch", "last_sequence", "last_offset")
     points = entries.groupBy(*history).agg(F.array_sort(F.collect_set("snapshot_offset")).alias("points"))
     most = points.agg(F.max(F.size("points"))).first()[0] or 0  # one number: the most snapshots of a partition
-    stateful = v.where(F.col("state_last_sequence").isNotNull())
+    state_row = ["base_offset", "file_position", "producer_epoch", "state_last_sequence", "state_last_offset"]
+    last = F.struct(F.col("last_state.base_offset").alias("base_offset"),
+                    F.col("last_state.file_position").alias("file_position"), "producer_epoch",
+                    F.col("last_state.sequence").alias("state_last_sequence"),
+                    F.col("last_state.offset").alias("state_last_offset"))
     spans = with_log_dir(per_file.where(F.col("first_state_offset").isNotNull()).groupBy(
         "file", "topic", "partition", "producer_id").agg(
-        F.min("first_state_offset").alias("first"), F.max("last_state_offset").alias("last"))).join(F.broadcast(points), history)
-    spans = spans.select("file", *keys, "points", "last", F.exists(
+        F.min("first_state_offset").alias("first"), F.max("last_state_offset").alias("last"),
+        F.max(last).alias("s"))).join(F.broadcast(points), history)
+    spans = spans.select("file", *keys, "points", "s", F.exists(
         "points", lambda s: (F.col("first") < s) & (s <= F.col("last"))).alias("straddles")).localCheckpoint()  # small, read twice: computed once
-    rows = stateful.select("file", "topic", "partition", "producer_id", "base_offset", "file_position", "producer_epoch",
-                           "state_last_sequence", "state_last_offset").join(
-        F.broadcast(spans.drop("topic", "partition")), ["file", "producer_id"])
-    rows = rows.where(F.col("straddles") | (F.col("base_offset") == F.col("last")))
+    # each file's last state from the per-file rows; every state of a file a snapshot falls inside
+    # from the verdicts, reading those files only (few: snapshots are taken where segments roll)
+    lasts = spans.select(*keys, "points", *[F.col(f"s.{c}").alias(c) for c in state_row])
+    inside = spans.where("straddles").select("file", "producer_id", "log_dir", "points")
+    files = [r["file"] for r in inside.select("file").distinct().limit(MAX_LISTED_FILES + 1).collect()]
+    stateful = v.where(F.col("state_last_sequence").isNotNull())
+    stateful = (stateful.where(F.col("file").isin(files)) if len(files) <= MAX_LISTED_FILES
+                else stateful.join(F.broadcast(inside.select("file").distinct()), "file", "left_semi"))
+    rows = lasts.unionByName(stateful.select("file", "topic", "partition", "producer_id", *state_row).join(
+        F.broadcast(inside), ["file", "producer_id"]).drop("file"))
     # lo = how many snapshot offsets are <= base_offset; the batch's state counts from the next one on
     lo, hi = F.lit(0), F.size("points")
     for step in range(max(most, 1).bit_length()):

@@ -293,7 +293,7 @@ FILE_STATE = pa.schema(
 # The idempotent batches per segment file, producer and epoch (analytics.audit.tables.per_file): what
 # producer_sessions sums per log dir and snapshot_checks searches, kept so that an incremental audit
 # adds its new batches' rows instead of aggregating every verdict again. The base sequences bound
-# where its duplicate check looks back.
+# where its duplicate check looks back; last_state is the state left by the last batch that leaves one.
 _LONGS = ("first_offset", "last_offset", "first_timestamp", "last_timestamp", "batches", "records")
 PRODUCER_FILES = pa.schema(
     [
@@ -303,6 +303,7 @@ PRODUCER_FILES = pa.schema(
         ("last_sequence", pa.int32()), ("last_data_offset", pa.int64()),
         ("first_state_offset", pa.int64()), ("last_state_offset", pa.int64()),
         ("min_base_sequence", pa.int32()), ("max_base_sequence", pa.int32()),
+        ("last_state", pa.struct([*_ORDER, ("sequence", pa.int32()), ("offset", pa.int64())])),
         *[(v.lower(), pa.int64()) for v in VERDICTS],
     ]
 )
