@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TABLES = ("batches", "segments", "parse_errors", "batch_verdicts", "anomalies", "producer_sessions", "transactions",
-          "snapshot_checks", "producer_state", "partition_state")
+          "snapshot_checks", "producer_state", "partition_state", "producer_files")
 
 
 def logdir_of(work: Path, batches: int) -> Path:
@@ -153,7 +153,7 @@ def main() -> None:
           f"{opts.share:.1%} of each partition: {changed} files removed or cut)")
     print(f"incremental export read {manifest['incremental']['files_read']} files, kept "
           f"{manifest['incremental']['files_kept']}; the audit continued {summary['incremental']['continued_histories']} "
-          f"histories")
+          f"histories and scanned {summary['incremental'].get('files_read')} files")
     for name, seconds in times.items():
         print(f"  {name:32s} {seconds:8.1f} s")
     inc = times["night 2 export --incremental"] + times["night 2 audit --incremental"]
