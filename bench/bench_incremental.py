@@ -123,6 +123,9 @@ def main() -> None:
     ap.add_argument("--share", type=float, default=0.01, help="the share of each partition new on night 2")
     ap.add_argument("--work", type=Path, default=Path("/tmp/segaudit-bench"))
     ap.add_argument("--driver-memory", default="1g")
+    ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="also run night 2's incremental commands with this Spark option (repeatable), on a copy "
+                         "of night 1's OUT: a baseline side by side")
     ap.add_argument("--skip-digest", action="store_true", help="do not compare the tables (large logs: slow)")
     opts = ap.parse_args()
     opts.work.mkdir(parents=True, exist_ok=True)
@@ -140,10 +143,18 @@ def main() -> None:
     mem = opts.driver_memory
     times = {"night 1 export": segaudit(["export", str(live), "--out", str(out)], mem),
              "night 1 audit": segaudit(["audit", str(out), "--no-history"], mem)}
+    other = opts.work / "incremental-baseline.out"
+    shutil.rmtree(other, ignore_errors=True)
+    if opts.baseline_conf:
+        shutil.copytree(out, other)
     shutil.rmtree(live)
     shutil.copytree(full_logs, live, copy_function=os.link)
     times["night 2 export --incremental"] = segaudit(["export", str(live), "--out", str(out), "--incremental"], mem)
     times["night 2 audit --incremental"] = segaudit(["audit", str(out), "--no-history", "--incremental"], mem)
+    if opts.baseline_conf:
+        confs = [arg for conf in opts.baseline_conf for arg in ("--conf", conf)]
+        times["baseline export --incremental"] = segaudit(["export", str(live), "--out", str(other), "--incremental", *confs], mem)
+        times["baseline audit --incremental"] = segaudit(["audit", str(other), "--no-history", "--incremental", *confs], mem)
     times["night 2 export (full)"] = segaudit(["export", str(live), "--out", str(baseline)], mem)
     times["night 2 audit (full)"] = segaudit(["audit", str(baseline), "--no-history"], mem)
     manifest = json.loads((out / "_export.json").read_text())
@@ -160,6 +171,9 @@ def main() -> None:
     full = times["night 2 export (full)"] + times["night 2 audit (full)"]
     print(f"night 2: incremental {inc:.1f} s, full {full:.1f} s: {inc / full:.1%} of the full run "
           f"(audit alone {times['night 2 audit --incremental'] / times['night 2 audit (full)']:.1%})")
+    if opts.baseline_conf:
+        base = times["baseline export --incremental"] + times["baseline audit --incremental"]
+        print(f"baseline ({' '.join(opts.baseline_conf)}): incremental {base:.1f} s: {base / full:.1%} of the full run")
     if not opts.skip_digest:
         same = {t: table_digest(out, t) == table_digest(baseline, t) for t in TABLES}
         print("tables equal to the full run's: " + ", ".join(f"{t} {'yes' if ok else 'NO'}" for t, ok in same.items()))

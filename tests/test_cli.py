@@ -94,3 +94,48 @@ def test_a_cluster_nobody_answers_at_is_exit_2_with_one_line_before_spark_starts
     bad = subprocess.run([sys.executable, "-m", "analytics", "export", "kafka://nohost", "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "a cluster is kafka://HOST:PORT" in bad.stderr
+
+
+def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
+    """A small input starts the JVM with the quick compiler alone; a large or unknown one keeps C2."""
+    import argparse
+
+    from analytics.cli.options import input_bytes
+    from analytics.spark.session import JIT_OPTIONS, QUICK_START_BYTES, QUICK_START_OPTIONS, jit_options
+
+    sample = REPO / "data" / "mixed"
+    size = sum(f.stat().st_size for f in sample.rglob("*") if f.is_file())
+    assert input_bytes(argparse.Namespace(logdirs=[str(sample)], out="unused")) == size
+    one = next(sample.rglob("*.log"))
+    assert input_bytes(argparse.Namespace(logdirs=[str(one)], out=None)) == one.stat().st_size
+    assert input_bytes(argparse.Namespace(logdirs=["kafka://localhost:9092"], out=None)) is None
+    assert input_bytes(argparse.Namespace(logdirs=[str(tmp_path / "nothing")], out=None)) is None
+    (tmp_path / "_export.json").write_text(json.dumps({"input_bytes": 12345}))
+    assert input_bytes(argparse.Namespace(out=str(tmp_path))) == 12345
+    assert input_bytes(argparse.Namespace(out=str(tmp_path / "no-export"))) is None
+    # incremental: what is new since the export in OUT
+    logs = tmp_path / "logs"
+    (logs / "t-0").mkdir(parents=True)
+    for name, size in (("0.log", 100), ("7.log", 40), ("0.index", 1000)):
+        (logs / "t-0" / name).write_bytes(b"x" * size)
+    old, grown = str((logs / "t-0" / "0.log").resolve()), str((logs / "t-0" / "7.log").resolve())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_export.json").write_text(json.dumps({"input_bytes": 130, "run_id": "r2", "segment_files": {
+        old: {"size": 100, "read_by": "r1"}, grown: {"size": 30, "read_by": "r2"}}}))
+    assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=True)) == 40
+    assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=False)) == 1140
+    assert input_bytes(argparse.Namespace(out=str(out), incremental=True)) == 30
+    assert input_bytes(argparse.Namespace(out=str(out), incremental=False)) == 130
+    assert jit_options(size) == jit_options(QUICK_START_BYTES) == QUICK_START_OPTIONS
+    assert jit_options(QUICK_START_BYTES + 1) == jit_options(None) == JIT_OPTIONS
+
+    # the options reach the JVM: a fresh process's session over the sample runs C1 alone
+    probe = ("import argparse, sys\n"
+             "from analytics.cli.options import spark_session\n"
+             "args = argparse.Namespace(logdirs=[sys.argv[1]], out=None, master=None, remote=None, conf=[])\n"
+             "jvm = spark_session(args).sparkContext._jvm\n"
+             "print(' '.join(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))\n")
+    proc = subprocess.run([sys.executable, "-c", probe, str(sample)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert QUICK_START_OPTIONS in proc.stdout.split() and JIT_OPTIONS not in proc.stdout.split()

@@ -6,6 +6,7 @@ Every malformed value becomes a :class:`~analytics.errors.UsageError` naming the
 from __future__ import annotations
 
 import argparse
+import os
 
 from analytics.cli import signals
 from analytics.errors import UsageError
@@ -114,11 +115,51 @@ def spark_session(args):
             raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
     try:
-        session = get_spark(args.master, remote=args.remote, conf=conf)
+        session = get_spark(args.master, remote=args.remote, conf=conf, input_bytes=input_bytes(args))
     except JavaMissing as exc:
         raise UsageError(str(exc)) from exc
     signals.install()  # again: the new SparkContext put PySpark's own SIGINT handler in place
     return session
+
+
+def input_bytes(args) -> int | None:
+    """About how much the command will read, before Spark starts: the size of its local LOGDIRs, or
+    of the log its OUT was exported from. An incremental run reads what is new since the export in
+    OUT: the segments that are new or changed (``export``, ``run``), or that the last export read
+    (``audit``). None when unknown (a live cluster, a bucket)."""
+    import json
+
+    from analytics.contract.vocabulary import EXPORT, MANIFESTS
+
+    try:
+        with open(os.path.join(args.out, MANIFESTS[EXPORT])) as f:
+            manifest = json.load(f)
+    except (AttributeError, TypeError, OSError, ValueError):
+        manifest = None
+    known = (manifest or {}).get("segment_files") if getattr(args, "incremental", False) else None
+    paths = getattr(args, "logdirs", None)
+    if paths:
+        if any("://" in path or not os.path.exists(path) for path in paths):
+            return None
+        files = [p for p in paths if os.path.isfile(p)]
+        files += [os.path.join(folder, name) for p in paths for folder, _, names in os.walk(p) for name in names]
+        sizes = {os.path.abspath(f): _size(f) for f in files}
+        if known:  # only the segments not exported as they are now
+            return sum(size for f, size in sizes.items() if f.endswith(".log") and (known.get(f) or {}).get("size") != size)
+        return sum(sizes.values())
+    if known:
+        return sum(entry.get("size", 0) for entry in known.values() if entry.get("read_by") == manifest.get("run_id"))
+    try:
+        return int(manifest["input_bytes"])
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # a broker's cleaner may delete a file between the walk and here
+        return 0
 
 
 def check_profile(profile: str | None, option: str = "--profile") -> None:
