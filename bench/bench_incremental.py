@@ -1,7 +1,7 @@
 """A nightly audit continued (``--incremental``) against the same audit done in full.
 
     .venv/bin/python bench/bench_incremental.py [--batches N] [--share 0.01] [--work DIR]
-                                                [--driver-memory 1g]
+                                                [--driver-memory 1g] [--baseline-conf KEY=VALUE ...]
 
 A ``clean`` log dir of about N batches (the generator's, cached in ``--work``) is seen on two
 nights. The first night lacks the newest ``--share`` of every partition: the newest segments are
@@ -12,7 +12,9 @@ included), each command timed alone:
 - night 1: ``export`` and ``audit`` in full (the previous audit);
 - night 2, ``--incremental``: ``export --incremental`` (reads only the new and grown segments) and
   ``audit --incremental`` (replays only the batches after the state night 1 left);
-- night 2, the baseline: ``export`` and ``audit`` in full, into another OUT.
+- night 2, the baseline: ``export`` and ``audit`` in full, into another OUT;
+- with ``--baseline-conf``, night 2's incremental commands again with those Spark options, on a
+  copy of night 1's OUT (a change measured side by side with the setting it replaces).
 
 The incremental run's tables are then checked against the full run's, table by table (row counts
 and an order-free hash of every row, with pyarrow), and the cost of the incremental run is printed
