@@ -116,7 +116,7 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     # incremental: what is new since the export in OUT
     logs = tmp_path / "logs"
     (logs / "t-0").mkdir(parents=True)
-    for name, size in (("0.log", 100), ("7.log", 40), ("0.index", 1000)):
+    for name, size in (("0.log", 100), ("7.log", 40), ("7.index", 10 * 1024 * 1024), ("7.timeindex", 10)):
         (logs / "t-0" / name).write_bytes(b"x" * size)
     old, grown = str((logs / "t-0" / "0.log").resolve()), str((logs / "t-0" / "7.log").resolve())
     out = tmp_path / "out"
@@ -124,7 +124,7 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     (out / "_export.json").write_text(json.dumps({"input_bytes": 130, "run_id": "r2", "segment_files": {
         old: {"size": 100, "read_by": "r1"}, grown: {"size": 30, "read_by": "r2"}}}))
     assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=True)) == 40
-    assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=False)) == 1140
+    assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=False)) == 140
     assert input_bytes(argparse.Namespace(out=str(out), incremental=True)) == 30
     assert input_bytes(argparse.Namespace(out=str(out), incremental=False)) == 130
     assert jit_options(size) == jit_options(QUICK_START_BYTES) == QUICK_START_OPTIONS

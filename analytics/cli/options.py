@@ -122,6 +122,11 @@ def spark_session(args):
     return session
 
 
+# a broker's offset and time indexes, which the export does not read (an active segment's are
+# preallocated, 10 MiB each by default, whatever the segment holds)
+UNREAD = (".index", ".timeindex")
+
+
 def input_bytes(args) -> int | None:
     """About how much the command will read, before Spark starts: the size of its local LOGDIRs, or
     of the log its OUT was exported from. An incremental run reads what is new since the export in
@@ -142,7 +147,8 @@ def input_bytes(args) -> int | None:
         if any("://" in path or not os.path.exists(path) for path in paths):
             return None
         files = [p for p in paths if os.path.isfile(p)]
-        files += [os.path.join(folder, name) for p in paths for folder, _, names in os.walk(p) for name in names]
+        files += [os.path.join(folder, name) for p in paths for folder, _, names in os.walk(p) for name in names
+                  if not name.endswith(UNREAD)]
         sizes = {os.path.abspath(f): _size(f) for f in files}
         if known:  # only the segments not exported as they are now
             return sum(size for f, size in sizes.items() if f.endswith(".log") and (known.get(f) or {}).get("size") != size)
