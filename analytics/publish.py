@@ -13,7 +13,7 @@ complete is it committed (:func:`commit`):
 A run that dies before the commit point leaves ``OUT`` as it was; one that dies after it leaves the
 journal, and the next command that opens ``OUT`` finishes the swap (:func:`settle`), so readers see
 the previous complete outputs or the new ones, never a mix. SIGINT and SIGTERM wait until a commit
-is done. ``segaudit run`` stages all four stages in one folder (``.staging-run-<run>``, itself laid
+is done, and none starts after a signal (:func:`refuse_commits`). ``segaudit run`` stages all four stages in one folder (``.staging-run-<run>``, itself laid
 out like ``OUT``) and commits them as one unit (:func:`unit`): a killed ``run`` leaves the previous
 complete set. Staging and trash folders of dead runs on this host are removed by the next run;
 those of live runs and of other hosts are left alone (two runs may share ``OUT``).
@@ -262,8 +262,24 @@ def commit(store: Store, staging: str, manifests: dict[str, dict], run_id: str) 
     journal = {"staging": staging, "run_id": run_id, "outputs": staged, "manifests": manifests,
                "host": socket.gethostname(), "pid": os.getpid()}
     with _uninterrupted():
+        if _refused:
+            raise _refused[0]
         store.write_text(JOURNAL, json.dumps(journal, sort_keys=True))
         _roll_forward(store, journal)
+
+
+_refused: list[BaseException] = []
+
+
+def refuse_commits(reason: BaseException | None) -> None:
+    """From now on every :func:`commit` raises ``reason`` instead; None allows commits again.
+
+    For a signal's handler: it raises where the main thread happens to be, and when that is a
+    finalizer or a weakref callback (Py4J releases Java objects in them), Python drops the
+    exception and the stage runs on. Whatever it finishes, it must not publish."""
+    _refused.clear()
+    if reason is not None:
+        _refused.append(reason)
 
 
 def _committed(store: Store, staging: str) -> bool:

@@ -150,6 +150,45 @@ def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig
     assert snapshot(one_audit) == before
 
 
+def test_a_signal_whose_exception_python_drops_still_publishes_nothing(tmp_path, capsys):
+    """SIGTERM handled inside a weakref callback, where Python drops the handler's exception (Py4J
+    releases Java objects in them): the stage runs on, but publishes nothing, and the command says
+    it was interrupted in one line."""
+    import logging
+    import weakref
+
+    from analytics.cli.main import guarded
+    from analytics.publish import publication
+
+    out = tmp_path / "out"
+    ran_on = []
+
+    def stage():
+        with publication(str(out), "export", built_from={}) as run:
+            Path(run.path("segments")).mkdir()
+            Path(run.path("segments"), "part-0.parquet").write_bytes(b"new")
+
+            class JavaObjectLike:
+                pass
+
+            released = JavaObjectLike()
+            weakref.finalize(released, signal.raise_signal, signal.SIGTERM)
+            del released  # the handler runs in the finalizer: its Interrupted goes nowhere
+            ran_on.append(True)
+            run.publish({})
+        return 0
+
+    try:
+        code = guarded(stage, "export")
+    finally:
+        logging.disable(logging.NOTSET)  # the handler silenced logging for the rest of this process
+    err = capsys.readouterr().err
+    assert ran_on and code == 143, err
+    line = one_line(err)
+    assert "interrupted (SIGTERM)" in line and "export" in line and "Exception ignored" not in err
+    assert sorted(p.name for p in out.iterdir()) == []  # neither the outputs nor a manifest nor the staging
+
+
 def _verdict_rows(out: str) -> list:
     table = pq.read_table(os.path.join(out, "batch_verdicts"))
     return sorted(table.select(sorted(table.column_names)).to_pylist(), key=repr)

@@ -7,6 +7,12 @@ writes into a staging folder after the stage removed it. It then raises
 publication`` block removes its staging on the way out, and ``OUT`` keeps the previous complete run.
 From then on every log record is dropped: what is left to say is one line.
 
+The exception can land where Python drops it: in a finalizer or a weakref callback (Py4J
+releases Java objects in them). Then the stage runs on, but no commit happens after a signal
+(:func:`analytics.publish.refuse_commits`): the stage fails there, or earlier on its cancelled
+jobs, and either way the command reports the interruption. Such a dropped ``Interrupted`` is not
+printed (``sys.unraisablehook``): the one line says it.
+
 Creating a SparkContext installs PySpark's own SIGINT handler (which cancels from inside the
 handler, on the main thread's busy connection): :func:`install` runs again once the session exists.
 """
@@ -15,9 +21,11 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 
+from analytics import publish
 from analytics.errors import Interrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -32,6 +40,9 @@ def install() -> None:
     for s in SIGNALS:
         previous = signal.signal(s, _handler)
         _original.setdefault(s, previous)
+    if sys.unraisablehook is not _unraisable:
+        _original.setdefault("unraisablehook", sys.unraisablehook)
+        sys.unraisablehook = _unraisable
 
 
 def restore() -> None:
@@ -39,9 +50,13 @@ def restore() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     for s, handler in _original.items():
-        signal.signal(s, handler)
+        if s == "unraisablehook":
+            sys.unraisablehook = handler
+        else:
+            signal.signal(s, handler)
     _original.clear()
     _received.clear()
+    publish.refuse_commits(None)
 
 
 def received() -> str | None:
@@ -54,11 +69,19 @@ def _handler(signum, _frame) -> None:
         return
     name = signal.Signals(signum).name
     _received.append(name)
+    publish.refuse_commits(Interrupted(name))
     logging.disable(logging.CRITICAL)
     canceller = threading.Thread(target=cancel_spark_jobs, name="cancel-spark-jobs", daemon=True)
     canceller.start()
     canceller.join(timeout=20)
     raise Interrupted(name)
+
+
+def _unraisable(unraisable) -> None:
+    """Drop an ``Interrupted`` that Python could not raise (see the module's note); pass on the rest."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        return
+    _original.get("unraisablehook", sys.__unraisablehook__)(unraisable)
 
 
 def cancel_spark_jobs(wait_s: float = 15.0) -> None:
