@@ -151,6 +151,25 @@ def running_carry(rows: DataFrame, prior: DataFrame | None = None) -> DataFrame:
     ))
 
 
+def prior_carry(spans: DataFrame, producers: DataFrame, running: DataFrame
+                ) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """What a previous audit carries into histories replayed after it in one range each: the columns
+    of :func:`partition_carry`, :func:`producer_carry` and :func:`running_carry` of a range whose
+    only earlier range is ``PRIOR_RANGE``, keyed by ``history`` (the history's one range) and taken
+    from the previous audit's aggregates alone (``spans``, ``producers``, ``running``:
+    :func:`analytics.audit.state.prior_ranges`), so no row is aggregated for them. A history or
+    producer the previous audit did not see has no row: the steps then compute over the range alone."""
+    return (
+        spans.select(HISTORY, "crc_valid", F.col("span").alias("carry_span"), F.col("top").alias("carry_top"),
+                     F.col("low").alias("carry_first")),
+        producers.select(HISTORY, PRODUCER, *(F.col(c).alias(f"carry_{c}") for c in
+                                              ("last", "coordinator_epoch", "txn_data", "marker")),
+                         F.col("data_seq")["seq"].alias("carry_data_seq")),
+        running.select(HISTORY, PRODUCER, *(F.col(c).alias(f"carry_{c}") for c in
+                                            ("expired", "left", "runs", "wraps", "mark"))),
+    )
+
+
 def _with_prior(per_range: DataFrame, prior: DataFrame | None) -> DataFrame:
     """The per-range aggregates with a previous audit's, which sort before every range of its history."""
     return per_range if prior is None else per_range.unionByName(prior.select(*per_range.columns))

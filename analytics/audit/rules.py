@@ -117,6 +117,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     rows = batches.transform(steps.replay_columns(files))
     if (prior is None and not plan.split) or plan.ranges == 0:
         replayed = _in_one_range(rows, config)
+    elif not plan.split:
+        replayed = _after_prior(rows, config, _prior_ranges(prior, histories))
     else:
         replayed = _in_ranges(rows, plan, config, [] if held is None else held,
                               None if prior is None else _prior_ranges(prior, histories))
@@ -160,6 +162,32 @@ def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
         .transform(steps.running_state(config))
         .transform(steps.sequence_mark)
     )
+
+
+def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFrame:
+    """Every history in one range after what a previous audit left (``prior``: :func:`_prior_ranges`),
+    an incremental audit's usual case: the windows of :func:`_in_one_range` over one exchange, with
+    the prior's state joined in as the carry (:func:`~analytics.audit.carry.prior_carry`): no
+    aggregate of the rows is taken for it. The copies are found within the range, unless a new batch
+    may repeat one the previous audit replayed (``prior``'s earlier rows): then over those too
+    (:func:`~analytics.audit.steps.copies`)."""
+    spans, starting, running_before, earlier = prior
+    partition, producers, running = carry.prior_carry(spans, starting, running_before)
+    copies = None if earlier is None else _small(steps.copies(rows, earlier).localCheckpoint())
+    ranged = rows.withColumn(TASK, F.col(RANGE)).repartition(TASK)
+    if copies is None:
+        ranged = ranged.transform(steps.duplicate_ranges(RANGE))
+    replayed = (
+        ranged.join(_small(partition), on=[HISTORY, "crc_valid"], how="left")
+        .transform(steps.partition_facts)
+        .join(_small(producers), on=[HISTORY, carry.PRODUCER], how="left")
+        .transform(steps.producer_state)
+        .transform(steps.running_state(config))
+        .transform(steps.sequence_mark)
+        .join(_small(running), on=[HISTORY, carry.PRODUCER], how="left")
+        .transform(carry.carry_in)
+    )
+    return replayed if copies is None else replayed.join(copies, on=list(steps.ROW_KEY), how="left")
 
 
 def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: list,

@@ -182,8 +182,9 @@ def partition_facts(rows: DataFrame) -> DataFrame:
     spans = F.coalesce(F.sum(span).over(earlier), F.lit(0))
     top = F.max("last_offset").over(earlier)
     first = F.first("base_offset").over(by_partition().rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    if carried:
-        spans, top, first = spans + F.col("carry_span"), F.greatest(top, F.col("carry_top")), F.col("carry_first")
+    if carried:  # null where nothing is carried (a history new since a previous audit)
+        spans, top = spans + F.coalesce(F.col("carry_span"), F.lit(0)), F.greatest(top, F.col("carry_top"))
+        first = F.coalesce(F.col("carry_first"), first)
     overlap = F.coalesce(top - F.col("base_offset") + 1, F.lit(0))
     rows = rows.select(
         "*",
