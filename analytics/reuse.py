@@ -1,13 +1,21 @@
 """What an incremental export keeps from the previous one: the tables of the segment files that did
-not change since.
+not change since, and of the head of a segment that grew.
 
 Every export records each segment file's fingerprint in ``_export.json`` (``segment_files``: its
 size, a CRC-32 of its first and last ``EDGE_BYTES`` bytes as the task that read it took them, and
-the name its tables' Parquet files carry). An incremental export reads only the files whose fingerprint is new or different: new
-segments, the active segment that grew, a segment the cleaner rewrote; a segment retention deleted
-is simply not listed any more. The kept files' Parquet files (``batches``, ``records``: one per
-file and topic) are linked into the new export, their ``segments`` and ``parse_errors`` rows copied:
-the tables are those a full export writes, row for row.
+the name its tables' Parquet files carry). An incremental export reads only the files whose
+fingerprint is new or different: new segments, a segment the cleaner rewrote; a segment retention
+deleted is simply not listed any more. The kept files' Parquet files (``batches``, ``records``: one
+per file and topic) are linked into the new export, their ``segments`` and ``parse_errors`` rows
+copied: the tables are those a full export writes, row for row.
+
+A segment that only grew (the active one: longer now, its first bytes with the fingerprint the
+previous read took of them, and that read ended with whole valid batches) keeps the Parquet files
+of its head too, and only the bytes after it are read, into Parquet files of their own named after
+where they start (:attr:`~analytics.spark.files.FileTask.output_name`); the task counts on from the
+previous read's ``segments`` row, so the file's row is the one a read of the whole file gives. Its
+manifest entry lists its ``parts``: each read's name, the run that read it and the size it read up
+to, so that an audit can tell the rows it audited from the rows read since.
 """
 
 from __future__ import annotations
@@ -20,16 +28,43 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analytics.kafka.coordinator import TRANSACTION_STATE_TOPIC
 from analytics.kafka.fs import edge_crc, is_remote, open_file
+from analytics.kafka.model import SegmentInfo
 
 FINGERPRINT_THREADS = 16
 PER_FILE_TABLES = ("batches", "records", "transactional_ids")  # one Parquet file per segment file (and topic)
 
 
-def fingerprint(path: str) -> tuple[int, int]:
-    """(size, CRC-32 of the first and last ``EDGE_BYTES``) of a file."""
+def fingerprint(path: str, size: int | None = None) -> tuple[int, int]:
+    """(size, CRC-32 of the first and last ``EDGE_BYTES``) of a file, or of its first ``size`` bytes."""
     with open_file(path) as f:
-        return f.size, edge_crc(f)
+        return (f.size if size is None else size), edge_crc(f, size)
+
+
+def parts(entry: dict, run_id: str) -> list[dict]:
+    """The reads a manifest's ``segment_files`` entry holds the rows of: ``name``, ``read_by`` (the
+    export run; ``run_id`` where the entry does not say) and ``size`` (the bytes read up to)."""
+    return entry.get("parts") or [{"name": entry["name"], "read_by": entry.get("read_by", run_id), "size": entry["size"]}]
+
+
+def grown(previous: dict | None, files, segments: pa.Table) -> dict[str, tuple[SegmentInfo, str]]:
+    """The segments that only grew since the previous export (``segments``: its table): path -> (its
+    ``segments`` row of the previous read, the output name of its first read). A file is grown when it is longer
+    now, the previous read of it ended with whole valid batches (``ok``, every byte valid: the rest
+    starts at a batch), and its first bytes up to the previous size have the fingerprint that read
+    took. Not the coordinator's log: its ``transactional_ids`` rows are derived from a whole file."""
+    before = (previous or {}).get("segment_files") or {}
+    candidates = {f.path: f for f in files if f.path in before and f.size > before[f.path]["size"]
+                  and f.topic != TRANSACTION_STATE_TOPIC}
+    rows = {r["file"]: r for r in segments.filter(pc.is_in(segments["file"], value_set=pa.array(sorted(candidates),
+                                                                                                 pa.string()))).to_pylist()}
+    clean = [path for path, r in rows.items()
+             if r["status"] == "ok" and r["valid_bytes"] == r["size_bytes"] == before[path]["size"]]
+    with ThreadPoolExecutor(FINGERPRINT_THREADS) as pool:
+        prints = list(pool.map(lambda path: fingerprint(path, before[path]["size"]), clean))
+    return {path: (SegmentInfo(**rows[path]), before[path]["name"]) for path, now in zip(clean, prints)
+            if (before[path]["size"], before[path]["crc"]) == now}
 
 
 def unchanged(previous: dict | None, files) -> dict[str, str]:
@@ -45,16 +80,26 @@ def unchanged(previous: dict | None, files) -> dict[str, str]:
 
 
 def segment_files(segments: pa.Table, files, previous: dict | None, kept: dict[str, str],
-                  run_id: str) -> dict[str, dict]:
+                  run_id: str, grown_files: dict | None = None) -> dict[str, dict]:
     """``segment_files`` of a manifest: the fingerprint of each file read, as its task took it (a
     ``segments`` row's size and ``edge_crc``; none for a file whose read failed), and of each kept
     file, as the previous manifest holds it. ``read_by``: the export run that read the file's rows
     into Parquet (this one, ``run_id``, or for a kept file the run its rows were kept from), so that
-    an audit can tell the rows it audited from rows read since."""
+    an audit can tell the rows it audited from rows read since. A grown file (``grown_files``,
+    :func:`grown`) keeps the name of its head's read and lists its ``parts`` (:func:`parts`), the
+    rest read now the last."""
+    grown_files = grown_files or {}
     names = {f.path: f.output_name for f in files}
     prints = {path: {"read_by": previous["run_id"]} | previous["segment_files"][path] for path in kept}
     for file, size, crc in zip(*(segments[c].to_pylist() for c in ("file", "size_bytes", "edge_crc"))):
-        if crc is not None and file in names and file not in kept:
+        if crc is None or file not in names or file in kept:
+            continue
+        if file in grown_files:
+            entry = previous["segment_files"][file]
+            rest = {"name": f"{grown_files[file][1]}+{entry['size']}", "read_by": run_id, "size": size}
+            prints[file] = {"size": size, "crc": crc, "name": entry["name"], "read_by": run_id,
+                            "parts": [*parts(entry, previous["run_id"]), rest]}
+        else:
             prints[file] = {"size": size, "crc": crc, "name": names[file], "read_by": run_id}
     return dict(sorted(prints.items()))
 
@@ -64,9 +109,11 @@ def can_link(out: str) -> bool:
     return not is_remote(out)
 
 
-def link_parts(previous_out: str, staging: str, kept: dict[str, str]) -> int:
-    """Links the kept files' Parquet files of the per-file tables into ``staging``; returns how many."""
-    names = {f"part-{name}.parquet" for name in kept.values()}
+def link_parts(previous_out: str, staging: str, previous: dict, paths) -> int:
+    """Links the Parquet files of the per-file tables of every read the ``previous`` manifest holds
+    of ``paths`` (the kept files and the grown ones, :func:`parts`) into ``staging``; returns how many."""
+    names = {f"part-{p['name']}.parquet" for path in paths
+             for p in parts(previous["segment_files"][path], previous["run_id"])}
     linked = 0
     for table in PER_FILE_TABLES:
         root = Path(previous_out, table)

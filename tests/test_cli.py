@@ -123,10 +123,18 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     out.mkdir()
     (out / "_export.json").write_text(json.dumps({"input_bytes": 130, "run_id": "r2", "segment_files": {
         old: {"size": 100, "read_by": "r1"}, grown: {"size": 30, "read_by": "r2"}}}))
-    assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=True)) == 40
+    # the grown segment: only its 10 new bytes are read (the export reads on from where it stopped)
+    assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=True)) == 10
     assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=False)) == 140
     assert input_bytes(argparse.Namespace(out=str(out), incremental=True)) == 30
     assert input_bytes(argparse.Namespace(out=str(out), incremental=False)) == 130
+    (logs / "t-0" / "9.log").write_bytes(b"x" * 5)  # a new segment: read whole
+    assert input_bytes(argparse.Namespace(logdirs=[str(logs)], out=str(out), incremental=True)) == 15
+    # the audit after an export that read on in a grown segment: the bytes read since its head
+    (out / "_export.json").write_text(json.dumps({"input_bytes": 130, "run_id": "r2", "segment_files": {
+        old: {"size": 100, "read_by": "r1"}, grown: {"size": 30, "read_by": "r2", "parts": [
+            {"name": "a", "read_by": "r1", "size": 12}, {"name": "a+12", "read_by": "r2", "size": 30}]}}}))
+    assert input_bytes(argparse.Namespace(out=str(out), incremental=True)) == 18
     assert jit_options(size) == jit_options(QUICK_START_BYTES) == QUICK_START_OPTIONS
     assert jit_options(QUICK_START_BYTES + 1) == jit_options(None) == JIT_OPTIONS
 

@@ -173,7 +173,7 @@ def nights(spark, tmp_path_factory):
     out = str(root / "out")
     export(spark, [str(logs)], out, records=True)
     audit(spark, out, config)
-    seen = {}
+    seen, rests = {}, {}
     for night in (2, 3):
         if night == 2:
             for path, data in kept.items():
@@ -190,7 +190,24 @@ def nights(spark, tmp_path_factory):
                        json.loads(Path(out, "_export.json").read_text()),
                        json.loads(Path(out, "summary.json").read_text()),
                        json.loads(Path(full, "summary.json").read_text()))
-    return seen, len(kept)
+        rests[night] = _rests(out, full, seen[night][2])
+    return seen, len(kept), rests
+
+
+def _rests(out: str, full: str, manifest: dict) -> dict:
+    """Per file with several reads in OUT's export: its reads, the positions of the batches in the
+    Parquet files of the reads after the first, and of all its batches in the full export."""
+    import pyarrow.dataset as ds
+
+    def positions(folder, path, names=None):
+        files = [str(f) for f in Path(folder, "batches").rglob("part-*.parquet") if names is None or f.name in names]
+        table = ds.dataset(files, format="parquet").to_table(columns=["file", "file_position"]) if files else None
+        return sorted(p for f, p in zip(*(table.column(c).to_pylist() for c in ("file", "file_position")))
+                      if f == path) if table is not None else []
+
+    return {path: (entry["parts"], positions(out, path, {f"part-{p['name']}.parquet" for p in entry["parts"][1:]}),
+                   positions(full, path))
+            for path, entry in manifest["segment_files"].items() if "parts" in entry}
 
 
 @pytest.mark.parametrize("night", [2, 3])
@@ -211,7 +228,7 @@ def test_an_incremental_audit_sums_up_what_a_full_one_does(nights, night):
 
 
 def test_every_partition_continued_after_appends_and_all_but_the_retained_one_after_retention(nights):
-    seen, _ = nights
+    seen, *_ = nights
     histories = len(seen[2][1]["partition_state"])
     assert seen[2][3]["incremental"]["continued_histories"] == histories
     # clean-0, whose first segment retention deleted, is replayed whole
@@ -221,17 +238,33 @@ def test_every_partition_continued_after_appends_and_all_but_the_retained_one_af
 def test_the_incremental_audit_scanned_only_the_segment_files_read_since(nights):
     """Night 2 scans the new and grown segments only; night 3, after retention alone, none (clean-0
     is read whole, as a history that does not continue)."""
-    seen, grown_or_new = nights
+    seen, grown_or_new, _ = nights
     assert seen[2][3]["incremental"]["files_read"] == grown_or_new
     assert seen[3][3]["incremental"]["files_read"] == 0
 
 
 def test_the_incremental_export_read_only_the_new_and_grown_segments(nights):
-    seen, grown_or_new = nights
+    seen, grown_or_new, _ = nights
     manifest = seen[2][2]
     assert manifest["incremental"]["files_read"] == grown_or_new
     assert manifest["incremental"]["files_kept"] == manifest["files"] - grown_or_new
     assert seen[3][2]["incremental"]["files_read"] == 0  # retention only removed a file
+
+
+def test_a_grown_segment_is_read_from_where_the_previous_read_ended(nights):
+    """The active segment that grew on night 2 (idle-expiration-0's: one batch on night 1) is read
+    only after the bytes night 1 read: its manifest entry lists both reads, and the Parquet files of
+    the second hold exactly the batches after the first read's size, at their positions in the whole
+    file. On night 3 (unchanged) both reads are kept."""
+    seen, _, rests = nights
+    assert seen[2][2]["incremental"]["files_grown"] == 1
+    (path, (reads, rest, whole)), = rests[2].items()
+    assert "idle-expiration-0" in path
+    head, later = reads
+    assert head["read_by"] == seen[2][2]["incremental"]["continued_export"]
+    assert later["read_by"] == seen[2][2]["run_id"] and later["size"] == seen[2][2]["segment_files"][path]["size"]
+    assert len(whole) > 2 and rest == [p for p in whole if p >= head["size"]] == whole[1:]
+    assert seen[3][2]["incremental"]["files_grown"] == 0 and rests[3][path][:2] == (reads, rest)
 
 
 def test_every_segment_read_is_fingerprinted_by_its_task_as_the_driver_would(nights):
@@ -240,7 +273,7 @@ def test_every_segment_read_is_fingerprinted_by_its_task_as_the_driver_would(nig
     fingerprint taken apart from the files as they are on the last night."""
     from analytics import reuse
 
-    seen, _ = nights
+    seen, *_ = nights
     for night in (2, 3):
         prints = seen[night][2]["segment_files"]
         # segments rows, columns sorted by name: base_offset, batch_count, edge_crc, file, ..., size_bytes (7), ...

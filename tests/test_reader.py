@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -139,6 +140,26 @@ def test_windows_smaller_than_entries_give_the_same_rows(tmp_path):
         part = _read(tmp_path, data, window=window)
         assert part.batches.equals(whole.batches) and part.records.equals(whole.records)
         assert part.info == whole.info and part.errors == []
+
+
+@given(entries(), st.data())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_grown_segment_read_on_from_its_head_gives_the_rows_of_a_whole_read(tmp_path, expected, data):
+    """An export reads a segment that grew from where the previous read ended (its ``segments`` row,
+    ``after``): the rows are those of a whole read after that point, and the file's row and errors
+    are those of a whole read, whatever follows the head (a torn last batch included)."""
+    parts = [d for d, _ in expected]
+    cut = data.draw(st.integers(0, len(parts)))
+    torn = data.draw(st.sampled_from([b"", parts[-1][:-3] if len(parts[-1]) > 3 else b""]))
+    head = _read(tmp_path, b"".join(parts[:cut]))
+    whole_bytes = b"".join(parts) + torn
+    whole = _read(tmp_path, whole_bytes)
+    rest = _read(tmp_path, whole_bytes, after=head.info)
+    at = len(b"".join(parts[:cut]))
+    rows = whole.batches.filter(pc.greater_equal(whole.batches["file_position"], at))
+    assert rest.batches.to_pylist() == rows.to_pylist()
+    assert rest.records.to_pylist() == whole.records.to_pylist()[len(head.records):]
+    assert rest.info == whole.info and rest.errors == whole.errors
 
 
 def _three_batches() -> list[bytes]:

@@ -15,6 +15,7 @@ import pytest
 from analytics.contract import OUT_SCHEMAS, SIDECAR_TABLES
 from analytics.kafka.dumplog import dump_segment
 from analytics.kafka.logdir import read_log_dirs
+from analytics.kafka.model import SegmentInfo
 from analytics.spark.files import FileGroup, FileTask
 from analytics.spark.source import task_for
 from analytics.spark.decoders import BinarySegments, DumpLogText
@@ -31,7 +32,11 @@ def test_a_file_task_round_trips_through_pickle():
     copy = pickle.loads(pickle.dumps(task))
     assert copy == task and hash(copy) == hash(task) and copy.output_name == task.output_name
     fields = [f.name for f in dataclasses.fields(FileTask)]
-    assert fields == ["index", "path", "topic", "partition", "base_offset", "size"]
+    assert fields == ["index", "path", "topic", "partition", "base_offset", "size", "after", "after_name"]
+    # the rest of a grown segment: named after its first read and where the rest starts
+    head = SegmentInfo("orders", 3, task.path, 1234, 1000, 1000, 9, 1234, 1300, "ok", 77)
+    rest = pickle.loads(pickle.dumps(dataclasses.replace(task, size=3096, after=head, after_name=task.output_name)))
+    assert rest.after == head and rest.output_name == f"{task.output_name}+1000"
     with pytest.raises(dataclasses.FrozenInstanceError):
         task.size = 0  # type: ignore[misc]
     group = pickle.loads(pickle.dumps(FileGroup(2, [task, dataclasses.replace(task, index=8)])))

@@ -22,7 +22,7 @@ from analytics.audit.rules import Prior
 from analytics.audit.state import FILE_PRINT, fingerprint, fingerprint_sum
 from analytics.audit.steps import log_starts_of
 from analytics.contract.vocabulary import HISTORY_KEY
-from analytics.reuse import parquet_files
+from analytics.reuse import parquet_files, parts
 from analytics.spark.columns import with_log_dir
 
 KEY = list(HISTORY_KEY)
@@ -56,7 +56,8 @@ class Increment:
 class Since:
     """The ``batches`` rows of the segment files read into Parquet since the previous audit (new, or
     read again: ``files`` of them hold batches), and the files ``unchanged`` since (one column, ``file``): audited,
-    and still there as the same export run read them. A file audited but gone is neither."""
+    and still there as the same export run read them (a segment that grew since: up to the read the
+    audit saw; the rows of its later reads are among ``rows``). A file audited but gone is neither."""
     rows: DataFrame
     unchanged: DataFrame
     files: int
@@ -72,13 +73,18 @@ def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_
     if file_state is None or not segment_files or not all("read_by" in e for e in segment_files.values()):
         return None
     audited = {r["file"]: r["read_by"] for r in file_state.select("file", "read_by").collect()}
-    since = sorted(f for f, e in segment_files.items() if audited.get(f) != e["read_by"])
-    names = {f"part-{segment_files[f]['name']}.parquet" for f in since}
-    parts = [p for p in parquet_files(batches_dir) if os.path.basename(p) in names]
-    rows = (spark.read.schema(schema).option("basePath", batches_dir).parquet(*parts) if parts
+    names, same = set(), []
+    for file, entry in sorted(segment_files.items()):
+        reads = parts(entry, export_run_id)
+        runs = [p["read_by"] for p in reads]
+        if audited.get(file) in runs:  # audited as read up to that run: a grown file's later reads are new
+            same.append(file)
+            reads = reads[len(runs) - runs[::-1].index(audited[file]):]
+        names |= {f"part-{p['name']}.parquet" for p in reads}
+    found = [p for p in parquet_files(batches_dir) if os.path.basename(p) in names]
+    rows = (spark.read.schema(schema).option("basePath", batches_dir).parquet(*found) if found
             else spark.createDataFrame([], schema))
-    same = sorted(f for f, e in segment_files.items() if audited.get(f) == e["read_by"])
-    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"), len(parts))
+    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"), len(found))
 
 
 def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,

@@ -150,15 +150,23 @@ def input_bytes(args) -> int | None:
         files += [os.path.join(folder, name) for p in paths for folder, _, names in os.walk(p) for name in names
                   if not name.endswith(UNREAD)]
         sizes = {os.path.abspath(f): _size(f) for f in files}
-        if known:  # only the segments not exported as they are now
-            return sum(size for f, size in sizes.items() if f.endswith(".log") and (known.get(f) or {}).get("size") != size)
+        if known:  # only the segments not exported as they are now (a longer one: its new bytes, as it grew)
+            return sum(size - (known[f]["size"] if known.get(f, {}).get("size", size) < size else 0)
+                       for f, size in sizes.items() if f.endswith(".log") and (known.get(f) or {}).get("size") != size)
         return sum(sizes.values())
-    if known:
-        return sum(entry.get("size", 0) for entry in known.values() if entry.get("read_by") == manifest.get("run_id"))
+    if known:  # what the last export read: the files (or, of a grown one, the bytes) it read
+        return sum(entry.get("size", 0) - _read_before(entry, manifest["run_id"]) for entry in known.values()
+                   if entry.get("read_by") == manifest.get("run_id"))
     try:
         return int(manifest["input_bytes"])
     except (TypeError, KeyError, ValueError):
         return None
+
+
+def _read_before(entry: dict, run_id: str) -> int:
+    """The bytes of a segment the export run ``run_id`` did not read: a grown one's head."""
+    before = [p["size"] for p in entry.get("parts") or [] if p["read_by"] != run_id]
+    return max(before, default=0)
 
 
 def _size(path: str) -> int:

@@ -16,6 +16,7 @@ require: nothing half-written looks complete.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -33,6 +34,7 @@ from analytics.contract import EXPORT, SIDECAR_TABLES
 from analytics.contract import schemas as schema
 from analytics.errors import InputError
 from analytics.kafka.fs import is_remote, local_path
+from analytics.kafka.model import SegmentInfo
 from analytics.publish import publication
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ def export(
     rows kept (:mod:`analytics.reuse`); the tables are a full export's."""
     from analytics.spark.plan import file_errors, segment_files
     from analytics.spark.session import default_parallelism
-    from analytics.spark.tasks import SegmentExportTask, SidecarExportTask, write_rows
+    from analytics.spark.tasks import SegmentExportTask, SidecarExportTask, resumed, write_rows
 
     started = time.monotonic()
     paths = [p if is_remote(p) else os.path.abspath(local_path(p)) for p in paths]
@@ -84,16 +86,17 @@ def export(
     min_tasks = 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
     kept = _kept(previous, files)
+    grown = _grown(previous, files, kept, continue_from)
     with publication(out, EXPORT) as run:
         staging = run.path()
         errors = run.path("_parts", "parse_errors")
-        read = [f for f in files if f.path not in kept]
+        read = resumed([f for f in files if f.path not in kept], grown)
         if previous is None:
             say(f"exporting {len(files)} files, {total_bytes / 1e6:,.1f} MB, to {run.store.path()}")
         else:
-            say(f"exporting {len(read)} new or changed files of {len(files)}, "
-                f"{sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
-                f"{reuse.link_parts(continue_from, staging, kept)} Parquet files kept")
+            say(f"exporting {len(read)} new or changed files of {len(files)} ({len(grown)} of them grown: only "
+                f"their new bytes), {sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
+                f"{reuse.link_parts(continue_from, staging, previous, [*kept, *grown])} Parquet files kept")
 
         def writing_read(table: str):
             """A read of one of the data source's tables that write: tables to staging, errors to _parts."""
@@ -104,7 +107,7 @@ def export(
             write_rows(errors, "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
         # One pass over the segments: tasks write batches (and records) as Parquet, one segments row per file.
         segments = (writing_read(SegmentExportTask.table).option("records", records).option("minTasks", min_tasks)
-                    .option("skipFiles", json.dumps(sorted(kept))))
+                    .option("skipFiles", json.dumps(sorted(kept))).option("grownFiles", json.dumps({path: [dataclasses.asdict(head), name] for path, (head, name) in grown.items()})))
         with _Progress(errors, read, say):
             segments.load().repartition(1).write.parquet(run.path("segments"))
         if kept:
@@ -126,7 +129,7 @@ def export(
              "file": starts["file"]}))
         rows = {t: _count_rows(run.path(t)) for t in run.written()}
         prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), files, previous, kept,
-                                      run.run_id)
+                                      run.run_id, grown)
                   if input_format == "segments" else {})
         run.publish({
             "inputs": paths,
@@ -137,7 +140,8 @@ def export(
             "rows": rows,
             "segment_files": prints,
             "incremental": None if previous is None else {"continued_export": previous["run_id"],
-                                                          "files_read": len(read), "files_kept": len(kept)},
+                                                          "files_read": len(read), "files_kept": len(kept),
+                                                          "files_grown": len(grown)},
         })
     seconds = time.monotonic() - started
     say(f"exported {len(files)} files ({total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
@@ -166,16 +170,34 @@ def _previous(out: str, paths: list[str], input_format: str, records: bool, say)
 
 
 def _kept(previous: dict | None, files: list[FileTask]) -> dict[str, str]:
-    """The unchanged files to keep (path -> their Parquet name), less any whose Parquet name a file
+    """The unchanged files to keep (path -> their Parquet name), less any whose Parquet names a file
     read now would take."""
     kept = reuse.unchanged(previous, files) if previous else {}
+    return _clear(previous, files, kept, lambda path: path not in kept)
+
+
+def _grown(previous: dict | None, files: list[FileTask], kept: dict[str, str], out: str | None
+           ) -> dict[str, tuple[SegmentInfo, str]]:
+    """The segments that only grew since the previous export (:func:`analytics.reuse.grown`), less any
+    whose earlier Parquet names a file read whole now would take."""
+    if previous is None:
+        return {}
+    segments = _read_parts(os.path.join(out, "segments"), schema.SEGMENTS)
+    grown = reuse.grown(previous, [f for f in files if f.path not in kept], segments)
+    return _clear(previous, files, grown, lambda path: path not in kept and path not in grown)
+
+
+def _clear(previous: dict, files: list[FileTask], chosen: dict, whole: Callable[[str], bool]) -> dict:
+    """``chosen`` (path -> ...: files whose earlier Parquet files are kept) less any whose names a file
+    read whole now (``whole(path)``, as ``chosen`` shrinks) would take."""
     while True:
-        taken = {f.output_name for f in files if f.path not in kept}
-        clash = [path for path, name in kept.items() if name in taken]
+        taken = {f.output_name for f in files if whole(f.path)}
+        clash = [path for path in chosen if any(p["name"] in taken for p in
+                                                reuse.parts(previous["segment_files"][path], previous["run_id"]))]
         if not clash:
-            return kept
+            return chosen
         for path in clash:
-            del kept[path]
+            del chosen[path]
 
 
 def write_missing_tables(run, records: bool) -> None:

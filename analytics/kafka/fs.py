@@ -153,9 +153,11 @@ def list_tree(uri: str) -> list[tuple[str, bool, int]]:
     return out
 
 
-def edge_crc(source) -> int:
-    """CRC-32 of the first and last ``EDGE_BYTES`` of an open file (:func:`open_file`): with the
-    size, the fingerprint that tells an incremental export a segment did not change."""
-    head = source.read_at(0, min(source.size, EDGE_BYTES))
-    tail = source.read_at(max(0, source.size - EDGE_BYTES), min(source.size, EDGE_BYTES))
+def edge_crc(source, size: int | None = None) -> int:
+    """CRC-32 of the first and last ``EDGE_BYTES`` of an open file (:func:`open_file`), or of its
+    first ``size`` bytes: with the size, the fingerprint that tells an incremental export a segment
+    did not change (or only grew)."""
+    size = source.size if size is None else size
+    head = source.read_at(0, min(size, EDGE_BYTES))
+    tail = source.read_at(max(0, size - EDGE_BYTES), min(size, EDGE_BYTES))
     return zlib.crc32(tail, zlib.crc32(head))

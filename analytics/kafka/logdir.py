@@ -77,9 +77,13 @@ def stream_segment(
     records: bool = False,
     window: int = DEFAULT_WINDOW,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    after: SegmentInfo | None = None,
 ) -> Generator[Chunk, None, tuple[SegmentInfo, list[ParseError]]]:
     """Yield a segment's chunks; return its ``SegmentInfo`` and errors. Never raises on bad files:
-    an unreadable file is one ``unreadable`` error, a read failing half-way an error for the rest."""
+    an unreadable file is one ``unreadable`` error, a read failing half-way an error for the rest.
+    ``after``: the ``SegmentInfo`` of a read of the file's head, whole valid batches only (a
+    segment that grew since): only the bytes after it are read, and the info returned is the
+    whole file's."""
     file = str(path)
     try:
         source = open_file(file)
@@ -97,6 +101,7 @@ def stream_segment(
             records=records,
             window=window,
             max_decompressed_bytes=max_decompressed_bytes,
+            after=after,
         )
         try:
             yield from scanner

@@ -66,6 +66,7 @@ class SegmentScanner:
         records: bool = False,
         window: int = DEFAULT_WINDOW,
         max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+        after: SegmentInfo | None = None,
     ):
         if window < FRAME_HEAD_END:
             raise ValueError(f"window must be at least {FRAME_HEAD_END} bytes")
@@ -78,10 +79,13 @@ class SegmentScanner:
         self.window = window
         self.max_decompressed_bytes = max_decompressed_bytes
         self.errors: list[ParseError] = []
-        self.valid_bytes = 0
-        self.batch_count = 0
-        self.first_offset: int | None = None
-        self.last_offset: int | None = None
+        # ``after``: a read of the file's first ``after.size_bytes`` bytes, whole valid batches only
+        # (a segment that grew since): the walk goes on after them and counts on from theirs
+        self.start = 0 if after is None else after.size_bytes
+        self.valid_bytes = 0 if after is None else after.valid_bytes
+        self.batch_count = 0 if after is None else after.batch_count
+        self.first_offset: int | None = None if after is None else after.first_offset
+        self.last_offset: int | None = None if after is None else after.last_offset
         self._stopped: str | None = None
 
     # -- accounting ---------------------------------------------------------------------------
@@ -114,7 +118,7 @@ class SegmentScanner:
     # -- the walk -----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Chunk]:
         size = self.source.size
-        file_pos = 0
+        file_pos = self.start
         want = self.window
         while file_pos < size:
             buf = self.source.read_at(file_pos, min(want, size - file_pos))

@@ -56,7 +56,7 @@ class BinarySegments:
     def _stream(self, file: FileTask, records: bool) -> ChunkStream:
         info, errors = yield from stream_segment(
             file.path, topic=file.topic, partition=file.partition, base_offset=file.base_offset,
-            records=records, window=self.window, max_decompressed_bytes=self.max_decompressed_bytes)
+            records=records, window=self.window, max_decompressed_bytes=self.max_decompressed_bytes, after=file.after)
         return [info], errors
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from analytics.kafka.model import SegmentInfo
+
 
 @dataclass(frozen=True, slots=True)
 class FileTask:
@@ -23,15 +25,22 @@ class FileTask:
     topic: str  # "" for a file outside a partition folder (a log-dir checkpoint, dump-log text)
     partition: int  # -1 likewise
     base_offset: int  # from the 20-digit file name; -1 when the name carries none
-    size: int  # bytes, for packing files into groups
+    size: int  # bytes, for packing files into groups (those after ``after``, when given)
+    # a segment that grew since a previous read of its head: that read's segments row (a
+    # SegmentInfo, whole valid batches only) and the name its outputs had; only the rest is read
+    after: SegmentInfo | None = None
+    after_name: str = ""
 
     @property
     def output_name(self) -> str:
-        """A stable name for what a task writes about this file: its index and a checksum of its path.
+        """A stable name for what a task writes about this file: its index and a checksum of its path;
+        for the rest of a grown segment, the name of the read of its head and where the rest starts.
 
         >>> FileTask(3, "/logs/t-0/00000000000000000000.log", "t", 0, 0, 100).output_name
         '0000003-9ee2ab10'
         """
+        if self.after is not None:
+            return f"{self.after_name}+{self.after.size_bytes}"
         return f"{self.index:07d}-{zlib.crc32(self.path.encode()):08x}"
 
 

@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import CaseInsensitiveDict, DataSource, DataSourceReader
 
 from analytics.contract.vocabulary import SIDECAR_TABLES
+from analytics.kafka.model import SegmentInfo
 from analytics.spark.files import FileGroup, group_files
 
 if TYPE_CHECKING:
     from analytics.spark.tasks import Task
 
-WRITE_OPTIONS = ("tablesOut", "errorsOut", "records", "skipFiles")  # options of the tables that write only
+WRITE_OPTIONS = ("tablesOut", "errorsOut", "records", "skipFiles", "grownFiles")  # options of the tables that write only
 DEFAULT_TASK_BYTES = 128 * 1024 * 1024
 DEFAULT_MIN_TASKS = 2
 
@@ -97,7 +98,9 @@ def task_for(options: Mapping[str, str]) -> Task:
         if records not in ("true", "false"):
             raise ValueError(f"records must be true or false, not {records!r}")
         skip = frozenset(json.loads(options.get("skipFiles", "[]")))  # kept from the previous export
-        return SegmentExportTask(tables_out, errors_out, decoder, records=records == "true", skip=skip)
+        # grown since the previous export: path -> [the segments row of the read of its head, its name]
+        grown = {path: (SegmentInfo(**row), name) for path, (row, name) in json.loads(options.get("grownFiles", "{}")).items()}
+        return SegmentExportTask(tables_out, errors_out, decoder, records=records == "true", skip=skip, grown=grown)
     return SidecarExportTask(tables_out, errors_out)
 
 

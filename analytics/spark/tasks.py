@@ -32,7 +32,8 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -129,6 +130,8 @@ class SegmentExportTask:
     decoder: Decoder = BinarySegments()
     records: bool = False
     skip: frozenset = frozenset()  # files not to read (an incremental export keeps their tables)
+    # segments that grew: path -> (the segments row of the read of their head, its output name)
+    grown: dict = field(default_factory=dict)
     table: ClassVar[str] = "export-segments"
     schema: ClassVar[pa.Schema] = SEGMENTS
 
@@ -138,7 +141,7 @@ class SegmentExportTask:
         return f"segment-{file.output_name}.parquet"
 
     def plan(self, paths: list[str]) -> list[FileTask]:
-        return [f for f in self.decoder.plan(paths) if f.path not in self.skip]
+        return resumed([f for f in self.decoder.plan(paths) if f.path not in self.skip], self.grown)
 
     def read(self, file: FileTask) -> Iterator[pa.RecordBatch]:
         # The coordinator's log: its records are transactional_ids rows (binary segments: the text of
@@ -148,6 +151,14 @@ class SegmentExportTask:
         export_chunks(self.tables_out, self.errors_out, file.output_name, self.errors_file(file), decoded,
                       lambda: decoded.errors, records=self.records, coordinator=coordinator)
         yield segments_batch(decoded.segments)
+
+
+def resumed(files: list[FileTask], grown: dict) -> list[FileTask]:
+    """``files`` with each grown segment's task (``grown``: path -> (``SegmentInfo`` of the read of
+    its head, that read's output name)) reading only the bytes after its head."""
+    return [f if f.path not in grown else dataclasses.replace(
+        f, size=f.size - grown[f.path][0].size_bytes, after=grown[f.path][0], after_name=grown[f.path][1])
+        for f in files]
 
 
 def export_chunks(tables_out: str, errors_out: str, name: str, errors_file: str, chunks, errors_of, *,
