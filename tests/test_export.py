@@ -179,3 +179,31 @@ def test_corpus_export_equals_the_pure_reader(spark, corpus_dir, tmp_path):
     for table in ("batches", "segments", "producer_snapshots"):
         assert _rows(out, table) == _expected(tables, table), table
     assert json.loads((Path(out) / MANIFEST).read_text())["rows"]["producer_snapshots"] == len(tables.producer_snapshots)
+
+
+def test_a_small_local_export_runs_in_the_commands_own_process_and_writes_what_spark_writes(spark, tmp_path):
+    """``segaudit export`` of a small local log dir runs the data source's tasks in its own process:
+    every read happened in the command's process, with no JVM among its parents (Spark's tasks run
+    in Python workers under the JVM); the tables are those an export in Spark writes."""
+    import subprocess
+    import sys
+
+    task_log, out, in_spark = tmp_path / "tasks.jsonl", tmp_path / "out", tmp_path / "spark"
+    proc = subprocess.run([sys.executable, "-m", "analytics", "export", str(SAMPLE), "--out", str(out), "--records"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**os.environ, "SEGAUDIT_TASK_LOG": str(task_log)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reads = [json.loads(line) for line in task_log.read_text().splitlines()]
+    assert {r["table"] for r in reads} == {"export-segments", "export-sidecars"}
+    assert sorted(r["file"] for r in reads if r["table"] == "export-segments") == sorted(map(str, SAMPLE.rglob("*.log")))
+    assert len({r["pid"] for r in reads}) == 1  # one process read every file: the command's own
+    for r in reads:
+        assert "-m analytics export" in r["ancestry"][0], r["ancestry"]
+        assert not any("java" in cmdline for cmdline in r["ancestry"]), r["ancestry"]
+    export(spark, [str(SAMPLE)], str(in_spark), records=True)
+    manifests = [json.loads(Path(o, MANIFESTS[EXPORT]).read_text()) for o in (out, in_spark)]
+    assert manifests[0]["rows"] == manifests[1]["rows"] and manifests[0]["rows"]["batches"] > 0
+    for table in sorted(manifests[1]["rows"]):
+        got, want = (pq.read_table(Path(o, table)) for o in (out, in_spark))
+        columns = sorted(c for c in want.column_names if c in got.column_names)
+        assert sorted(map(repr, got.select(columns).to_pylist())) == sorted(map(repr, want.select(columns).to_pylist())), table

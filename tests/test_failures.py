@@ -129,7 +129,8 @@ def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig
     """A real process, a real signal once the stage has started staging: one line, exit 130/143,
     and every byte under OUT as it was."""
     before = snapshot(one_audit)
-    args = {"export": ["export", str(REPO / "data" / "mixed"), "--out", one_audit],
+    # the export in Spark (a small local one runs in the command's process, too fast to interrupt)
+    args = {"export": ["export", str(REPO / "data" / "mixed"), "--out", one_audit, "--master", "local[2]"],
             "audit": ["audit", one_audit, "--no-history"],
             "run": ["run", str(REPO / "data" / "mixed"), "--out", one_audit, "--no-history"]}.get(
         command, [command, one_audit])

@@ -17,6 +17,7 @@ from analytics.cli.options import (
     check_profile,
     cluster_options,
     history_options,
+    in_process,
     spark_session,
     validation_config,
 )
@@ -106,7 +107,8 @@ def export(args) -> int:
     _inputs_exist(args.logdirs)
     live = cluster_options(args)
     _cluster_answers(args.logdirs, live)
-    result = pipeline.export(spark_session(args), args.logdirs, args.out, records=args.records,
+    spark = None if in_process(args) else spark_session(args)
+    result = pipeline.export(spark, args.logdirs, args.out, records=args.records,
                              input_format=args.input_format, progress=progress, incremental=args.incremental,
                              cluster=live)
     print(render_table(["table", "rows"], sorted(result.rows.items())))

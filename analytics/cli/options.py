@@ -122,6 +122,26 @@ def spark_session(args):
     return session
 
 
+# An export of a local input up to this size runs the data source's tasks in the command's own
+# process, without a JVM: starting Spark and its Python workers costs some 10 s, reading 64 MiB of
+# segments about half a second.
+IN_PROCESS_BYTES = 64 * 1024 * 1024
+
+
+def in_process(args) -> bool:
+    """Whether ``export`` runs without Spark: no master or Spark Connect named (nor a session made by
+    spark-submit or already active), and local inputs of known size up to ``IN_PROCESS_BYTES``
+    (for ``--incremental``, what is new since the export in OUT)."""
+    from pyspark.sql import SparkSession
+
+    if args.master or args.remote or "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ:
+        return False
+    if SparkSession.getActiveSession() is not None:
+        return False
+    size = input_bytes(args)
+    return size is not None and size <= IN_PROCESS_BYTES
+
+
 # a broker's offset and time indexes, which the export does not read (an active segment's are
 # preallocated, 10 MiB each by default, whatever the segment holds)
 UNREAD = (".index", ".timeindex")

@@ -69,11 +69,15 @@ def export(
 ) -> ExportResult:
     """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written.
 
+    ``spark`` None: the data source's tasks run one after the other in this process, without a JVM
+    (for a small local input, where starting Spark costs far more than the reading).
+
     ``continue_from``: the OUT holding an export to continue (``out`` itself, or the published OUT
     of a run staged elsewhere): only the segment files new or changed since are read, the others'
     rows kept (:mod:`analytics.reuse`); the tables are a full export's."""
     from analytics.spark.plan import file_errors, segment_files
     from analytics.spark.session import default_parallelism
+    from analytics.spark.source import in_process
     from analytics.spark.tasks import SegmentExportTask, SidecarExportTask, resumed, write_rows
 
     started = time.monotonic()
@@ -83,7 +87,7 @@ def export(
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
     total_bytes = sum(f.size for f in files)
     say = progress or (lambda _msg: None)
-    min_tasks = 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
+    min_tasks = 0 if spark is None else 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
     kept = _kept(previous, files)
     grown = _grown(previous, files, kept, continue_from)
@@ -98,24 +102,34 @@ def export(
                 f"their new bytes), {sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
                 f"{reuse.link_parts(continue_from, staging, previous, [*kept, *grown])} Parquet files kept")
 
-        def writing_read(table: str):
-            """A read of one of the data source's tables that write: tables to staging, errors to _parts."""
-            return (spark.read.format("kafka-segments").option("table", table).option("inputFormat", input_format)
-                    .option("paths", json.dumps(paths)).option("tablesOut", staging).option("errorsOut", errors))
+        def writing(table: str, **more: str) -> dict[str, str]:
+            """The options of a read of one of the data source's tables that write: tables to
+            staging, errors to _parts."""
+            return {"table": table, "inputFormat": input_format, "paths": json.dumps(paths), "tablesOut": staging,
+                    "errorsOut": errors, **more}
 
         if input_format == "segments":
             write_rows(errors, "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
         # One pass over the segments: tasks write batches (and records) as Parquet, one segments row per file.
-        segments = (writing_read(SegmentExportTask.table).option("records", records).option("minTasks", min_tasks)
-                    .option("skipFiles", json.dumps(sorted(kept))).option("grownFiles", json.dumps({path: [dataclasses.asdict(head), name] for path, (head, name) in grown.items()})))
+        segments = writing(SegmentExportTask.table, records=str(records).lower(), skipFiles=json.dumps(sorted(kept)),
+                           grownFiles=json.dumps({path: [dataclasses.asdict(head), name]
+                                                  for path, (head, name) in grown.items()}))
         with _Progress(errors, read, say):
-            segments.load().repartition(1).write.parquet(run.path("segments"))
+            if spark is None:
+                _write_small(run.path("segments"), pa.Table.from_batches(in_process(segments), schema.SEGMENTS))
+            else:
+                spark.read.format("kafka-segments").options(**segments, minTasks=str(min_tasks)).load() \
+                    .repartition(1).write.parquet(run.path("segments"))
         if kept:
             pq.write_table(reuse.kept_rows(continue_from, "segments", kept, schema.SEGMENTS),
                            run.path("segments", "part-kept.parquet"))
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
-            sidecars = writing_read(SidecarExportTask.table).option("minTasks", 1)
-            sidecars.load().write.format("noop").mode("overwrite").save()
+            sidecars = writing(SidecarExportTask.table)
+            if spark is None:
+                in_process(sidecars)
+            else:
+                spark.read.format("kafka-segments").options(**sidecars, minTasks="1").load() \
+                    .write.format("noop").mode("overwrite").save()
         write_missing_tables(run, records)
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
         parse_errors = _read_parts(errors, schema.PARSE_ERRORS)

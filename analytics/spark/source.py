@@ -171,6 +171,20 @@ class KafkaSegmentsReader(DataSourceReader):
             yield from self.task.read(file)
 
 
+def in_process(options: dict[str, str]) -> list:
+    """The rows (Arrow record batches) of a read of this source with ``options``, its tasks run one
+    after the other in this process instead of in Spark's: the same task type, the same files
+    written (an export of a small local input, without a JVM)."""
+    from analytics.spark.tasks import log_task
+
+    task = task_for(options)
+    rows = []
+    for file in task.plan(parse_paths(options["paths"])):
+        log_task(file, task.table)
+        rows += task.read(file)
+    return rows
+
+
 def _required(options: Mapping[str, str], table: str, name: str) -> str:
     value = options.get(name)
     if not value:
