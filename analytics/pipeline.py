@@ -171,12 +171,14 @@ class RunResult:
 def run(spark, paths: list[str], out: str, config: AuditConfig, validation: ValidationConfig | None = None, *,
         records: bool = True, input_format: str = "segments", history: str | None = None,
         prometheus_file: str | None = None, progress: Progress | None = None, incremental: bool = False,
-        cluster: dict | None = None) -> RunResult:
+        cluster: dict | None = None, export_in_process: bool = False) -> RunResult:
     """The main job: export (with records), audit, validate and report, in one Spark application,
     published as one unit (:func:`analytics.publish.unit`): until all four are done, ``OUT`` keeps
     its previous complete set. The history and the Prometheus file get this run once it is published.
     ``incremental``: the export and the audit continue the ones in ``OUT`` (:func:`export`, :func:`audit`);
-    ``cluster``: the options of a live cluster's export (:func:`export`)."""
+    ``cluster``: the options of a live cluster's export (:func:`export`); ``export_in_process``: the
+    export runs its tasks in this process, without Spark (for a small local input, where Spark's
+    Python workers cost far more than the reading: :func:`analytics.export.export`)."""
     from pyspark.sql import functions as F
 
     from analytics.audit.job import audit as audit_stage
@@ -186,7 +188,7 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     started = time.monotonic()
     _import_beside("great_expectations")  # the validation's library, loaded while Spark exports and audits
     with unit(out) as staged:
-        exported = export(spark, paths, staged.out, records=records, input_format=input_format, progress=say,
+        exported = export(None if export_in_process else spark, paths, staged.out, records=records, input_format=input_format, progress=say,
                           continue_from=out if incremental else None, cluster=cluster)
         say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
         audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)

@@ -57,8 +57,7 @@ def grown(previous: dict | None, files, segments: pa.Table) -> dict[str, tuple[S
     before = (previous or {}).get("segment_files") or {}
     candidates = {f.path: f for f in files if f.path in before and f.size > before[f.path]["size"]
                   and f.topic != TRANSACTION_STATE_TOPIC}
-    rows = {r["file"]: r for r in segments.filter(pc.is_in(segments["file"], value_set=pa.array(sorted(candidates),
-                                                                                                 pa.string()))).to_pylist()}
+    rows = {r["file"]: r for r in of_files(segments, candidates).to_pylist()}
     clean = [path for path, r in rows.items()
              if r["status"] == "ok" and r["valid_bytes"] == r["size_bytes"] == before[path]["size"]]
     with ThreadPoolExecutor(FINGERPRINT_THREADS) as pool:
@@ -79,24 +78,24 @@ def unchanged(previous: dict | None, files) -> dict[str, str]:
             if (before[f.path]["size"], before[f.path]["crc"]) == now}
 
 
-def segment_files(segments: pa.Table, files, previous: dict | None, kept: dict[str, str],
-                  run_id: str, grown_files: dict | None = None) -> dict[str, dict]:
-    """``segment_files`` of a manifest: the fingerprint of each file read, as its task took it (a
-    ``segments`` row's size and ``edge_crc``; none for a file whose read failed), and of each kept
-    file, as the previous manifest holds it. ``read_by``: the export run that read the file's rows
-    into Parquet (this one, ``run_id``, or for a kept file the run its rows were kept from), so that
-    an audit can tell the rows it audited from rows read since. A grown file (``grown_files``,
-    :func:`grown`) keeps the name of its head's read and lists its ``parts`` (:func:`parts`), the
-    rest read now the last."""
-    grown_files = grown_files or {}
-    names = {f.path: f.output_name for f in files}
+def segment_files(segments: pa.Table, read, previous: dict | None, kept: dict[str, str],
+                  run_id: str) -> dict[str, dict]:
+    """``segment_files`` of a manifest: the fingerprint of each file read (``read``: the export's
+    :class:`~analytics.spark.files.FileTask`), as its task took it (a ``segments`` row's size and
+    ``edge_crc``; none for a file whose read failed), and of each kept file, as the previous manifest
+    holds it. ``read_by``: the export run that read the file's rows into Parquet (this one,
+    ``run_id``, or for a kept file the run its rows were kept from), so that an audit can tell the
+    rows it audited from rows read since. A grown file (a task reading on ``after`` its head) keeps
+    the name of its head's read and lists its ``parts`` (:func:`parts`), the rest read now the last."""
+    names = {f.path: f.output_name for f in read}
+    grown_files = {f.path for f in read if f.after is not None}
     prints = {path: {"read_by": previous["run_id"]} | previous["segment_files"][path] for path in kept}
     for file, size, crc in zip(*(segments[c].to_pylist() for c in ("file", "size_bytes", "edge_crc"))):
         if crc is None or file not in names or file in kept:
             continue
         if file in grown_files:
             entry = previous["segment_files"][file]
-            rest = {"name": f"{grown_files[file][1]}+{entry['size']}", "read_by": run_id, "size": size}
+            rest = {"name": names[file], "read_by": run_id, "size": size}
             prints[file] = {"size": size, "crc": crc, "name": entry["name"], "read_by": run_id,
                             "parts": [*parts(entry, previous["run_id"]), rest]}
         else:
@@ -154,5 +153,9 @@ def kept_rows(previous_out: str, table: str, kept: dict[str, str], schema: pa.Sc
     files = parquet_files(os.path.join(previous_out, table))
     if not files or not kept:
         return schema.empty_table()
-    rows = pa.concat_tables([pq.read_table(f, schema=schema) for f in files])
-    return rows.filter(pc.is_in(rows["file"], value_set=pa.array(sorted(kept))))
+    return of_files(pa.concat_tables([pq.read_table(f, schema=schema) for f in files]), kept)
+
+
+def of_files(rows: pa.Table, files) -> pa.Table:
+    """The ``rows`` whose ``file`` is one of ``files``."""
+    return rows.filter(pc.is_in(rows["file"], value_set=pa.array(sorted(files), pa.string())))

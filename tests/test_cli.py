@@ -138,12 +138,16 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     assert jit_options(size) == jit_options(QUICK_START_BYTES) == QUICK_START_OPTIONS
     assert jit_options(QUICK_START_BYTES + 1) == jit_options(None) == JIT_OPTIONS
 
-    # the options reach the JVM: a fresh process's session over the sample runs C1 alone
+    # the options reach the JVM: a fresh process's session over the sample runs C1 alone, with the
+    # code cache of C1 and C2 (C1's own, 48 MiB, fills up in a whole run, and then HotSpot stops compiling)
     probe = ("import argparse, sys\n"
              "from analytics.cli.options import spark_session\n"
              "args = argparse.Namespace(logdirs=[sys.argv[1]], out=None, master=None, remote=None, conf=[])\n"
-             "jvm = spark_session(args).sparkContext._jvm\n"
-             "print(' '.join(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))\n")
+             "factory = spark_session(args).sparkContext._jvm.java.lang.management.ManagementFactory\n"
+             "print(' '.join(factory.getRuntimeMXBean().getInputArguments()))\n"
+             "print(sum(p.getUsage().getMax() for p in factory.getMemoryPoolMXBeans() if 'Code' in p.getName()))\n")
     proc = subprocess.run([sys.executable, "-c", probe, str(sample)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert QUICK_START_OPTIONS in proc.stdout.split() and JIT_OPTIONS not in proc.stdout.split()
+    arguments, code_cache = proc.stdout.splitlines()[-2:]
+    assert set(QUICK_START_OPTIONS.split()) <= set(arguments.split()) and JIT_OPTIONS not in arguments.split()
+    assert int(code_cache) >= 240 * 1024 * 1024

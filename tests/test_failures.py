@@ -125,17 +125,18 @@ def test_a_missing_out_says_it_is_missing(tmp_path, capsys):
     ("export", signal.SIGINT, 130), ("audit", signal.SIGTERM, 143),
     ("validate", signal.SIGINT, 130), ("report", signal.SIGTERM, 143), ("run", signal.SIGINT, 130),
 ])
-def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig, code):
+def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig, code, tmp_path):
     """A real process, a real signal once the stage has started staging: one line, exit 130/143,
-    and every byte under OUT as it was."""
-    before = snapshot(one_audit)
+    and every byte under OUT as it was. (``run`` of the small sample exports in its own process.)"""
+    before, task_log = snapshot(one_audit), tmp_path / "tasks.jsonl"
     # the export in Spark (a small local one runs in the command's process, too fast to interrupt)
     args = {"export": ["export", str(REPO / "data" / "mixed"), "--out", one_audit, "--master", "local[2]"],
             "audit": ["audit", one_audit, "--no-history"],
             "run": ["run", str(REPO / "data" / "mixed"), "--out", one_audit, "--no-history"]}.get(
         command, [command, one_audit])
-    process = subprocess.Popen([sys.executable, "-m", "analytics", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    process = subprocess.Popen([sys.executable, "-m", "analytics", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO,
+                               env={**os.environ, "SEGAUDIT_TASK_LOG": str(task_log)})
     deadline = time.monotonic() + 180
     # run stages all four stages in one folder: its signal comes once the audit (the second) has started
     staging = ".staging-run-*/.staging-audit-*" if command == "run" else f".staging-{command}-*"
@@ -149,6 +150,10 @@ def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig
     line = one_line(err)
     assert "interrupted" in line and command in line and "previous complete run" in line
     assert snapshot(one_audit) == before
+    if command == "run":  # every segment was read before the audit started, by the command's own process
+        reads = [json.loads(line) for line in task_log.read_text().splitlines()]
+        assert len([r for r in reads if r["table"] == "export-segments"]) == len(list((REPO / "data" / "mixed").rglob("*.log")))
+        assert {r["pid"] for r in reads} == {process.pid}
 
 
 def test_a_signal_whose_exception_python_drops_still_publishes_nothing(tmp_path, capsys):

@@ -147,9 +147,10 @@ def run(args) -> int:
     _cluster_answers(args.logdirs, live)
     from analytics import pipeline
 
+    small = in_process(args)  # asked before the session exists
     result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,
                           input_format=args.input_format, progress=progress, incremental=args.incremental,
-                          cluster=live, **history_options(args))
+                          cluster=live, export_in_process=small, **history_options(args))
     audited = result.audited
     print(f"{BROKER_QUESTION} (severity per batch)")
     print(render_table(["", "count"], [

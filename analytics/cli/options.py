@@ -129,9 +129,9 @@ IN_PROCESS_BYTES = 64 * 1024 * 1024
 
 
 def in_process(args) -> bool:
-    """Whether ``export`` runs without Spark: no master or Spark Connect named (nor a session made by
-    spark-submit or already active), and local inputs of known size up to ``IN_PROCESS_BYTES``
-    (for ``--incremental``, what is new since the export in OUT)."""
+    """Whether ``export`` (or the export of ``run``) runs without Spark: no master or Spark Connect
+    named (nor a session made by spark-submit or already active), and local inputs of known size up
+    to ``IN_PROCESS_BYTES`` (for ``--incremental``, what is new since the export in OUT)."""
     from pyspark.sql import SparkSession
 
     if args.master or args.remote or "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ:
@@ -170,9 +170,8 @@ def input_bytes(args) -> int | None:
         files += [os.path.join(folder, name) for p in paths for folder, _, names in os.walk(p) for name in names
                   if not name.endswith(UNREAD)]
         sizes = {os.path.abspath(f): _size(f) for f in files}
-        if known:  # only the segments not exported as they are now (a longer one: its new bytes, as it grew)
-            return sum(size - (known[f]["size"] if known.get(f, {}).get("size", size) < size else 0)
-                       for f, size in sizes.items() if f.endswith(".log") and (known.get(f) or {}).get("size") != size)
+        if known:  # only the segments not exported as they are now
+            return sum(_unread(size, known.get(f)) for f, size in sizes.items() if f.endswith(".log"))
         return sum(sizes.values())
     if known:  # what the last export read: the files (or, of a grown one, the bytes) it read
         return sum(entry.get("size", 0) - _read_before(entry, manifest["run_id"]) for entry in known.values()
@@ -181,6 +180,18 @@ def input_bytes(args) -> int | None:
         return int(manifest["input_bytes"])
     except (TypeError, KeyError, ValueError):
         return None
+
+
+def _unread(size: int, entry: dict | None) -> int:
+    """The bytes of a segment of ``size`` an incremental export reads, given the previous export's
+    ``segment_files`` entry of it: none of an unchanged one, the new bytes of a longer one (as it
+    grew), all of a new or shorter one.
+
+    >>> _unread(100, {"size": 100}), _unread(150, {"size": 100}), _unread(80, {"size": 100}), _unread(80, None)
+    (0, 50, 80, 80)
+    """
+    before = (entry or {}).get("size")
+    return size - before if before is not None and before <= size else size
 
 
 def _read_before(entry: dict, run_id: str) -> int:

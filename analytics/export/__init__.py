@@ -89,8 +89,9 @@ def export(
     say = progress or (lambda _msg: None)
     min_tasks = 0 if spark is None else 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
+    before = None if previous is None else _read_parts(os.path.join(continue_from, "segments"), schema.SEGMENTS)
     kept = _kept(previous, files)
-    grown = _grown(previous, files, kept, continue_from)
+    grown = _grown(previous, files, kept, before)
     with publication(out, EXPORT) as run:
         staging = run.path()
         errors = run.path("_parts", "parse_errors")
@@ -121,7 +122,7 @@ def export(
                 spark.read.format("kafka-segments").options(**segments, minTasks=str(min_tasks)).load() \
                     .repartition(1).write.parquet(run.path("segments"))
         if kept:
-            pq.write_table(reuse.kept_rows(continue_from, "segments", kept, schema.SEGMENTS),
+            pq.write_table(reuse.of_files(before, kept),
                            run.path("segments", "part-kept.parquet"))
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
             sidecars = writing(SidecarExportTask.table)
@@ -142,8 +143,8 @@ def export(
             {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
              "file": starts["file"]}))
         rows = {t: _count_rows(run.path(t)) for t in run.written()}
-        prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), files, previous, kept,
-                                      run.run_id, grown)
+        prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), read, previous, kept,
+                                      run.run_id)
                   if input_format == "segments" else {})
         run.publish({
             "inputs": paths,
@@ -190,13 +191,12 @@ def _kept(previous: dict | None, files: list[FileTask]) -> dict[str, str]:
     return _clear(previous, files, kept, lambda path: path not in kept)
 
 
-def _grown(previous: dict | None, files: list[FileTask], kept: dict[str, str], out: str | None
+def _grown(previous: dict | None, files: list[FileTask], kept: dict[str, str], segments: pa.Table | None
            ) -> dict[str, tuple[SegmentInfo, str]]:
-    """The segments that only grew since the previous export (:func:`analytics.reuse.grown`), less any
-    whose earlier Parquet names a file read whole now would take."""
+    """The segments that only grew since the previous export (:func:`analytics.reuse.grown`; ``segments``:
+    its table), less any whose earlier Parquet names a file read whole now would take."""
     if previous is None:
         return {}
-    segments = _read_parts(os.path.join(out, "segments"), schema.SEGMENTS)
     grown = reuse.grown(previous, [f for f in files if f.path not in kept], segments)
     return _clear(previous, files, grown, lambda path: path not in kept and path not in grown)
 
