@@ -101,7 +101,15 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     import argparse
 
     from analytics.cli.options import input_bytes
-    from analytics.spark.session import JIT_OPTIONS, QUICK_START_BYTES, QUICK_START_OPTIONS, jit_options
+    from analytics.spark.session import (
+        INTERPRETED_BYTES,
+        INTERPRETED_CONF,
+        JIT_OPTIONS,
+        QUICK_START_BYTES,
+        QUICK_START_OPTIONS,
+        evaluation_conf,
+        jit_options,
+    )
 
     sample = REPO / "data" / "mixed"
     size = sum(f.stat().st_size for f in sample.rglob("*") if f.is_file())
@@ -145,9 +153,13 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
              "args = argparse.Namespace(logdirs=[sys.argv[1]], out=None, master=None, remote=None, conf=[])\n"
              "factory = spark_session(args).sparkContext._jvm.java.lang.management.ManagementFactory\n"
              "print(' '.join(factory.getRuntimeMXBean().getInputArguments()))\n"
-             "print(sum(p.getUsage().getMax() for p in factory.getMemoryPoolMXBeans() if 'Code' in p.getName()))\n")
+             "print(sum(p.getUsage().getMax() for p in factory.getMemoryPoolMXBeans() if 'Code' in p.getName()))\n"
+             "from pyspark.sql import SparkSession\n"
+             "print(SparkSession.getActiveSession().conf.get('spark.sql.codegen.factoryMode'))\n")
     proc = subprocess.run([sys.executable, "-c", probe, str(sample)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    arguments, code_cache = proc.stdout.splitlines()[-2:]
+    arguments, code_cache, factory_mode = proc.stdout.splitlines()[-3:]
     assert set(QUICK_START_OPTIONS.split()) <= set(arguments.split()) and JIT_OPTIONS not in arguments.split()
     assert int(code_cache) >= 240 * 1024 * 1024
+    assert factory_mode == INTERPRETED_CONF["spark.sql.codegen.factoryMode"]  # the sample is tiny: no generated code
+    assert evaluation_conf(INTERPRETED_BYTES) == INTERPRETED_CONF and evaluation_conf(INTERPRETED_BYTES + 1) == {}

@@ -115,7 +115,8 @@ def spark_session(args):
             raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
     try:
-        session = get_spark(args.master, remote=args.remote, conf=conf, input_bytes=input_bytes(args))
+        session = get_spark(args.master, remote=args.remote, conf=conf, input_bytes=input_bytes(args),
+                            whole_input=not getattr(args, "incremental", False))
     except JavaMissing as exc:
         raise UsageError(str(exc)) from exc
     signals.install()  # again: the new SparkContext put PySpark's own SIGINT handler in place

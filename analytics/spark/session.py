@@ -64,6 +64,28 @@ def jit_options(input_bytes: int | None) -> str:
     return JIT_OPTIONS
 
 
+# Catalyst generates Java for every operator and expression of a query, which Janino compiles; a cold
+# JVM auditing a tiny log spends more time compiling that code than running it (the bundled sample,
+# 0.1 MB: the audit 33.5 s with it, 24.8 s without). Up to this much input a new local session
+# evaluates interpreted instead: operators one by one, expressions by Spark's interpreted evaluators
+# (the path Spark falls back to when generated code fails to compile; Spark's expression tests check
+# both). By 4 MiB (30k batches) the two cost the same, at 17 MiB generated code is 15 s faster, and
+# an incremental audit, which joins its few new batches with the tables of the whole log, is slower
+# interpreted (docs/benchmarks.md).
+INTERPRETED_BYTES = 1024 * 1024
+INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def evaluation_conf(input_bytes: int | None) -> dict[str, str]:
+    """The Spark configuration of how a new local session that will read about ``input_bytes`` (None:
+    unknown) evaluates queries: interpreted up to ``INTERPRETED_BYTES``, else Spark's defaults.
+
+    >>> evaluation_conf(0) == INTERPRETED_CONF, evaluation_conf(None), evaluation_conf(INTERPRETED_BYTES + 1)
+    (True, {}, {})
+    """
+    return dict(INTERPRETED_CONF) if input_bytes is not None and input_bytes <= INTERPRETED_BYTES else {}
+
+
 SCAN_SPLITS = "spark.sql.files.minPartitionNum"
 
 # The audit's join back (``analytics.audit.steps.join_back``) hashes both sides by (history,
@@ -77,10 +99,12 @@ CO_PARTITION_ON_KEY_PREFIX = ("spark.sql.requireAllClusterKeysForCoPartition", "
 
 
 def get_spark(master: str | None = None, *, remote: str | None = None, app_name: str = "segaudit", conf: dict | None = None,
-              input_bytes: int | None = None):
+              input_bytes: int | None = None, whole_input: bool = True):
     """The active session if there is one, else a new one (``local[*]`` unless told otherwise).
     ``input_bytes``, the size of what the session will read when known, picks a new local JVM's
-    compiler (:func:`jit_options`)."""
+    compiler (:func:`jit_options`) and, when it is the whole of the input (``whole_input``; not the
+    new segments of an incremental run, which joins them with the tables of the whole log), how the
+    session evaluates queries (:func:`evaluation_conf`)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -108,6 +132,8 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             # each reader holds two 1 MiB buffers, which alone exhausted a 1 GiB local-mode driver auditing
             # 10M batches. Without it the same audit completes (docs/benchmarks.md).
             builder = builder.config("spark.unsafe.sorter.spill.read.ahead.enabled", "false")
+            for key, value in evaluation_conf(input_bytes if local and whole_input else None).items():
+                builder = builder.config(key, value)
         builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
     builder = builder.config(*CO_PARTITION_ON_KEY_PREFIX)
     for key, value in (conf or {}).items():
