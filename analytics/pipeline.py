@@ -188,7 +188,8 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     started = time.monotonic()
     _import_beside("great_expectations")  # the validation's library, loaded while Spark exports and audits
     with unit(out) as staged:
-        exported = export(None if export_in_process else spark, paths, staged.out, records=records, input_format=input_format, progress=say,
+        exporter = None if export_in_process else spark
+        exported = export(exporter, paths, staged.out, records=records, input_format=input_format, progress=say,
                           continue_from=out if incremental else None, cluster=cluster)
         say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
         audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)

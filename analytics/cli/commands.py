@@ -18,6 +18,7 @@ from analytics.cli.options import (
     cluster_options,
     history_options,
     in_process,
+    input_bytes,
     spark_session,
     validation_config,
 )
@@ -107,7 +108,8 @@ def export(args) -> int:
     _inputs_exist(args.logdirs)
     live = cluster_options(args)
     _cluster_answers(args.logdirs, live)
-    spark = None if in_process(args) else spark_session(args)
+    size = input_bytes(args)
+    spark = None if in_process(args, size) else spark_session(args, size)
     result = pipeline.export(spark, args.logdirs, args.out, records=args.records,
                              input_format=args.input_format, progress=progress, incremental=args.incremental,
                              cluster=live)
@@ -147,8 +149,9 @@ def run(args) -> int:
     _cluster_answers(args.logdirs, live)
     from analytics import pipeline
 
-    small = in_process(args)  # asked before the session exists
-    result = pipeline.run(spark_session(args), args.logdirs, args.out, config, validation, records=args.records,
+    size = input_bytes(args)  # measured once, before the session exists
+    small = in_process(args, size)
+    result = pipeline.run(spark_session(args, size), args.logdirs, args.out, config, validation, records=args.records,
                           input_format=args.input_format, progress=progress, incremental=args.incremental,
                           cluster=live, export_in_process=small, **history_options(args))
     audited = result.audited

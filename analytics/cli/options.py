@@ -104,8 +104,12 @@ def add_spark_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
 
 
-def spark_session(args):
-    """The Spark session the options ask for (local mode by default)."""
+UNKNOWN = object()  # input_bytes not yet measured
+
+
+def spark_session(args, size=UNKNOWN):
+    """The Spark session the options ask for (local mode by default), sized for ``size`` bytes of
+    input (``input_bytes(args)`` unless the caller measured it already)."""
     from analytics.spark.session import JavaMissing, get_spark
 
     conf = {}
@@ -114,8 +118,10 @@ def spark_session(args):
         if not sep:
             raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
+    if size is UNKNOWN:
+        size = input_bytes(args)
     try:
-        session = get_spark(args.master, remote=args.remote, conf=conf, input_bytes=input_bytes(args),
+        session = get_spark(args.master, remote=args.remote, conf=conf, input_bytes=size,
                             whole_input=not getattr(args, "incremental", False))
     except JavaMissing as exc:
         raise UsageError(str(exc)) from exc
@@ -129,17 +135,17 @@ def spark_session(args):
 IN_PROCESS_BYTES = 64 * 1024 * 1024
 
 
-def in_process(args) -> bool:
+def in_process(args, size: int | None) -> bool:
     """Whether ``export`` (or the export of ``run``) runs without Spark: no master or Spark Connect
     named (nor a session made by spark-submit or already active), and local inputs of known size up
-    to ``IN_PROCESS_BYTES`` (for ``--incremental``, what is new since the export in OUT)."""
+    to ``IN_PROCESS_BYTES`` (``size``, from ``input_bytes``: for ``--incremental``, what is new since the
+    export in OUT)."""
     from pyspark.sql import SparkSession
 
     if args.master or args.remote or "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ:
         return False
     if SparkSession.getActiveSession() is not None:
         return False
-    size = input_bytes(args)
     return size is not None and size <= IN_PROCESS_BYTES
 
 
