@@ -86,7 +86,7 @@ def test_the_same_partition_in_two_log_dirs_is_replayed_apart(spark, tmp_path):
     a = generate(tmp_path / "a" / "logs", "clean", seed=1)
     b = generate(tmp_path / "b" / "logs", "clean", seed=1)  # same producer ids, same sequences
     out = str(tmp_path / "out")
-    export(spark, [str(a.log_dir), str(b.log_dir)], out)
+    export(None, [str(a.log_dir), str(b.log_dir)], out)
     audit(spark, out, load_config(None))
     verdicts = pq.read_table(os.path.join(out, "batch_verdicts")).to_pylist()
     assert len(verdicts) == 2 * a.batches and {v["verdict"] for v in verdicts} == {"OK"}
@@ -95,10 +95,8 @@ def test_the_same_partition_in_two_log_dirs_is_replayed_apart(spark, tmp_path):
 
 
 @pytest.mark.corpus
-def test_the_corpus_has_no_violation_and_ksqldb_command_topics_bump_and_commit(spark, corpus_dir, tmp_path):
-    out = str(tmp_path / "out")
-    export(spark, [str(corpus_dir)], out)
-    summary = audit(spark, out, load_config(None))
+def test_the_corpus_has_no_violation_and_ksqldb_command_topics_bump_and_commit(corpus_audited):
+    summary, out = corpus_audited
     assert summary.severities["violation"] == 0 and summary.severities["explained"] == 0
     rows = pq.read_table(os.path.join(out, "batch_verdicts")).to_pylist()
     ksql = [r for r in rows if r["topic"].startswith("_confluent-ksql-") and r["topic"].endswith("command_topic")]
@@ -152,10 +150,8 @@ def test_snapshot_checks_report_an_expired_producer(audited):
 
 
 @pytest.mark.corpus
-def test_corpus_snapshots_match_the_replay_except_the_ticks_partitions(spark, corpus_dir, tmp_path):
-    out = str(tmp_path / "out")
-    export(spark, [str(corpus_dir)], out)
-    audit(spark, out, load_config(None))
+def test_corpus_snapshots_match_the_replay_except_the_ticks_partitions(corpus_audited):
+    _, out = corpus_audited
     checks = pq.read_table(os.path.join(out, "snapshot_checks")).to_pylist()
     disagree = {c["topic"] for c in checks if c["status"] != "match"}
     assert disagree and all(t.startswith("ticks.") for t in disagree)

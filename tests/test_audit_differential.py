@@ -273,9 +273,13 @@ def test_before_kip360_the_expiry_point_is_a_restart_at_zero(spark, profile):
     assert got[("at-zero", 6)] == "producer_expiration" and got[("at-zero", 8)] == "producer_expiration"
 
 
+GENERATED_CONF = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
 def test_interpreted_evaluation_gives_the_tables_generated_code_gives(spark, tmp_path):
     """A small local session evaluates without generated code (``session.INTERPRETED_CONF``): the
-    bundled sample, every anomaly in it, audited either way gives the same tables, row for row."""
+    bundled sample, every anomaly in it, audited either way gives the same tables, row for row. (The
+    test session itself evaluates interpreted: ``conftest.spark``.)"""
     import shutil
     from pathlib import Path
 
@@ -291,9 +295,11 @@ def test_interpreted_evaluation_gives_the_tables_generated_code_gives(spark, tmp
     export(None, [str(repo / "data" / "mixed")], str(generated), records=True)
     shutil.copytree(generated, interpreted)
     config = load_config(repo / "data" / "mixed.truth" / "audit.toml")
-    audit(spark, str(generated), config)
     before = {key: spark.conf.get(key, None) for key in INTERPRETED_CONF}
-    try:
+    try:  # Spark's defaults: whole-stage code generation, generated expressions where they compile
+        for key, value in GENERATED_CONF.items():
+            spark.conf.set(key, value)
+        audit(spark, str(generated), config)
         for key, value in INTERPRETED_CONF.items():
             spark.conf.set(key, value)
         audit(spark, str(interpreted), config)

@@ -155,11 +155,14 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
              "print(' '.join(factory.getRuntimeMXBean().getInputArguments()))\n"
              "print(sum(p.getUsage().getMax() for p in factory.getMemoryPoolMXBeans() if 'Code' in p.getName()))\n"
              "from pyspark.sql import SparkSession\n"
-             "print(SparkSession.getActiveSession().conf.get('spark.sql.codegen.factoryMode'))\n")
+             "print(SparkSession.getActiveSession().conf.get('spark.sql.codegen.factoryMode'))\n"
+             "from pyspark.errors.utils import is_debugging_enabled\n"
+             "print(is_debugging_enabled())\n")
     proc = subprocess.run([sys.executable, "-c", probe, str(sample)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    arguments, code_cache, factory_mode = proc.stdout.splitlines()[-3:]
+    arguments, code_cache, factory_mode, call_sites = proc.stdout.splitlines()[-4:]
     assert set(QUICK_START_OPTIONS.split()) <= set(arguments.split()) and JIT_OPTIONS not in arguments.split()
     assert int(code_cache) >= 240 * 1024 * 1024
     assert factory_mode == INTERPRETED_CONF["spark.sql.codegen.factoryMode"]  # the sample is tiny: no generated code
+    assert call_sites == "False"  # PySpark records no call site per DataFrame function (session.NO_CALL_SITES)
     assert evaluation_conf(INTERPRETED_BYTES) == INTERPRETED_CONF and evaluation_conf(INTERPRETED_BYTES + 1) == {}

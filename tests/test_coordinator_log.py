@@ -119,7 +119,7 @@ def coordinator_log(spark, tmp_path_factory):
         folder.mkdir(parents=True)
         write_file(folder / segment_file_name(0), entries)
     out = str(root / "out")
-    export(spark, [str(root / "broker-1"), str(root / "broker-2")], out)
+    export(None, [str(root / "broker-1"), str(root / "broker-2")], out)
     audit(spark, out, load_config(None))
     return out
 

@@ -162,12 +162,8 @@ def _batches(out: str) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def corpus_binary_export(spark, corpus_dir, tmp_path_factory):
-    from analytics.export import export
-
-    out = str(tmp_path_factory.mktemp("binary") / "out")
-    export(spark, [str(corpus_dir)], out)
-    return out
+def corpus_binary_export(corpus_export):
+    return corpus_export[1]
 
 
 @pytest.mark.spark

@@ -171,9 +171,8 @@ def test_cli_export_prints_row_counts_and_rejects_missing_input(spark, tmp_path,
 
 
 @pytest.mark.corpus
-def test_corpus_export_equals_the_pure_reader(spark, corpus_dir, tmp_path):
-    out = str(tmp_path / "out")
-    result = export(spark, [str(corpus_dir)], out)
+def test_corpus_export_equals_the_pure_reader(corpus_dir, corpus_export):
+    result, out = corpus_export
     assert result.files == 241 and result.rows["batches"] == 91_590 and result.rows["parse_errors"] == 0
     tables = read_log_dirs([corpus_dir])
     for table in ("batches", "segments", "producer_snapshots"):

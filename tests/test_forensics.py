@@ -225,7 +225,7 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     # broker 2's log start moved past the first records (DeleteRecords): the start explain quotes is per log dir
     (brokers[1] / "log-start-offset-checkpoint").write_text("0\n1\nlost-batch 0 3\n")
     out = str(tmp_path / "out")
-    export(spark, [str(b) for b in brokers], out)
+    export(None, [str(b) for b in brokers], out)
     audit(spark, out, load_config(g.truth_dir / "audit.toml"))
     b1, b2 = (str(b) for b in brokers)
 

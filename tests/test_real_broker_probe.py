@@ -583,7 +583,7 @@ def audited(probe, spark, tmp_path_factory) -> Audited:
     probe.cluster.close()  # a clean shutdown: everything flushed, snapshots written
     [log_dir] = probe.cluster.log_dirs
     out = tmp_path_factory.mktemp(f"probe-audit-{probe.version}") / "out"
-    export(spark, [str(log_dir)], str(out))
+    export(None, [str(log_dir)], str(out))
     config = AuditConfig(profile=PROFILE_OF[probe.version], producer_id_expiration_ms=EXPIRATION_MS)
     audit(spark, str(out), config)
     verdicts = spark.read.parquet(str(out / "batch_verdicts"))

@@ -79,7 +79,7 @@ def replicated(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("replicas")
     dirs = _replicas(root)
     out = str(root / "out")
-    export(spark, [str(d) for d in dirs], out, records=True)
+    export(None, [str(d) for d in dirs], out, records=True)
     result = audit(spark, out, AuditConfig(cleanup_policy={"table": "compact"}))
     rows = spark.read.parquet(f"{out}/replica_divergence").collect()
     return dirs, out, result, [r.asDict() for r in rows]

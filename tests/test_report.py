@@ -38,7 +38,7 @@ def reported(spark, tmp_path_factory):
     """The sample exported, audited twice into a history, with a Prometheus file, validated and reported."""
     root = tmp_path_factory.mktemp("report")
     out, history, prom = str(root / "out"), str(root / "history"), str(root / "textfile" / "segaudit.prom")
-    export(spark, [str(SAMPLE)], out, records=True)
+    export(None, [str(SAMPLE)], out, records=True)
     config = load_config(CONFIG)
     first = audit(spark, out, config, history=history)
     second = audit(spark, out, config, history=history, prometheus_file=prom)
@@ -217,7 +217,7 @@ def test_keys_made_of_html_reach_the_page_as_text(spark, tmp_path):
         offset += 1
     write_file(part / segment_file_name(0), batches)
     out = str(tmp_path / "out")
-    export(spark, [str(tmp_path / "logs")], out, records=True)
+    export(None, [str(tmp_path / "logs")], out, records=True)
     audit(spark, out, load_config(None))
     page = Path(write_report(spark, out, str(tmp_path / "history"))).read_text()
     for key in HOSTILE:

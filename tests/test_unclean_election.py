@@ -222,7 +222,7 @@ def _audited(spark, dirs: list[Path], out: Path) -> str:
     from analytics.audit.job import audit
     from analytics.export import export
 
-    export(spark, [str(d) for d in dirs], str(out), records=True)
+    export(None, [str(d) for d in dirs], str(out), records=True)
     audit(spark, str(out), load_config(None))
     return str(out)
 
@@ -282,7 +282,7 @@ def _leader_dirs(spark, election: Election, tmp_path) -> tuple[str, dict]:
     from analytics.export import export
 
     out = str(tmp_path / "every")
-    export(spark, [str(d) for d in election.every], out)
+    export(None, [str(d) for d in election.every], out)
     manifest = json.loads(Path(election.live.fetched, "_export.json").read_text())
     return out, {(p["topic"], p["partition"]): f"broker-{p['leader']}" for p in manifest["cluster"]["partitions"]}
 
