@@ -91,7 +91,8 @@ def evaluation_conf(input_bytes: int | None) -> dict[str, str]:
 # from some 800 such calls, and spent two thirds of its 12,800 Py4J round trips on them (a warm
 # session's audit of a small scenario: 10.3-11.2 s with them, 8.4-9.5 s without). An error then names
 # the expression that failed but not the Python line that built it, which segaudit's one-line
-# errors never showed (--debug still prints the traceback).
+# errors never showed (--debug still prints the traceback). Over Spark Connect the setting is the
+# server's (static there), and the client's call sites cost no round trip.
 NO_CALL_SITES = ("spark.python.sql.dataFrameDebugging.enabled", "false")
 
 SCAN_SPLITS = "spark.sql.files.minPartitionNum"
@@ -143,7 +144,8 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             for key, value in evaluation_conf(input_bytes if local and whole_input else None).items():
                 builder = builder.config(key, value)
         builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
-    builder = builder.config(*CO_PARTITION_ON_KEY_PREFIX).config(*NO_CALL_SITES)
+        builder = builder.config(*NO_CALL_SITES)  # a Connect server holds it as a static setting: not asked there
+    builder = builder.config(*CO_PARTITION_ON_KEY_PREFIX)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     if remote or submitted:
