@@ -44,6 +44,7 @@ from analytics.contract import AUDIT, EXPORT, MANIFESTS, RECONCILE, REPORT, STAG
 from analytics.contract import REPORT_DIR
 from analytics.contract.vocabulary import AUDIT_TABLES, EXPORT_TABLES, RECONCILE_TABLES, SUMMARY
 from analytics.errors import StageMissing
+from analytics.processes import alive
 
 # What each stage owns under OUT: its previous outputs are replaced as a whole.
 OUTPUTS = {
@@ -302,7 +303,7 @@ def settle(store: Store) -> None:
     except FileNotFoundError:  # finished meanwhile
         return
     if journal.get("pid") != os.getpid() and (journal.get("host") != socket.gethostname()
-                                              or _alive(int(journal.get("pid", 0)))):
+                                              or alive(int(journal.get("pid", 0)))):
         raise StageMissing(f"{store.uri} is being published by run {journal.get('run_id')} "
                            f"(pid {journal.get('pid')} on {journal.get('host')}); try again when it is done")
     _roll_forward(store, journal)
@@ -380,22 +381,12 @@ def remove_abandoned(store: Store) -> list[str]:
             owner = json.loads(store.read_text(f"{name}/{OWNER}"))
         except (OSError, ValueError):
             continue
-        if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", 0))):
+        if owner.get("host") == socket.gethostname() and not alive(int(owner.get("pid", 0))):
             store.delete(name)
             removed.append(name)
     return removed
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def out_of_step(out: str, stages: Iterable[str]) -> str | None:

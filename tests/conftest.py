@@ -27,6 +27,7 @@ def spark():
     ``test_audit_differential`` audits the sample both ways."""
     from analytics.spark.session import INTERPRETED_CONF, get_spark
 
+    _class_archive()
     session = get_spark(
         "local[2]",
         conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.default.parallelism": "2",
@@ -34,6 +35,17 @@ def spark():
     )
     yield session
     session.stop()
+
+
+def _class_archive() -> None:
+    """Spark's class-data archive (``analytics.spark.classdata``) written before the suite's first
+    JVM starts, so that every JVM maps Spark's classes from it (the commands run as processes, the
+    clusters' drivers, this session)."""
+    from analytics.spark import classdata
+    from analytics.spark.session import _spark_jars, check_java
+
+    classdata.archive_for(*check_java(), _spark_jars())  # none yet: its writer starts
+    classdata.wait_for_writers(300)
 
 
 RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")

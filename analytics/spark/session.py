@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from analytics.spark import classdata
 from analytics.spark.stderr import filtered_stderr
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -22,7 +23,9 @@ class JavaMissing(RuntimeError):
     """No Java 17+ for Spark; the message says how to get it."""
 
 
-def check_java() -> None:
+def check_java() -> tuple[str, str]:
+    """The ``java`` Spark's launcher will run and what its ``-version`` says; :class:`JavaMissing`
+    when there is none, or it is older than 17."""
     java = shutil.which("java")
     home = os.environ.get("JAVA_HOME")
     if home:  # Spark's launcher takes $JAVA_HOME/bin/java when JAVA_HOME is set, whatever PATH holds
@@ -40,6 +43,7 @@ def check_java() -> None:
     if major < 17:
         raise JavaMissing(f"Java 17+ is required, found: {out.splitlines()[0] if out else 'unknown'}. "
                           "On Debian: sudo apt-get install -y openjdk-17-jre-headless")
+    return java, out
 
 
 # The audit's verdict projection generates methods above HotSpot's 8,000-byte JIT limit; left
@@ -120,14 +124,17 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     if active is not None and not remote and master is None:
         _register(active)
         return active
-    if not remote:
+    # Under spark-submit the JVM is already running with the submitted master and options.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    archive = classdata.Archive()
+    if not remote and not submitted:
+        archive = classdata.archive_for(*check_java(), _spark_jars())
+    elif not remote:
         check_java()
     # Python workers must run this interpreter, which has the package and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    # Under spark-submit the JVM is already running with the submitted master and options.
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     if remote:
         builder = builder.remote(remote)
     else:
@@ -136,7 +143,8 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         if not submitted:
             local = master is None or master.startswith("local")
             options = f"-Dlog4j.configurationFile={LOG4J.as_uri()} {jit_options(input_bytes if local else None)}"
-            builder = builder.config("spark.driver.extraJavaOptions", options).config("spark.executor.extraJavaOptions", options)
+            builder = (builder.config("spark.driver.extraJavaOptions", f"{options} {archive.options}")
+                       .config("spark.executor.extraJavaOptions", options))
             # To merge a sort that spilled many times, Spark opens every spill file at once; with read-ahead
             # each reader holds two 1 MiB buffers, which alone exhausted a 1 GiB local-mode driver auditing
             # 10M batches. Without it the same audit completes (docs/benchmarks.md).
@@ -168,6 +176,13 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
 
 
 _remote_sessions: list = []
+
+
+def _spark_jars() -> Path:
+    """The jars on the class path of the JVM a session starts (PySpark's own, or ``$SPARK_HOME``'s)."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home()) / "jars"
 
 
 def interrupt_remote() -> None:
