@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,20 +44,49 @@ def _class_archive() -> None:
     JVM starts, so that every JVM maps Spark's classes from it (the commands run as processes, the
     clusters' drivers, this session)."""
     from analytics.spark import classdata
-    from analytics.spark.session import _spark_jars, check_java
+    from analytics.spark.session import class_archive
 
-    classdata.archive_for(*check_java(), _spark_jars())  # none yet: its writer starts
+    class_archive()  # none yet: its writer starts
     classdata.wait_for_writers(300)
 
 
 RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")
 
 
+class Scenarios(Mapping):
+    """Scenario name -> (GeneratedLogDir, OUT): each generated, exported and audited when first asked
+    for, once, so that a test process builds only the scenarios its tests read."""
+
+    def __init__(self, build: Callable[[str], tuple], names: list[str]):
+        self._build, self._names = build, names
+        self._built: dict[str, tuple] = {}
+        self._locks = {name: threading.Lock() for name in names}
+
+    def __getitem__(self, name: str) -> tuple:
+        with self._locks[name]:
+            if name not in self._built:
+                self._built[name] = self._build(name)
+        return self._built[name]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def prepare(self) -> None:
+        """Build every scenario not built yet, three at a time: their small jobs leave the cores idle
+        between them (about 15% faster than one at a time)."""
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(self.__getitem__, self._names))
+
+
 @pytest.fixture(scope="session")
-def audited(spark, tmp_path_factory):
+def audited(spark, tmp_path_factory) -> Scenarios:
     """Every scenario but ``mixed``, generated (seed 1), exported (with records where they matter)
-    and audited with its own audit.toml: name -> (GeneratedLogDir, OUT). The exports run in this
-    process, as ``segaudit`` runs a small one (the data source in Spark is tested in test_export)."""
+    and audited with its own audit.toml, each when a test first reads it (:class:`Scenarios`). The
+    exports run in this process, as ``segaudit`` runs a small one (the data source in Spark is tested
+    in test_export)."""
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
@@ -64,17 +95,14 @@ def audited(spark, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("audit")
 
-    def one(name: str):
+    def one(name: str) -> tuple:
         g = generate(root / name / "logs", name, seed=1)
         target = str(root / name / "out")
         export(None, [str(g.log_dir)], target, records=name in RECORD_SCENARIOS)
         audit(spark, target, load_config(g.truth_dir / "audit.toml"))
-        return name, (g, target)
+        return g, target
 
-    # three scenarios at a time: their small jobs leave the cores idle between them (about 15% faster)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        return dict(pool.map(one, [name for name in SCENARIO_NAMES if name != "mixed"]))
-
+    return Scenarios(one, [name for name in SCENARIO_NAMES if name != "mixed"])
 
 
 @pytest.fixture(scope="session")

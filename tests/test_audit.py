@@ -20,9 +20,16 @@ pytestmark = pytest.mark.spark
 RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")  # as in conftest.audited
 
 
+@pytest.fixture(scope="module")
+def every_scenario(audited):
+    """``audited`` with every scenario built, three at a time."""
+    audited.prepare()
+    return audited
+
+
 @pytest.mark.parametrize("name", [n for n in SCENARIO_NAMES if n != "mixed"])
-def test_verdicts_equal_the_ground_truth(audited, name):
-    g, target = audited[name]
+def test_verdicts_equal_the_ground_truth(every_scenario, name):
+    g, target = every_scenario[name]
     truth = {(r["topic"], r["partition"], r["base_offset"]): (r["verdict"], r["severity"], r["explained_by"])
              for r in pq.read_table(g.truth_dir / "batches.parquet").to_pylist()}
     got = {(r["topic"], r["partition"], r["base_offset"]): (r["verdict"], r["severity"], r["explained_by"])
@@ -373,7 +380,7 @@ def test_the_profile_is_recorded_and_an_unknown_one_refused(audited, capsys):
 
 
 # --- histories cut into offset ranges (analytics.audit.ranges) ----------------------------------------
-def test_every_scenario_cut_into_ranges_of_three_batches_gets_the_verdicts_of_the_whole_history(spark, audited):
+def test_every_scenario_cut_into_ranges_of_three_batches_gets_the_verdicts_of_the_whole_history(spark, every_scenario):
     """Every scenario's export replayed with histories cut every three batches (each range in its own
     group, with what the earlier ones carry) gives every verdict column the whole-history audit wrote.
     The scenarios are replayed together (their topics and log dirs differ), one run per profile."""
@@ -385,7 +392,7 @@ def test_every_scenario_cut_into_ranges_of_three_batches_gets_the_verdicts_of_th
     from analytics.audit.steps import VERDICT_COLUMNS
 
     by_profile: dict[str, list] = {}
-    for name, (g, out) in audited.items():
+    for name, (g, out) in every_scenario.items():
         by_profile.setdefault(load_config(g.truth_dir / "audit.toml").profile, []).append((name, g, out))
     checked = 0
     for profile, scenarios in by_profile.items():

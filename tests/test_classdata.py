@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from analytics.spark import classdata
-from analytics.spark.session import _spark_jars, check_java
+from analytics.spark.session import spark_jars, check_java
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.spark
@@ -60,25 +60,25 @@ def test_the_first_session_leaves_a_writer_and_the_next_maps_sparks_classes_from
 
 def test_a_torn_archive_is_deleted_and_the_key_free_again(cache):
     java, version = check_java()
-    assert classdata.archive_for(java, version, _spark_jars(), write=False) == classdata.Archive()
+    assert classdata.archive_for(java, version, spark_jars(), write=False) == classdata.Archive()
     assert not cache.exists() or not any(cache.iterdir())  # asked not to write: nothing claimed
-    key = classdata._key(java, version, _spark_jars())
+    key = classdata._key(java, version, spark_jars())
     done, part, claim = classdata._paths(key)
     part.write_bytes(b"\x00" * 4096)  # what a writer killed while its JVM wrote leaves
-    claim.write_text(f'{{"pid": {_dead_pid()}, "class_path": "{_spark_jars()}/*"}}')
+    claim.write_text(f'{{"pid": {_dead_pid()}, "class_path": "{spark_jars()}/*"}}')
 
-    assert classdata.archive_for(java, version, _spark_jars(), write=False) == classdata.Archive()
+    assert classdata.archive_for(java, version, spark_jars(), write=False) == classdata.Archive()
     assert not part.exists() and not claim.exists() and not done.exists()
 
 
 def test_while_another_writer_is_at_it_a_session_starts_without_and_claims_nothing(cache):
     java, version = check_java()
-    key = classdata._key(java, version, _spark_jars())
+    key = classdata._key(java, version, spark_jars())
     done, part, claim = classdata._paths(key)
     cache.mkdir(parents=True)
     claim.write_text(f'{{"pid": {os.getpid()}, "class_path": ""}}')  # its JVM alive: this process
     part.write_bytes(b"\x00")
-    assert classdata.archive_for(java, version, _spark_jars()) == classdata.Archive()
+    assert classdata.archive_for(java, version, spark_jars()) == classdata.Archive()
     assert claim.exists() and part.exists() and not done.exists()
 
 
@@ -90,8 +90,8 @@ def test_another_java_or_spark_gets_another_archive_and_it_can_be_turned_off(cac
     one = classdata._key(java, version, jars)
     (jars / "spark-core.jar").write_bytes(b"22")
     assert classdata._key(java, version, jars) not in (one, classdata._key(java, version + "\nbuild 2", jars))
-    assert classdata._key(java, "Picked up JAVA_TOOL_OPTIONS: -Xmx1g\n" + version, _spark_jars()) == \
-        classdata._key(java, version, _spark_jars())
+    assert classdata._key(java, "Picked up JAVA_TOOL_OPTIONS: -Xmx1g\n" + version, spark_jars()) == \
+        classdata._key(java, version, spark_jars())
     monkeypatch.setenv(classdata.SWITCH, "off")
-    classdata.archive_for(java, version, _spark_jars())
+    classdata.archive_for(java, version, spark_jars())
     assert not cache.exists()

@@ -161,14 +161,9 @@ def _batches(out: str) -> list[tuple]:
     return sorted(tuple(row[n] for n in names) for row in table.to_pylist())
 
 
-@pytest.fixture(scope="module")
-def corpus_binary_export(corpus_export):
-    return corpus_export[1]
-
-
 @pytest.mark.spark
 @pytest.mark.corpus
-def test_export_of_kafkas_dump_equals_the_binary_export(version, spark, corpus_dir, corpus_binary_export,
+def test_export_of_kafkas_dump_equals_the_binary_export(version, spark, corpus_dir, corpus_export,
                                                          tmp_path, record_property):
     from analytics.export import export
 
@@ -185,7 +180,7 @@ def test_export_of_kafkas_dump_equals_the_binary_export(version, spark, corpus_d
     out = str(tmp_path / "out")
     result = export(spark, [str(folder)], out, input_format="dump-log")
     assert result.rows["parse_errors"] == 0
-    from_text, binary = _batches(out), _batches(corpus_binary_export)
+    from_text, binary = _batches(out), _batches(corpus_export[1])
     record_property("batches", len(binary))
     print(f"Kafka {version}: {len(from_text)} batches rows from the dump text, "
           f"{len(binary)} from the segments")

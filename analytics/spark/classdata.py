@@ -109,10 +109,7 @@ def write_archive(key: str, java: str) -> bool:
     spark.stop()
     process.stdin.close()  # the JVM exits at its stdin's end, and writes the archive
     process.wait(timeout=600)
-    if part.is_file() and _maps(java, part, class_path):
-        os.replace(part, done)
-    part.unlink(missing_ok=True)
-    claim.unlink(missing_ok=True)
+    _place(java, done, part, claim, class_path)
     return done.is_file()
 
 
@@ -151,7 +148,13 @@ def _settle(java: str, done: Path, part: Path, claim: Path) -> None:
         return  # its session is starting
     if pid is not None and alive(pid):
         return
-    if pid is not None and not done.is_file() and part.is_file() and _maps(java, part, record.get("class_path", "")):
+    _place(java, done, part, claim, record.get("class_path") if pid is not None else None)
+
+
+def _place(java: str, done: Path, part: Path, claim: Path, class_path: str | None) -> None:
+    """Move the part into place if a JVM maps it (with ``class_path``, the one it was written for;
+    None: its writer never ran one), then delete what is left of it and free the claim."""
+    if class_path is not None and not done.is_file() and part.is_file() and _maps(java, part, class_path):
         os.replace(part, done)
     part.unlink(missing_ok=True)
     claim.unlink(missing_ok=True)

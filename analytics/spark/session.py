@@ -127,10 +127,10 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     # Under spark-submit the JVM is already running with the submitted master and options.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     archive = classdata.Archive()
-    if not remote and not submitted:
-        archive = classdata.archive_for(*check_java(), _spark_jars())
-    elif not remote:
-        check_java()
+    if not remote:
+        java = check_java()
+        if not submitted:
+            archive = class_archive(java)
     # Python workers must run this interpreter, which has the package and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -178,7 +178,14 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
 _remote_sessions: list = []
 
 
-def _spark_jars() -> Path:
+def class_archive(java: tuple[str, str] | None = None) -> classdata.Archive:
+    """The class-data archive options of a local JVM that ``java`` (:func:`check_java`'s answer,
+    asked when not given) will start with Spark's jars; none yet: its writer starts
+    (:func:`classdata.archive_for`)."""
+    return classdata.archive_for(*(java or check_java()), spark_jars())
+
+
+def spark_jars() -> Path:
     """The jars on the class path of the JVM a session starts (PySpark's own, or ``$SPARK_HOME``'s)."""
     from pyspark.find_spark_home import _find_spark_home
 
