@@ -144,7 +144,8 @@ def _over_the_protocol(cluster: KafkaCluster, root: Path, spark) -> Live:
 
 
 def _slowly(spark, cluster: KafkaCluster, out: str, topics: str, rate: int, meanwhile) -> None:
-    """An export at ``rate`` bytes/s, and ``meanwhile`` done a second after it captured its offsets."""
+    """An export at ``rate`` bytes/s, and ``meanwhile`` done three seconds after its fetching tasks
+    started (they start after the capture of its offsets: seconds after it on a busy machine)."""
     import threading
 
     from analytics import pipeline
@@ -152,10 +153,17 @@ def _slowly(spark, cluster: KafkaCluster, out: str, topics: str, rate: int, mean
     slow = threading.Thread(target=pipeline.export, args=(spark, [f"kafka://{cluster.bootstrap}"], out),
                             kwargs={"cluster": {"topics": topics, "max_bytes_per_second": rate}})
     slow.start()
+    tracker = spark.sparkContext.statusTracker()
+
+    def fetching() -> bool:
+        return bool(list(Path(out).glob(".staging-export-*"))) and any(
+            (info := tracker.getStageInfo(stage)) is not None and info.numActiveTasks > 0
+            for stage in tracker.getActiveStageIds())
+
     deadline = time.monotonic() + 60
-    while not list(Path(out).glob(".staging-export-*")) and time.monotonic() < deadline:  # offsets captured
+    while not fetching() and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(1.0)
+    time.sleep(3.0)
     meanwhile()
     slow.join()
 
