@@ -19,7 +19,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 
 from tests.fault_proxy import FaultProxy
-from tests.kafka_cluster import HERE, KafkaCluster, java
+from tests.kafka_cluster import HERE, QUICK_JVM, KafkaCluster, java
 
 # The broker settings of the scenarios (the audit's configuration restates them).
 PRODUCER_ID_EXPIRATION_MS = 5000
@@ -152,7 +152,7 @@ def java_transactions(cluster: KafkaCluster, topic: str, txn_id: str, steps: lis
     if create:
         cluster.create_topic(topic)
     facts = Facts("transactions", topic, f"Kafka Java producer {cluster.version}, transactional.id {txn_id}")
-    cmd = [java(), "-Xmx256m", "-cp", f"{cluster.jars}/*", str(HERE / "kafka" / "TxnClient.java"),
+    cmd = [java(), "-Xmx256m", *QUICK_JVM, "-cp", f"{cluster.jars}/*", str(HERE / "kafka" / "TxnClient.java"),
            cluster.bootstrap, topic, txn_id, str(timeout_ms), *steps]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     if done.returncode != 0:
