@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from analytics.spark.session import SMALL_WORK_OPTIONS
+
 HERE = Path(__file__).resolve().parent
 POM = HERE / "kafka" / "pom.xml"
 CACHE = Path(os.environ.get("SEGAUDIT_CACHE", Path.home() / ".cache" / "segaudit"))
@@ -104,9 +106,8 @@ def require_jars(version: str) -> Path:
 
 
 # The JVMs the tests start (brokers, Kafka's tools and clients) run for seconds to minutes on small
-# data: C1 alone and the serial collector cost a third of the CPU of HotSpot's defaults on two cores
-# (DumpLogSegments over the corpus: 2.9 CPU-seconds instead of 7.8).
-QUICK_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# data (DumpLogSegments over the corpus: 2.9 CPU-seconds instead of 7.8 with HotSpot's defaults).
+QUICK_JVM = tuple(SMALL_WORK_OPTIONS.split())
 
 
 def dump_log_command(version: str) -> list[str]:

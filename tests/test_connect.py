@@ -24,14 +24,14 @@ QUERY = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDE
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    from analytics.spark.session import INTERPRETED_CONF, QUICK_START_OPTIONS
+    from analytics.spark.session import INTERPRETED_CONF, QUICK_START_OPTIONS, SMALL_WORK_OPTIONS
 
     port = free_port()
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     # set up for tiny inputs: interpreted, the quick compiler alone, the serial collector (one `run`
     # over it: 47 CPU-seconds instead of 100, docs/benchmarks.md)
     tiny = [arg for key, value in INTERPRETED_CONF.items() for arg in ("--conf", f"{key}={value}")]
-    tiny += ["--driver-java-options", f"{QUICK_START_OPTIONS} -XX:+UseSerialGC"]
+    tiny += ["--driver-java-options", f"{QUICK_START_OPTIONS} {SMALL_WORK_OPTIONS}"]
     log_path = tmp_path_factory.mktemp("connect") / "server.log"
     with open(log_path, "w") as log:
         server = subprocess.Popen(

@@ -60,6 +60,12 @@ JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 QUICK_START_BYTES = 256 * 1024 * 1024
 QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
+# A JVM that only coordinates or runs briefly on small data (a standalone cluster's master and
+# worker; in the tests, Kafka's brokers, tools and clients and a Spark Connect server): C1 alone and
+# the serial collector, about half the CPU of HotSpot's defaults (docs/benchmarks.md). Sessions
+# keep G1: the sample's cold `run` took as long with the serial collector.
+SMALL_WORK_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def jit_options(input_bytes: int | None) -> str:
     """The JIT options of a local session that will read about ``input_bytes`` (None: unknown)."""

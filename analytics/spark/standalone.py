@@ -18,11 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-
-# The master and the worker only coordinate: C1 alone and the serial collector start them in half the
-# time and CPU of HotSpot's defaults (registered in 4.3 s instead of 8.5 s; 7.0 CPU-seconds instead of
-# 14.5 by 20 s after). Executors keep the options of the application that asks for them.
-DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+from analytics.spark.session import SMALL_WORK_OPTIONS
 
 
 def free_port() -> int:
@@ -48,7 +44,9 @@ def standalone_cluster(work: Path, cores: int = 2, memory: str = "2g", timeout_s
     """
     work.mkdir(parents=True, exist_ok=True)
     launcher, env = spark_class()
-    env.setdefault("SPARK_DAEMON_JAVA_OPTS", DAEMON_JAVA_OPTS)
+    # the master and the worker only coordinate: registered in 4.3 s instead of 8.5 s, half the CPU;
+    # executors keep the options of the application that asks for them
+    env.setdefault("SPARK_DAEMON_JAVA_OPTS", SMALL_WORK_OPTIONS)
     port, ui, worker_ui = free_port(), free_port(), free_port()
     master_url = f"spark://127.0.0.1:{port}"
     procs = [
