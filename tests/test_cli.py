@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -109,6 +110,7 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
         QUICK_START_OPTIONS,
         evaluation_conf,
         jit_options,
+        single_plan_conf,
     )
 
     sample = REPO / "data" / "mixed"
@@ -155,7 +157,9 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
              "print(' '.join(factory.getRuntimeMXBean().getInputArguments()))\n"
              "print(sum(p.getUsage().getMax() for p in factory.getMemoryPoolMXBeans() if 'Code' in p.getName()))\n"
              "from pyspark.sql import SparkSession\n"
-             "print(SparkSession.getActiveSession().conf.get('spark.sql.codegen.factoryMode'))\n"
+             "conf = SparkSession.getActiveSession().conf\n"
+             "print(conf.get('spark.sql.codegen.factoryMode'), conf.get('spark.sql.adaptive.enabled'),"
+             " conf.get('spark.sql.shuffle.partitions'))\n"
              "from pyspark.errors.utils import is_debugging_enabled\n"
              "print(is_debugging_enabled())\n")
     proc = subprocess.run([sys.executable, "-c", probe, str(sample)], capture_output=True, text=True, cwd=REPO, timeout=300)
@@ -163,6 +167,9 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     arguments, code_cache, factory_mode, call_sites = proc.stdout.splitlines()[-4:]
     assert set(QUICK_START_OPTIONS.split()) <= set(arguments.split()) and JIT_OPTIONS not in arguments.split()
     assert int(code_cache) >= 240 * 1024 * 1024
-    assert factory_mode == INTERPRETED_CONF["spark.sql.codegen.factoryMode"]  # the sample is tiny: no generated code
+    # the sample is tiny: no generated code, and each query planned once with a shuffle partition per core
+    interpreted = INTERPRETED_CONF["spark.sql.codegen.factoryMode"]
+    assert factory_mode.split() == [interpreted, "false", str(os.cpu_count())]
     assert call_sites == "False"  # PySpark records no call site per DataFrame function (session.NO_CALL_SITES)
-    assert evaluation_conf(INTERPRETED_BYTES) == INTERPRETED_CONF and evaluation_conf(INTERPRETED_BYTES + 1) == {}
+    assert evaluation_conf(INTERPRETED_BYTES, 3) == INTERPRETED_CONF | single_plan_conf(3)
+    assert evaluation_conf(INTERPRETED_BYTES + 1, 3) == {}

@@ -75,9 +75,16 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
     previous = None if continue_from is None else _previous(spark, continue_from, config,
                                                              progress or (lambda _msg: None))
     with publication(out, AUDIT, built_from={EXPORT: export_manifest["run_id"]}) as run:
-        def write(name: str, df, writer=lambda w: w):
-            writer(conform(df, name).write).parquet(run.path(name))
-            return read_table(spark, run.path(name), run.store.size(f"{run.staging}/{name}"))
+        def write(name: str, df):
+            """Write ``name``; the schema it was written with."""
+            conformed = conform(df, name)
+            conformed.write.parquet(run.path(name))
+            return conformed.schema
+
+        def written_rows(name: str, schema):
+            """The rows of ``name`` as written, for one query: read with the schema it was written
+            with (Spark infers a schema with a job of its own)."""
+            return spark.read.schema(schema).parquet(run.path(name))
 
         held: list = []  # what the replay persisted for its result, released once it is written
         linked = False
@@ -105,11 +112,12 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
 
         def write_verdicts():
             path = run.path("batch_verdicts")
-            plain_columns(conform(verdicts, "batch_verdicts").write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
+            conformed = conform(verdicts, "batch_verdicts")
+            plain_columns(conformed.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
             if linked:  # the new rows (perhaps none) beside the previous files
                 new_files.extend(reuse.parquet_files(path))
                 reuse.link_tree(Store(continue_from).path("batch_verdicts"), path)
-            return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"))
+            return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"), conformed.schema)
 
         def write_beside(name: str, df):
             """``name``'s new rows, then the previous audit's files of it (a linked incremental audit)."""
@@ -124,8 +132,8 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         }
         if store.is_dir("records"):  # record duplicates read records only: they run beside the replay
             records = spark.read.parquet(store.path("records"))
-            replay_tables["record_duplicates"] = lambda: write(
-                "record_duplicates", tables.record_duplicates(records, config.dedup_key)).count()
+            replay_tables["record_duplicates"] = lambda: written_rows("record_duplicates", write(
+                "record_duplicates", tables.record_duplicates(records, config.dedup_key))).count()
         try:
             tables_written = concurrently(spark, replay_tables)
         finally:
@@ -164,13 +172,14 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                                   else write_beside("anomalies", added.where(unusual))),
             "producer_files": lambda: write("producer_files", per_file),
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
-            "transactions": lambda: _counts(write("transactions", (
+            "transactions": lambda: _counts(written_rows("transactions", write("transactions", (
                 tables.transactions(written, config, export_time, coordinator) if added is None
                 else tables.transactions_merged(spark.read.parquet(Store(continue_from).path("transactions")),
-                                                added, config, export_time, coordinator))), "status"),
-            "snapshot_checks": lambda: _counts(
-                write("snapshot_checks", tables.snapshot_checks(written, per_file, snapshots)), "status"),
-            "replica_divergence": lambda: _counts(write("replica_divergence", divergent), "severity"),
+                                                added, config, export_time, coordinator)))), "status"),
+            "snapshot_checks": lambda: _counts(written_rows("snapshot_checks", write(
+                "snapshot_checks", tables.snapshot_checks(written, per_file, snapshots))), "status"),
+            "replica_divergence": lambda: _counts(
+                written_rows("replica_divergence", write("replica_divergence", divergent)), "severity"),
             "counts": lambda: (_verdict_and_severity_counts(written) if added is None
                                else _plus((previous.summary["verdicts"], previous.summary["severities"]),
                                           _verdict_and_severity_counts(added))),

@@ -86,14 +86,45 @@ INTERPRETED_BYTES = 1024 * 1024
 INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
-def evaluation_conf(input_bytes: int | None) -> dict[str, str]:
-    """The Spark configuration of how a new local session that will read about ``input_bytes`` (None:
-    unknown) evaluates queries: interpreted up to ``INTERPRETED_BYTES``, else Spark's defaults.
+# Adaptive execution plans a query stage by stage: it runs each shuffle's map side as a job of its
+# own, re-optimizes what is left with the sizes it saw and describes every new plan to the listeners.
+# Over a tiny input that costs more than it finds: it coalesces the shuffles to about one partition
+# per core, which a fixed partition count per core gives at once (a warm session's audit of a small
+# scenario: 12% less JVM CPU without it, docs/benchmarks.md).
+def single_plan_conf(cores: int) -> dict[str, str]:
+    """Each query planned once, its shuffles ``cores`` partitions wide.
 
-    >>> evaluation_conf(0) == INTERPRETED_CONF, evaluation_conf(None), evaluation_conf(INTERPRETED_BYTES + 1)
-    (True, {}, {})
+    >>> single_plan_conf(2)
+    {'spark.sql.adaptive.enabled': 'false', 'spark.sql.shuffle.partitions': '2'}
     """
-    return dict(INTERPRETED_CONF) if input_bytes is not None and input_bytes <= INTERPRETED_BYTES else {}
+    return {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(max(cores, 1))}
+
+
+def evaluation_conf(input_bytes: int | None, cores: int = 1) -> dict[str, str]:
+    """The Spark configuration of how a new local session of ``cores`` cores that will read about
+    ``input_bytes`` (None: unknown) evaluates queries: interpreted and planned once up to
+    ``INTERPRETED_BYTES``, else Spark's defaults.
+
+    >>> evaluation_conf(0, 2) == INTERPRETED_CONF | single_plan_conf(2)
+    True
+    >>> evaluation_conf(None), evaluation_conf(INTERPRETED_BYTES + 1)
+    ({}, {})
+    """
+    if input_bytes is None or input_bytes > INTERPRETED_BYTES:
+        return {}
+    return INTERPRETED_CONF | single_plan_conf(cores)
+
+
+def local_cores(master: str) -> int:
+    """The cores of a local master URL (``local``, ``local[4]``, ``local[*]``, ``local[4,2]``).
+
+    >>> local_cores("local"), local_cores("local[3]"), local_cores("local[2,4]"), local_cores("local[*]") > 0
+    (1, 3, 2, True)
+    """
+    inside = master.partition("[")[2].partition("]")[0].split(",")[0]
+    if not inside:
+        return 1
+    return os.cpu_count() or 1 if inside == "*" else int(inside)
 
 
 # PySpark 4 records the Python call site of every DataFrame function it is handed, for the query
@@ -155,7 +186,9 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             # each reader holds two 1 MiB buffers, which alone exhausted a 1 GiB local-mode driver auditing
             # 10M batches. Without it the same audit completes (docs/benchmarks.md).
             builder = builder.config("spark.unsafe.sorter.spill.read.ahead.enabled", "false")
-            for key, value in evaluation_conf(input_bytes if local and whole_input else None).items():
+            tiny = input_bytes if local and whole_input else None
+            cores = local_cores(master or "local[*]") if local else 1
+            for key, value in evaluation_conf(tiny, cores).items():
                 builder = builder.config(key, value)
         builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
         builder = builder.config(*NO_CALL_SITES)  # a Connect server holds it as a static setting: not asked there

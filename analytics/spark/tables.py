@@ -14,9 +14,10 @@ from pyspark.sql import DataFrame, SparkSession
 SMALL_TABLE_BYTES = 16 * 1024 * 1024
 
 
-def read_table(spark: SparkSession, path: str, size_bytes: int) -> DataFrame:
-    """The Parquet table at ``path`` (``size_bytes`` on disk): held in memory as one partition when small."""
-    df = spark.read.parquet(path)
+def read_table(spark: SparkSession, path: str, size_bytes: int, schema=None) -> DataFrame:
+    """The Parquet table at ``path`` (``size_bytes`` on disk): held in memory as one partition when
+    small. ``schema``: the schema it was written with, when known (else Spark infers it, with a job)."""
+    df = (spark.read if schema is None else spark.read.schema(schema)).parquet(path)
     if size_bytes > SMALL_TABLE_BYTES:
         return df
     return df.coalesce(1).localCheckpoint()
