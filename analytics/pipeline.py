@@ -183,6 +183,7 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
 
     from analytics.audit.job import audit as audit_stage
     from analytics.report.history import default_history_path
+    from analytics.spark.tables import read_parquet
 
     say = progress or _quiet
     started = time.monotonic()
@@ -204,9 +205,9 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     store = Store(out)
     exported, audited = replace(exported, out=out), replace(audited, out=out)
     validated = replace(validated, out=out, data_docs=store.path(VALIDATION_DIR, "data_docs", "index.html"))
-    producers = spark.read.parquet(store.path("producer_sessions")).agg(
+    producers = read_parquet(spark, store.path("producer_sessions")).agg(
         F.countDistinct("topic", "partition", "producer_id")).first()[0]
-    partitions = spark.read.parquet(store.path("segments")).select("topic", "partition").distinct().count()
+    partitions = read_parquet(spark, store.path("segments")).select("topic", "partition").distinct().count()
     return RunResult(exported, audited, validated, store.path(REPORT_DIR, "index.html"), partitions, producers,
                      time.monotonic() - started)
 

@@ -72,6 +72,7 @@ def reconcile(spark, out: str, *, expected: str | None = None, bucket_ms: int = 
     from pyspark.sql import functions as F
 
     from analytics.spark.columns import conform
+    from analytics.spark.tables import read_parquet
 
     started = time.monotonic()
     say = progress or (lambda _m: None)
@@ -100,7 +101,7 @@ def reconcile(spark, out: str, *, expected: str | None = None, bucket_ms: int = 
                 rows = rows.withColumn(key, F.lit(None))
         table = conform(rows, "reconciliation").orderBy("log_dir", "topic", "partition", "bucket_start")
         table.coalesce(1).write.parquet(run.path("reconciliation"))
-        sums = (spark.read.parquet(run.path("reconciliation")).agg(
+        sums = (read_parquet(spark, run.path("reconciliation")).agg(
             *[F.sum(c).alias(c) for c in ("expected", "records", "distinct", "duplicated", "missing", "surplus")])
             .first().asDict())
         totals = {k: (None if v is None else int(v)) for k, v in sums.items()}
@@ -117,9 +118,10 @@ def _log_counts(spark, out: str, level: str, bucket_ms: int):
     from pyspark.sql import functions as F
 
     from analytics.spark.columns import with_log_dir
+    from analytics.spark.tables import read_parquet
 
-    records = with_log_dir(spark.read.parquet(f"{out}/records")).where(~F.coalesce(F.col("is_control"), F.lit(False)))
-    copies = (spark.read.parquet(f"{out}/record_duplicates").select("log_dir", "topic", "partition", "offset")
+    records = with_log_dir(read_parquet(spark, f"{out}/records")).where(~F.coalesce(F.col("is_control"), F.lit(False)))
+    copies = (read_parquet(spark, f"{out}/record_duplicates").select("log_dir", "topic", "partition", "offset")
               .withColumn("copy", F.lit(1)))
     keys = ["log_dir", *KEYS[level]]
     marked = records.join(copies, ["log_dir", "topic", "partition", "offset"], "left")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,25 +87,60 @@ class Scenarios(Mapping):
 
 
 @pytest.fixture(scope="session")
-def audited(spark, tmp_path_factory) -> Scenarios:
+def shared_dir(tmp_path_factory, worker_id) -> Path:
+    """A folder every process of this test run sees (pytest-xdist runs one per core)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base if worker_id == "master" else base.parent) / "shared"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+@contextmanager
+def _built_once(folder: Path) -> Iterator[bool]:
+    """Held by one process of the test run at a time: whether ``folder`` is still to be built (a
+    build that did not finish is removed first). The build marks it done by leaving the context."""
+    done = folder.with_name(folder.name + ".done")
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not done.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                yield True
+                done.touch()
+            else:
+                yield False
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def audited(spark, tmp_path_factory, shared_dir) -> Scenarios:
     """Every scenario but ``mixed``, generated (seed 1), exported (with records where they matter)
-    and audited with its own audit.toml, each when a test first reads it (:class:`Scenarios`). The
-    exports run in this process, as ``segaudit`` runs a small one (the data source in Spark is tested
-    in test_export)."""
+    and audited with its own audit.toml, each when a test first reads it (:class:`Scenarios`), once
+    for the test run: the process that first reads it builds it, and each process then takes a copy
+    of the audit to read and write (the generated log dir is shared, and read only). The exports run
+    in the building process, as ``segaudit`` runs a small one (the data source in Spark is tested in
+    test_export)."""
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
-    from analytics.generate import generate
+    from analytics.generate import Generated, generate, truth_dir_for
     from analytics.generate.scenarios import SCENARIO_NAMES
 
     root = tmp_path_factory.mktemp("audit")
 
     def one(name: str) -> tuple:
-        g = generate(root / name / "logs", name, seed=1)
-        target = str(root / name / "out")
-        export(None, [str(g.log_dir)], target, records=name in RECORD_SCENARIOS)
-        audit(spark, target, load_config(g.truth_dir / "audit.toml"))
-        return g, target
+        built = shared_dir / f"scenario-{name}"
+        with _built_once(built) as building:
+            if building:
+                g = generate(built / "logs", name, seed=1)
+                export(None, [str(g.log_dir)], str(built / "out"), records=name in RECORD_SCENARIOS)
+                audit(spark, str(built / "out"), load_config(g.truth_dir / "audit.toml"))
+                (built / "generated.json").write_text(json.dumps([g.batches, g.verdicts]))
+        batches, verdicts = json.loads((built / "generated.json").read_text())
+        target = root / name / "out"
+        shutil.copytree(built / "out", target)
+        return Generated(built / "logs", truth_dir_for(built / "logs"), batches, verdicts), str(target)
 
     return Scenarios(one, [name for name in SCENARIO_NAMES if name != "mixed"])
 

@@ -55,6 +55,25 @@ def test_summary_and_anomalies(audited):
     assert all(a["severity"] != "ok" for a in anomalies)
 
 
+def test_a_table_spark_wrote_is_read_with_the_schema_spark_infers(spark, audited):
+    """``read_parquet`` reads Spark's schema from a footer Spark wrote instead of running Spark's
+    inference job: the same schema for every audit table; none for a partitioned table (its partition
+    column is in folder names) or a table pyarrow wrote (the export of a small log, in-process)."""
+    from analytics.spark.tables import read_parquet, written_schema
+
+    _, target = audited["transactions"]
+    read = {}
+    for name in sorted(os.listdir(target)):
+        path = os.path.join(target, name)
+        if os.path.isdir(path) and not name.startswith((".", "_")):
+            read[name] = written_schema(path)
+            assert read_parquet(spark, path).schema == spark.read.parquet(path).schema, name
+    assert read["batch_verdicts"] is None and read["batches"] is None
+    assert {"anomalies", "producer_sessions", "producer_state", "transactions", "record_duplicates"} <= {
+        name for name, written in read.items() if written is not None}
+    assert written_schema(os.path.join(target, "no-such-table")) is None
+
+
 def test_producer_sessions_count_batches_per_epoch(audited):
     _, target = audited["kip360-bump"]
     sessions = pq.read_table(os.path.join(target, "producer_sessions")).to_pylist()

@@ -32,6 +32,7 @@ from analytics.contract import (
 )
 from analytics.publish import Store, publication, read_manifest
 from analytics.spark.columns import conform
+from analytics.spark.tables import read_parquet
 
 # Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
 # each row group and drop it when it overflows; they are written plain from the start.
@@ -70,8 +71,8 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
     started = time.monotonic()
     store = Store(out)
     export_manifest = read_manifest(out, EXPORT)
-    batches = spark.read.parquet(store.path("batches"))
-    log_starts = spark.read.parquet(store.path("log_start_offsets"))
+    batches = read_parquet(spark, store.path("batches"))
+    log_starts = read_parquet(spark, store.path("log_start_offsets"))
     previous = None if continue_from is None else _previous(spark, continue_from, config,
                                                              progress or (lambda _msg: None))
     with publication(out, AUDIT, built_from={EXPORT: export_manifest["run_id"]}) as run:
@@ -131,7 +132,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "file_state": lambda: write("file_state", _read_by(spark, files, export_manifest)),
         }
         if store.is_dir("records"):  # record duplicates read records only: they run beside the replay
-            records = spark.read.parquet(store.path("records"))
+            records = read_parquet(spark, store.path("records"))
             replay_tables["record_duplicates"] = lambda: written_rows("record_duplicates", write(
                 "record_duplicates", tables.record_duplicates(records, config.dedup_key))).count()
         try:
@@ -157,16 +158,16 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                 export_time = max(previous.summary["configuration"]["export_time_ms"], newest or 0)
             else:
                 export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
-        coordinator = (spark.read.parquet(store.path("coordinator_transactions"))
+        coordinator = (read_parquet(spark, store.path("coordinator_transactions"))
                        if live.get("coordinator_transactions") == "complete" else None)
         if added is None:  # small, read twice: one pass over the verdicts
             per_file = tables.per_file(written).localCheckpoint()
         else:
             per_file = tables.per_file_merged(previous.producer_files, tables.per_file(added)).localCheckpoint()
         unusual = F.col("severity") != "ok"
-        snapshots = spark.read.parquet(store.path("producer_snapshots"))
-        replicated, divergent = replica_divergence(spark, batches, spark.read.parquet(store.path("segments")),
-                                       spark.read.parquet(store.path("leader_epochs")), log_starts, config)
+        snapshots = read_parquet(spark, store.path("producer_snapshots"))
+        replicated, divergent = replica_divergence(spark, batches, read_parquet(spark, store.path("segments")),
+                                       read_parquet(spark, store.path("leader_epochs")), log_starts, config)
         derived = concurrently(spark, {
             "anomalies": lambda: (write("anomalies", written.where(unusual)) if added is None
                                   else write_beside("anomalies", added.where(unusual))),
@@ -174,7 +175,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
             "transactions": lambda: _counts(written_rows("transactions", write("transactions", (
                 tables.transactions(written, config, export_time, coordinator) if added is None
-                else tables.transactions_merged(spark.read.parquet(Store(continue_from).path("transactions")),
+                else tables.transactions_merged(read_parquet(spark, Store(continue_from).path("transactions")),
                                                 added, config, export_time, coordinator)))), "status"),
             "snapshot_checks": lambda: _counts(written_rows("snapshot_checks", write(
                 "snapshot_checks", tables.snapshot_checks(written, per_file, snapshots))), "status"),
@@ -241,9 +242,9 @@ def _previous(spark, out: str, config: AuditConfig, say):
     if _verdict_settings(before) != _verdict_settings(now):
         say("the audit in OUT was made with another configuration: a full audit")
         return None
-    return Previous(manifest["run_id"], spark.read.parquet(store.path("batch_verdicts")),
-                    spark.read.parquet(store.path("producer_state")), spark.read.parquet(store.path("partition_state")),
-                    summary, *(spark.read.parquet(store.path(t)) if store.is_dir(t) else None
+    return Previous(manifest["run_id"], read_parquet(spark, store.path("batch_verdicts")),
+                    read_parquet(spark, store.path("producer_state")), read_parquet(spark, store.path("partition_state")),
+                    summary, *(read_parquet(spark, store.path(t)) if store.is_dir(t) else None
                                for t in ("producer_files", "file_state")))
 
 

@@ -184,6 +184,7 @@ def reconcile(args) -> int:
     counts: missing or copied records; without: copied records)."""
     from analytics import pipeline
     from analytics.reconcile import parse_bucket
+    from analytics.spark.tables import read_parquet
 
     bucket_ms = parse_bucket(args.bucket)
     pipeline.require(args.out, AUDIT, EXPORT)
@@ -191,7 +192,7 @@ def reconcile(args) -> int:
     result = pipeline.reconcile(spark, args.out, expected=args.expected, bucket_ms=bucket_ms, progress=progress)
     from pyspark.sql import functions as F
 
-    table = spark.read.parquet(os.path.join(result.out, "reconciliation"))
+    table = read_parquet(spark, os.path.join(result.out, "reconciliation"))
     worst = (table.orderBy((F.coalesce("missing", F.lit(0)) + F.col("duplicated")).desc(), "log_dir", "topic",
                            "partition", "bucket_start").limit(args.limit).collect())
     columns = ["log_dir", "topic", "partition", "bucket_start", "expected", "records", "distinct", "duplicated",

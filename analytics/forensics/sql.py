@@ -46,11 +46,13 @@ def check_tables(out: str, query: str) -> None:
 
 def register_views(spark, out: str) -> list[str]:
     """Every table present under OUT as a temporary view of its name; returns the names registered."""
+    from analytics.spark.tables import read_parquet
+
     names = []
     for name in TABLES:
         path = Store(out).path(name)
         if Store(out).is_dir(name):
-            spark.read.parquet(path).createOrReplaceTempView(name)
+            read_parquet(spark, path).createOrReplaceTempView(name)
             names.append(name)
     return names
 

@@ -20,6 +20,7 @@ from analytics.contract import (
 from analytics.errors import StageMissing
 from analytics.publish import Store
 from analytics.report.history import read_history, verdict_column
+from analytics.spark.tables import read_parquet
 
 MAX_PARTITIONS = 200
 MAX_TIMELINES = 50
@@ -60,7 +61,7 @@ def report_data(spark, out: str, history: str | None = None, *, shown_as: str | 
     summary = read_audit(out)
     store = Store(out)
     v = with_log_dir(read_table(spark, store.path("batch_verdicts"), store.size("batch_verdicts")))
-    errors = with_log_dir(spark.read.parquet(store.path("parse_errors")))
+    errors = with_log_dir(read_parquet(spark, store.path("parse_errors")))
     sections = concurrently(spark, {
         "partitions": lambda: _partitions(spark, v, errors),
         "producers": lambda: _producers(v),
@@ -155,7 +156,7 @@ def _snapshot_checks(spark, out: str, summary: dict) -> dict | None:
         return None
     status = F.col("status")
     order = F.when(status == MISMATCH, 0).when(status == NOT_IN_LOG, 1).otherwise(2)
-    rows = spark.read.parquet(path).where(status != MATCH).orderBy(
+    rows = read_parquet(spark, path).where(status != MATCH).orderBy(
         order, "topic", "partition", "snapshot_offset", "producer_id").limit(MAX_SNAPSHOT_CHECKS)
     counts = summary.get("snapshot_checks") or {}
     return {"counts": counts, "rows": [r.asDict() for r in rows.collect()],
@@ -248,7 +249,7 @@ def _idle(spark, out: str, v) -> list[dict]:
 
     cols = ["topic", "partition", "producer_id", F.col("base_offset").alias("offset"), "idle_ms", "verdict", "severity",
             "explained_by"]
-    found = spark.read.parquet(Store(out).path("anomalies")).where(
+    found = read_parquet(spark, Store(out).path("anomalies")).where(
         F.col("severity").isin(*FINDING_SEVERITIES) & F.col("idle_ms").isNotNull()
     ).select(*cols).limit(MAX_IDLE // 2)
     longest = v.where(F.col("idle_ms").isNotNull()).select(*cols).orderBy(F.col("idle_ms").desc()).limit(MAX_IDLE // 2)
@@ -259,7 +260,7 @@ def _idle(spark, out: str, v) -> list[dict]:
 def _transactions(spark, out: str, summary: dict) -> dict:
     from pyspark.sql import functions as F
 
-    t = spark.read.parquet(Store(out).path("transactions"))
+    t = read_parquet(spark, Store(out).path("transactions"))
     status = F.col("status")  # the unfinished first
     order = F.when(status == HANGING, 0).when(status == OPEN, 1).when(status == ABORTED, 2).otherwise(3)
     rows = t.orderBy(order, "topic", "partition", "first_offset").limit(MAX_TRANSACTIONS).select(
@@ -273,7 +274,7 @@ def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
     path = Store(out).path("record_duplicates")
     if not Store(out).is_dir("record_duplicates"):
         return None
-    rows = spark.read.parquet(path).orderBy("topic", "partition", "log_dir", "offset").limit(MAX_DUPLICATES).collect()
+    rows = read_parquet(spark, path).orderBy("topic", "partition", "log_dir", "offset").limit(MAX_DUPLICATES).collect()
     return {"dedup_key": summary["configuration"].get("dedup_key"), "rows_total": summary.get("record_duplicates"),
             "rows": [r.asDict() | {"key_text": key_text(r["dedup_key"])} for r in rows]}
 
@@ -285,7 +286,7 @@ def _replicas(spark, out: str, summary: dict) -> dict | None:
     if not summary.get("replicated_partitions") or not Store(out).is_dir("replica_divergence"):
         return None
     rank = F.when(F.col("severity") == SEV_VIOLATION, 0).when(F.col("severity") == SEV_EXPLAINED, 1).otherwise(2)
-    rows = spark.read.parquet(Store(out).path("replica_divergence")).orderBy(
+    rows = read_parquet(spark, Store(out).path("replica_divergence")).orderBy(
         rank, "topic", "partition", "log_dir", "other_log_dir", "first_offset").limit(MAX_DUPLICATES).collect()
     counts = summary.get("replica_divergence") or {}
     return {"partitions": summary["replicated_partitions"], "counts": counts,

@@ -41,9 +41,10 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
     from pyspark.sql import functions as F
 
     from analytics.spark.columns import with_log_dir
+    from analytics.spark.tables import read_parquet
 
     keys = list(HISTORY_KEY)
-    v = with_log_dir(spark.read.parquet(Store(out).path("batch_verdicts")))
+    v = with_log_dir(read_parquet(spark, Store(out).path("batch_verdicts")))
     counts = v.groupBy(*keys).agg(
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
@@ -53,7 +54,7 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
         .alias("explained_gaps"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(verdict_column(name)) for name in VERDICTS],
     )
-    hanging = spark.read.parquet(Store(out).path("transactions")).where(F.col("status") == HANGING) \
+    hanging = read_parquet(spark, Store(out).path("transactions")).where(F.col("status") == HANGING) \
         .groupBy(*keys).agg(F.count("*").alias("hanging_transactions"))
     return counts.join(hanging, keys, "left").select(
         F.lit(run_time_ms).cast("long").alias("run_time_ms"), F.lit(run_id).alias("run_id"), *keys,
