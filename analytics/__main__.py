@@ -2,6 +2,6 @@
 
 import sys
 
-from analytics.cli import main
+from analytics.cli import command
 
-sys.exit(main())
+sys.exit(command())

@@ -123,9 +123,10 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     return validate_stage(spark, out, validation)
 
 
-def report(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None) -> str:
+def report(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None,
+           sections: dict | None = None) -> str:
     """Publish ``OUT/report/index.html``; returns its path. ``history`` defaults to ``OUT.history``;
-    ``shown_as`` and ``pending``: see :func:`analytics.report.build.report_data`."""
+    ``shown_as``, ``pending`` and ``sections``: see :func:`analytics.report.build.report_data`."""
     from analytics.report.build import report_data
     from analytics.report.history import default_history_path
     from analytics.report.render import write_report
@@ -133,7 +134,7 @@ def report(spark, out: str, history: str | None = None, *, shown_as: str | None 
     manifests = require(out, AUDIT, EXPORT)
     with publication(out, REPORT, built_from={AUDIT: manifests[AUDIT]["run_id"]}) as run:
         data = report_data(spark, out, history if history is not None else default_history_path(out),
-                           shown_as=shown_as, pending=pending)
+                           shown_as=shown_as, pending=pending, sections=sections)
         write_report(data, run.path(REPORT_DIR, "index.html"))
         run.publish({})
     return run.store.path(REPORT_DIR, "index.html")
@@ -178,38 +179,55 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     ``incremental``: the export and the audit continue the ones in ``OUT`` (:func:`export`, :func:`audit`);
     ``cluster``: the options of a live cluster's export (:func:`export`); ``export_in_process``: the
     export runs its tasks in this process, without Spark (for a small local input, where Spark's
-    Python workers cost far more than the reading: :func:`analytics.export.export`)."""
+    Python workers cost far more than the reading: :func:`analytics.export.export`). ``spark`` may
+    also be a function of no arguments that returns the session, still starting when ``run`` is
+    called (:func:`analytics.spark.concurrent.beside`): it is asked for when a stage needs it, so
+    an export in this process runs while the JVM starts."""
     from pyspark.sql import functions as F
 
     from analytics.audit.job import audit as audit_stage
+    from analytics.report.build import report_sections
     from analytics.report.history import default_history_path
+    from analytics.spark.concurrent import concurrently
     from analytics.spark.tables import read_parquet
 
     say = progress or _quiet
     started = time.monotonic()
     _import_beside("great_expectations")  # the validation's library, loaded while Spark exports and audits
     with unit(out) as staged:
-        exporter = None if export_in_process else spark
+        exporter = None if export_in_process else _ready(spark)
         exported = export(exporter, paths, staged.out, records=records, input_format=input_format, progress=say,
                           continue_from=out if incremental else None, cluster=cluster)
+        spark = _ready(spark)
         say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
         audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)
         metrics = _metrics(spark, staged.out, audited)
-        say("validating ...")
-        validated = validate(spark, staged.out, validation)
-        say("reporting ...")
-        report(spark, staged.out, history if history is not None else default_history_path(out), shown_as=out,
-               pending=metrics)
+        say("validating and reporting ...")
+        # the report's sections read the audit, not the validation: they are aggregated beside it
+        history_path = history if history is not None else default_history_path(out)
+        staged_store = Store(staged.out)
+        both = concurrently(spark, {
+            "validated": lambda: validate(spark, staged.out, validation),
+            "sections": lambda: report_sections(spark, staged.out, history_path, pending=metrics),
+            "producers": lambda: read_parquet(spark, staged_store.path("producer_sessions")).agg(
+                F.countDistinct("topic", "partition", "producer_id")).first()[0],
+            "partitions": lambda: read_parquet(spark, staged_store.path("segments")).select(
+                "topic", "partition").distinct().count(),
+        })
+        validated, producers, partitions = both["validated"], both["producers"], both["partitions"]
+        report(spark, staged.out, history_path, shown_as=out, sections=both["sections"])
         staged.publish()
     _record_metrics(spark, metrics, history, prometheus_file, audited.finished_at_ms)
     store = Store(out)
     exported, audited = replace(exported, out=out), replace(audited, out=out)
     validated = replace(validated, out=out, data_docs=store.path(VALIDATION_DIR, "data_docs", "index.html"))
-    producers = read_parquet(spark, store.path("producer_sessions")).agg(
-        F.countDistinct("topic", "partition", "producer_id")).first()[0]
-    partitions = read_parquet(spark, store.path("segments")).select("topic", "partition").distinct().count()
     return RunResult(exported, audited, validated, store.path(REPORT_DIR, "index.html"), partitions, producers,
                      time.monotonic() - started)
+
+
+def _ready(spark):
+    """The session ``spark`` is, or returns once it has started (:func:`run`)."""
+    return spark() if callable(spark) else spark
 
 
 def _import_beside(module: str) -> None:

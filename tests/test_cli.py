@@ -173,3 +173,22 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     assert call_sites == "False"  # PySpark records no call site per DataFrame function (session.NO_CALL_SITES)
     assert evaluation_conf(INTERPRETED_BYTES, 3) == INTERPRETED_CONF | single_plan_conf(3)
     assert evaluation_conf(INTERPRETED_BYTES + 1, 3) == {}
+
+
+def test_a_run_whose_session_cannot_start_while_it_exports_is_one_line_and_leaves_nothing(tmp_path):
+    # a small local input is exported in this process while the JVM starts on a thread of its own:
+    # a session that cannot start (no Java) still ends the run with one line, and no staging is left
+    java = subprocess.run(["bash", "-c", "command -v java"], capture_output=True, text=True).stdout.strip()
+    hidden = {os.path.dirname(java), os.path.dirname(os.path.realpath(java))} if java else set()
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p not in hidden)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "analytics", "run", str(SAMPLE), "--out", str(out)],
+                          capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PATH": path, "JAVA_HOME": str(tmp_path / "no-java")}, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("exporting ") and "exported 37 files" in proc.stderr  # the export ran meanwhile
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("segaudit: JAVA_HOME is ") and "holds no bin/java" in last
+    assert [line for line in proc.stderr.splitlines() if line.startswith("segaudit:")] == [last]
+    assert os.listdir(out) == []

@@ -25,6 +25,7 @@ from analytics.cli.options import (
 from analytics.cli.render import checks_table, passed, plain, render_table
 from analytics.contract import AUDIT, BROKER_QUESTION, DATA_QUESTION, EXIT_OK, EXIT_VIOLATION, EXPORT
 from analytics.errors import UsageError
+from analytics.spark.concurrent import beside
 
 
 def progress(message: str) -> None:
@@ -151,7 +152,9 @@ def run(args) -> int:
 
     size = input_bytes(args)  # measured once, before the session exists
     small = in_process(args, size)
-    result = pipeline.run(spark_session(args, size), args.logdirs, args.out, config, validation, records=args.records,
+    # an export in this process needs no session: its JVM starts meanwhile, on a thread of its own
+    session = beside(lambda: spark_session(args, size), "spark-session") if small else spark_session(args, size)
+    result = pipeline.run(session, args.logdirs, args.out, config, validation, records=args.records,
                           input_format=args.input_format, progress=progress, incremental=args.incremental,
                           cluster=live, export_in_process=small, **history_options(args))
     audited = result.audited

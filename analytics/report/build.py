@@ -48,11 +48,27 @@ def _severity_counts():
     return [F.sum((F.col("severity") == s).cast("long")).alias(s) for s in SEVERITIES]
 
 
-def report_data(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None) -> dict:
+def report_data(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None,
+                sections: dict | None = None) -> dict:
     """Everything the report page shows. ``shown_as``: the OUT the page names (when ``out`` is a
-    staging folder); ``pending``: this run's history rows (a DataFrame), not yet appended.
+    staging folder); ``pending``: this run's history rows (a DataFrame), not yet appended;
+    ``sections``: what :func:`report_sections` returned for ``out``, when the caller has it (computed
+    beside the validation: the page reads the validation's results, the sections do not)."""
+    if sections is None:
+        sections = report_sections(spark, out, history, pending=pending)
+    return {
+        "title": "segaudit report",
+        "out": shown_as or out,
+        "generated_at_ms": int(time.time() * 1000),
+        "validation": _validation(out),
+        **sections,
+    }
 
-    The sections read the tables independently of each other, so they run at once
+
+def report_sections(spark, out: str, history: str | None = None, *, pending=None) -> dict:
+    """The sections of the report that Spark aggregates from the audit (all but the validation's).
+
+    They read the tables independently of each other, so they run at once
     (:func:`analytics.spark.concurrent.concurrently`)."""
     from analytics.spark.columns import with_log_dir
     from analytics.spark.concurrent import concurrently
@@ -75,15 +91,7 @@ def report_data(spark, out: str, history: str | None = None, *, shown_as: str | 
         "history": lambda: _history(spark, history, pending) if history else [],
     })
     partitions = sections.pop("partitions")
-    return {
-        "title": "segaudit report",
-        "out": shown_as or out,
-        "generated_at_ms": int(time.time() * 1000),
-        "summary": summary,
-        "validation": _validation(out),
-        **partitions,
-        **sections,
-    }
+    return {"summary": summary, **partitions, **sections}
 
 
 def _partitions(spark, v, errors) -> dict:

@@ -10,13 +10,19 @@ work is the same; on inputs large enough to fill the cluster, the jobs share it.
 A failure (or a signal) in one stops all: the others' jobs are interrupted, and :func:`concurrently`
 returns only when no action of it runs any more, so nothing writes into a staging folder that the
 caller is about to remove.
+
+:func:`beside` starts one piece of work on a thread of its own, for the caller to wait for later:
+a session whose JVM starts while ``run`` exports a small input in its own process.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 MAX_THREADS = 4
 
@@ -54,3 +60,24 @@ def _stop(spark, pool: ThreadPoolExecutor, futures) -> None:
             pass
         _, not_done = wait(pending, timeout=0.5)
         pending = list(not_done)
+
+
+def beside(work: Callable[[], T], name: str) -> Callable[[], T]:
+    """Start ``work`` on a thread of its own now; the function returned waits for it, then returns
+    its result or raises what it raised. For work that mostly waits on another process (a JVM
+    starting) while the calling thread goes on with its own.
+
+    >>> ready = beside(lambda: 6 * 7, "answer")
+    >>> ready()
+    42
+    """
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # noqa: BLE001 - raised again by the caller's wait
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future.result
