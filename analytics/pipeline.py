@@ -201,21 +201,27 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
         spark = _ready(spark)
         say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
         audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)
-        metrics = _metrics(spark, staged.out, audited)
         say("validating and reporting ...")
-        # the report's sections read the audit, not the validation: they are aggregated beside it
+        # the report's sections (and this run's metrics, which its history section shows) read the
+        # audit, not the validation: they are aggregated beside it
         history_path = history if history is not None else default_history_path(out)
         staged_store = Store(staged.out)
+
+        def metrics_and_sections():
+            metrics = _metrics(spark, staged.out, audited)
+            return metrics, report_sections(spark, staged.out, history_path, pending=metrics)
+
         both = concurrently(spark, {
             "validated": lambda: validate(spark, staged.out, validation),
-            "sections": lambda: report_sections(spark, staged.out, history_path, pending=metrics),
+            "sections": metrics_and_sections,
             "producers": lambda: read_parquet(spark, staged_store.path("producer_sessions")).agg(
                 F.countDistinct("topic", "partition", "producer_id")).first()[0],
             "partitions": lambda: read_parquet(spark, staged_store.path("segments")).select(
                 "topic", "partition").distinct().count(),
         })
         validated, producers, partitions = both["validated"], both["producers"], both["partitions"]
-        report(spark, staged.out, history_path, shown_as=out, sections=both["sections"])
+        metrics, sections = both["sections"]
+        report(spark, staged.out, history_path, shown_as=out, sections=sections)
         staged.publish()
     _record_metrics(spark, metrics, history, prometheus_file, audited.finished_at_ms)
     store = Store(out)

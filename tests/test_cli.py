@@ -159,7 +159,7 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
              "from pyspark.sql import SparkSession\n"
              "conf = SparkSession.getActiveSession().conf\n"
              "print(conf.get('spark.sql.codegen.factoryMode'), conf.get('spark.sql.adaptive.enabled'),"
-             " conf.get('spark.sql.shuffle.partitions'))\n"
+             " conf.get('spark.sql.shuffle.partitions'), conf.get('spark.sql.files.minPartitionNum'))\n"
              "from pyspark.errors.utils import is_debugging_enabled\n"
              "print(is_debugging_enabled())\n")
     proc = subprocess.run([sys.executable, "-c", probe, str(sample)], capture_output=True, text=True, cwd=REPO, timeout=300)
@@ -167,9 +167,10 @@ def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
     arguments, code_cache, factory_mode, call_sites = proc.stdout.splitlines()[-4:]
     assert set(QUICK_START_OPTIONS.split()) <= set(arguments.split()) and JIT_OPTIONS not in arguments.split()
     assert int(code_cache) >= 240 * 1024 * 1024
-    # the sample is tiny: no generated code, and each query planned once with a shuffle partition per core
+    # the sample is tiny: no generated code, and each query planned once with a scan task and a shuffle
+    # partition per core
     interpreted = INTERPRETED_CONF["spark.sql.codegen.factoryMode"]
-    assert factory_mode.split() == [interpreted, "false", str(os.cpu_count())]
+    assert factory_mode.split() == [interpreted, "false", str(os.cpu_count()), str(os.cpu_count())]
     assert call_sites == "False"  # PySpark records no call site per DataFrame function (session.NO_CALL_SITES)
     assert evaluation_conf(INTERPRETED_BYTES, 3) == INTERPRETED_CONF | single_plan_conf(3)
     assert evaluation_conf(INTERPRETED_BYTES + 1, 3) == {}

@@ -31,7 +31,7 @@ from analytics.contract import (
     VERDICTS,
 )
 from analytics.publish import Store, publication, read_manifest
-from analytics.spark.columns import conform
+from analytics.spark.columns import conform, count_of, observed
 from analytics.spark.tables import read_parquet
 
 # Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
@@ -82,10 +82,11 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             conformed.write.parquet(run.path(name))
             return conformed.schema
 
-        def written_rows(name: str, schema):
-            """The rows of ``name`` as written, for one query: read with the schema it was written
-            with (Spark infers a schema with a job of its own)."""
-            return spark.read.schema(schema).parquet(run.path(name))
+        def write_counted(name: str, df, counts: dict) -> dict:
+            """Write ``name``; ``counts`` (name -> aggregate Column) of its rows, taken by the write."""
+            watched, result = observed(conform(df, name), counts)
+            watched.write.parquet(run.path(name))
+            return result()
 
         held: list = []  # what the replay persisted for its result, released once it is written
         linked = False
@@ -112,13 +113,15 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         new_files: list[str] = []  # linked: the Parquet files of the new verdict rows
 
         def write_verdicts():
+            """The verdicts as written (held when small), and the counts of the rows written now."""
             path = run.path("batch_verdicts")
             conformed = conform(verdicts, "batch_verdicts")
-            plain_columns(conformed.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
+            watched, counted = observed(conformed, _verdict_counts())
+            plain_columns(watched.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
             if linked:  # the new rows (perhaps none) beside the previous files
                 new_files.extend(reuse.parquet_files(path))
                 reuse.link_tree(Store(continue_from).path("batch_verdicts"), path)
-            return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"), conformed.schema)
+            return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"), conformed.schema), counted()
 
         def write_beside(name: str, df):
             """``name``'s new rows, then the previous audit's files of it (a linked incremental audit)."""
@@ -133,14 +136,17 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         }
         if store.is_dir("records"):  # record duplicates read records only: they run beside the replay
             records = read_parquet(spark, store.path("records"))
-            replay_tables["record_duplicates"] = lambda: written_rows("record_duplicates", write(
-                "record_duplicates", tables.record_duplicates(records, config.dedup_key))).count()
+            replay_tables["record_duplicates"] = lambda: write_counted(
+                "record_duplicates", tables.record_duplicates(records, config.dedup_key), {"rows": F.count(F.lit(1))})["rows"]
         try:
             tables_written = concurrently(spark, replay_tables)
         finally:
             for frame in held:
                 frame.unpersist()
-        written, duplicates = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
+        (written, now), duplicates = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
+        # the counts of the verdict rows written now: every verdict, unless an incremental audit linked
+        # the previous audit's files beside them
+        counted_now = ({v: now[f"verdict:{v}"] for v in VERDICTS}, {s: now[f"severity:{s}"] for s in SEVERITIES})
         # Linked, with the previous audit's per-file rows: the derived tables that compose (anomalies,
         # the per-file rows, the transactions, the counts, the log's newest timestamp) take the previous
         # audit's and add the new rows' instead of reading every verdict again. The others read them all.
@@ -153,9 +159,10 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             export_time, export_time_source = live["captured_at_ms"], "capture"
         if export_time is None:
             export_time_source = "log"  # the newest batch's timestamp
-            if added is not None and previous.summary.get("export_time_source") == "log":
-                newest = added.agg(F.max("max_timestamp")).first()[0]
-                export_time = max(previous.summary["configuration"]["export_time_ms"], newest or 0)
+            if not linked:
+                export_time = now["newest"] or 0
+            elif added is not None and previous.summary.get("export_time_source") == "log":
+                export_time = max(previous.summary["configuration"]["export_time_ms"], now["newest"] or 0)
             else:
                 export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
         coordinator = (read_parquet(spark, store.path("coordinator_transactions"))
@@ -173,20 +180,22 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                                   else write_beside("anomalies", added.where(unusual))),
             "producer_files": lambda: write("producer_files", per_file),
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
-            "transactions": lambda: _counts(written_rows("transactions", write("transactions", (
+            "transactions": lambda: write_counted("transactions", (
                 tables.transactions(written, config, export_time, coordinator) if added is None
                 else tables.transactions_merged(read_parquet(spark, Store(continue_from).path("transactions")),
-                                                added, config, export_time, coordinator)))), "status"),
-            "snapshot_checks": lambda: _counts(written_rows("snapshot_checks", write(
-                "snapshot_checks", tables.snapshot_checks(written, per_file, snapshots))), "status"),
-            "replica_divergence": lambda: _counts(
-                written_rows("replica_divergence", write("replica_divergence", divergent)), "severity"),
-            "counts": lambda: (_verdict_and_severity_counts(written) if added is None
-                               else _plus((previous.summary["verdicts"], previous.summary["severities"]),
-                                          _verdict_and_severity_counts(added))),
+                                                added, config, export_time, coordinator)), count_of("status", TXN_STATUSES)),
+            "snapshot_checks": lambda: write_counted("snapshot_checks", tables.snapshot_checks(
+                written, per_file, snapshots), count_of("status", SNAPSHOT_STATUSES)),
+            "replica_divergence": lambda: write_counted("replica_divergence", divergent,
+                                                        count_of("severity", SEVERITIES)),
         })
+        if not linked:
+            counts, severities = counted_now
+        elif added is not None:
+            counts, severities = _plus((previous.summary["verdicts"], previous.summary["severities"]), counted_now)
+        else:  # linked beside an audit that kept no per-file state: counted from every verdict
+            counts, severities = _verdict_and_severity_counts(written)
         txns, checks = derived["transactions"], derived["snapshot_checks"]
-        counts, severities = derived["counts"]
         seconds = time.monotonic() - started
         summary = {
             "run_id": run.run_id,
@@ -284,9 +293,14 @@ def plain_columns(writer, columns):
     return writer
 
 
-def _counts(df, column: str) -> dict:
-    """Rows per value of a low-cardinality column (a handful of rows reach the driver)."""
-    return {r[column]: r["count"] for r in df.groupBy(column).count().collect()}
+def _verdict_counts() -> dict:
+    """What the write of ``batch_verdicts`` counts of its rows: each verdict, each severity, and the
+    newest batch's ``max_timestamp`` (the export time when nothing else gives it)."""
+    from pyspark.sql import functions as F
+
+    return {**{f"verdict:{k}": c for k, c in count_of("verdict", VERDICTS).items()},
+            **{f"severity:{k}": c for k, c in count_of("severity", SEVERITIES).items()},
+            "newest": F.max("max_timestamp")}
 
 
 def _verdict_and_severity_counts(verdicts) -> tuple[dict, dict]:

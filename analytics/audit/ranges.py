@@ -54,18 +54,20 @@ class Plan:
         return self.ranges > self.histories
 
 
-def file_dictionary(batches: DataFrame, range_batches: int) -> DataFrame:
+def file_dictionary(batches: DataFrame, range_batches: int, per_file: dict | None = None) -> DataFrame:
     """One row per file of ``batches``: ``file``, the ``history`` id of its (log_dir, topic,
     partition), a ``file_id``, the file's ``log_dir``, ``topic`` and ``partition``; and for the cut,
     ``rid0`` (the range of the file's first batch), ``bounds`` (the base offsets inside the file where
-    a later range starts), ``ranges`` (its history's count of ranges) and ``batch_count``.
+    a later range starts), ``ranges`` (its history's count of ranges) and ``batch_count``; then the
+    aggregates ``per_file`` (name -> aggregate Column) of each file's batches, taken in the same pass
+    (the state an audit leaves per file, :func:`analytics.audit.state.per_file`).
 
     Small (one row per segment file): an aggregate of (topic, partition, file), which partial
     aggregation reduces to a few rows per scan task.
     """
     files = with_log_dir(batches.groupBy("topic", "partition", "file").agg(
         F.count(F.lit(1)).alias("batch_count"), F.min("base_offset").alias("first"),
-        F.max("base_offset").alias("last")))
+        F.max("base_offset").alias("last"), *(c.alias(name) for name, c in (per_file or {}).items())))
     files = files.select(
         "*",
         F.dense_rank().over(Window.orderBy(*HISTORY_KEY)).alias(HISTORY),
@@ -95,6 +97,7 @@ def file_dictionary(batches: DataFrame, range_batches: int) -> DataFrame:
         "file", HISTORY, "file_id", *HISTORY_KEY, "batch_count", "ranges",
         (F.col("rid_base") + F.size(F.filter("history_bounds", lambda b: b <= first))).alias("rid0"),
         F.filter("history_bounds", lambda b: (b > first) & (b <= last)).alias("bounds"),
+        *(per_file or {}),
     )
 
 

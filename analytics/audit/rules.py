@@ -108,7 +108,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     verdicts and as many shuffles, but every output file then spans every partition of its topic
     and the join back costs more (200k batches: classify about 15% slower).
     """
-    dictionary = ranges.file_dictionary(batches, config.range_batches).localCheckpoint()
+    # numbered files, the cut, and in the same pass the state each file leaves: small, held
+    dictionary = ranges.file_dictionary(batches, config.range_batches, state.per_file()).localCheckpoint()
     plan = ranges.plan(dictionary)
     # one broadcast, for both joins
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
@@ -141,8 +142,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .transform(steps.severity_and_text(config))
         .select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
     )
-    producers, partitions, files_state = state.left_by(replayed, histories, dictionary.select("file", HISTORY),
-                                                       batches, starts)
+    producers, partitions, files_state = state.left_by(
+        replayed, histories, dictionary.select("file", HISTORY, *state.per_file()), starts)
     return Replay(verdicts, producers, partitions, files_state)
 
 

@@ -50,18 +50,27 @@ def fingerprint() -> list[Column]:
     ]
 
 
-def left_by(replayed: DataFrame, histories: DataFrame, files: DataFrame, batches: DataFrame,
+def per_file() -> dict[str, Column]:
+    """The aggregates of a file's batches that the state keeps (name -> Column): its
+    :func:`fingerprint` and the :func:`~analytics.audit.carry.partition_ranges` of its valid and its
+    corrupt batches. Taken in the pass that numbers the files
+    (:func:`analytics.audit.ranges.file_dictionary`), and read by :func:`left_by`."""
+    return {
+        **{c: agg for c, agg in zip(FILE_PRINT, fingerprint())},
+        "valid": _spans(F.col("crc_valid")), "corrupt": _spans(~F.col("crc_valid")),
+    }
+
+
+def left_by(replayed: DataFrame, histories: DataFrame, by_file: DataFrame,
             starts: DataFrame | None) -> tuple[DataFrame, DataFrame, DataFrame]:
     """``(producer_state, partition_state, file_state)`` of the ``replayed`` rows (the replay's facts,
     counted from each history's start). ``histories``: ``(history, log_dir, topic, partition)``;
-    ``files``: ``(file, history)``, to aggregate ``batches`` per file and then per history (one scan,
-    no replay); ``starts``: ``(history, log_start_offset)``. ``file_state``: the fingerprint of each
-    file's batches (without ``read_by``, which the export's manifest gives)."""
+    ``by_file``: ``(file, history)`` and the :func:`per_file` aggregates of each file's batches (small:
+    a row per file, held), summed per history (no scan, no replay); ``starts``: ``(history,
+    log_start_offset)``. ``file_state``: the fingerprint of each file's batches (without ``read_by``,
+    which the export's manifest gives)."""
     producers = (producer_ranges(replayed, by=(HISTORY,))
                  .join(running_ranges(replayed, by=(HISTORY,)), on=[HISTORY, PRODUCER], how="inner"))
-    by_file = batches.groupBy("file").agg(
-        *fingerprint(), _spans(F.col("crc_valid")).alias("valid"), _spans(~F.col("crc_valid")).alias("corrupt")
-    ).join(files, on="file", how="inner").localCheckpoint()  # small: a row per file, read twice
     partitions = by_file.groupBy(HISTORY).agg(*fingerprint_sum(), _spans_sum("valid"), _spans_sum("corrupt"))
     if starts is None:
         partitions = partitions.withColumn("log_start_offset", F.lit(None).cast("long"))

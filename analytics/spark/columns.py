@@ -1,5 +1,6 @@
 """Column expressions every Spark reader and writer of the tables shares: the key of a partition's
-history, and a table conformed to its contract schema at the write (``conform``).
+history, a table conformed to its contract schema at the write (``conform``), and counts a write
+takes of the rows it writes (``observed``, ``count_of``).
 
 The history key (``analytics.contract.HISTORY_KEY``) is (log_dir, topic, partition): the same
 topic-partition in two log dirs is two histories. ``with_log_dir`` is the Spark expression of
@@ -7,6 +8,8 @@ topic-partition in two log dirs is two histories. ``with_log_dir`` is the Spark 
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,3 +34,21 @@ def conform(df: DataFrame, table: str) -> DataFrame:
     from pyspark.sql.pandas.types import from_arrow_type
 
     return df.select(*[F.col(f.name).cast(from_arrow_type(f.type)).alias(f.name) for f in OUT_SCHEMAS[table]])
+
+
+def observed(df: DataFrame, aggregates: dict) -> tuple[DataFrame, Callable[[], dict]]:
+    """``df`` with ``aggregates`` (name -> aggregate Column) computed while its next action runs it,
+    and a function that returns them (name -> value) once that action has run: a table's counts
+    taken by the job that writes it, without a query of their own."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.observation import Observation
+    else:
+        from pyspark.sql.observation import Observation
+    observation = Observation()
+    watched = df.observe(observation, *[column.alias(name) for name, column in aggregates.items()])
+    return watched, lambda: observation.get
+
+
+def count_of(column: str, values) -> dict:
+    """One aggregate per value of ``column``: the rows holding it, named after it (for :func:`observed`)."""
+    return {value: F.count_if(F.col(column) == F.lit(value)) for value in values}

@@ -86,18 +86,24 @@ INTERPRETED_BYTES = 1024 * 1024
 INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
+SCAN_SPLITS = "spark.sql.files.minPartitionNum"
+
+
 # Adaptive execution plans a query stage by stage: it runs each shuffle's map side as a job of its
 # own, re-optimizes what is left with the sizes it saw and describes every new plan to the listeners.
 # Over a tiny input that costs more than it finds: it coalesces the shuffles to about one partition
 # per core, which a fixed partition count per core gives at once (a warm session's audit of a small
-# scenario: 12% less JVM CPU without it, docs/benchmarks.md).
+# scenario: 12% less JVM CPU without it, docs/benchmarks.md). Its scans get a task per core too,
+# not the four a larger input keeps (:func:`get_spark`): each task of a few kilobytes costs its
+# serialization and a Hadoop configuration of its own (the sample's warm audit: 0.7 s less).
 def single_plan_conf(cores: int) -> dict[str, str]:
-    """Each query planned once, its shuffles ``cores`` partitions wide.
+    """Each query planned once, its scans and shuffles ``cores`` tasks wide.
 
     >>> single_plan_conf(2)
-    {'spark.sql.adaptive.enabled': 'false', 'spark.sql.shuffle.partitions': '2'}
+    {'spark.sql.adaptive.enabled': 'false', 'spark.sql.shuffle.partitions': '2', 'spark.sql.files.minPartitionNum': '2'}
     """
-    return {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(max(cores, 1))}
+    width = str(max(cores, 1))
+    return {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": width, SCAN_SPLITS: width}
 
 
 def evaluation_conf(input_bytes: int | None, cores: int = 1) -> dict[str, str]:
@@ -135,8 +141,6 @@ def local_cores(master: str) -> int:
 # errors never showed (--debug still prints the traceback). Over Spark Connect the setting is the
 # server's (static there), and the client's call sites cost no round trip.
 NO_CALL_SITES = ("spark.python.sql.dataFrameDebugging.enabled", "false")
-
-SCAN_SPLITS = "spark.sql.files.minPartitionNum"
 
 # The audit's join back (``analytics.audit.steps.join_back``) hashes both sides by (history,
 # file_id), a prefix of its join key. Spark takes that as co-partitioning only with this setting
