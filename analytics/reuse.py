@@ -137,6 +137,11 @@ def parquet_files(folder: str) -> list[str]:
     return sorted(found)
 
 
+def parquet_rows(folder: str) -> int:
+    """Rows of a Parquet table folder, from its files' footers (no file is read beyond them)."""
+    return sum(pq.read_metadata(f).num_rows for f in parquet_files(folder))
+
+
 def link_tree(source: str, target: str) -> int:
     """Links every Parquet file of the table folder ``source`` into ``target`` (same relative paths,
     e.g. ``topic=t/part-....parquet``); returns how many."""

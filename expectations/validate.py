@@ -31,6 +31,7 @@ from analytics.audit.job import read_audit
 from analytics.contract import AUDIT, VALIDATE, VALIDATION_DIR
 from analytics.errors import InputError, UsageError
 from analytics.publish import Store, publication, read_manifest
+from analytics.spark.concurrent import concurrently
 from analytics.spark.tables import read_table
 from expectations.suites import TABLE_OF_SUITE, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
 
@@ -83,10 +84,11 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
         why += " (a check on records: this audit's export has none; export with --records)"
     if why:
         raise UsageError(why)
-    frames = {}
-    for name in present:
-        frames[name] = read_table(spark, store.path(name), store.size(name))
-        frames[name].createOrReplaceTempView(name)
+    # each table held once for the checks' queries: read side by side (small ones are a job each)
+    frames = concurrently(spark, {name: (lambda n=name: read_table(spark, store.path(n), store.size(n)))
+                                  for name in present})
+    for name, frame in frames.items():
+        frame.createOrReplaceTempView(name)
     with publication(out, VALIDATE, built_from={AUDIT: read_manifest(out, AUDIT)["run_id"]}) as run:
         docs = run.path(VALIDATION_DIR, "data_docs")
         os.makedirs(docs)

@@ -123,7 +123,8 @@ def test_a_failed_run_leaves_the_previous_output_complete(spark, tmp_path, monke
     def boom(*args, **kwargs):
         raise RuntimeError("the disk filled up")
 
-    monkeypatch.setattr(ex, "_count_rows", boom)  # fails after every table is staged, before the swap
+    # the row counts from the staged tables' footers: after every table is staged, before the swap
+    monkeypatch.setattr(ex.reuse, "parquet_rows", boom)
     with pytest.raises(RuntimeError):
         export(spark, [str(SAMPLE)], out)
     assert read_manifest(out, EXPORT) == manifest

@@ -31,7 +31,8 @@ KEY = list(HISTORY_KEY)
 @dataclass(frozen=True)
 class Previous:
     """The previous audit's tables under OUT, its run id and its ``summary.json``; ``producer_files``
-    is None for an audit that did not write it."""
+    is None for an audit that did not write it. ``histories`` and ``producers``: the rows of its
+    ``partition_state`` and ``producer_state`` (from their files' footers), when known."""
     run_id: str
     verdicts: DataFrame
     producer_state: DataFrame
@@ -39,17 +40,22 @@ class Previous:
     summary: dict
     producer_files: DataFrame | None = None
     file_state: DataFrame | None = None
+    histories: int | None = None
+    producers: int | None = None
 
 
 @dataclass(frozen=True)
 class Increment:
     """``batches``: what to replay (the new batches of continued histories, every batch of the
     others); ``prior``: the continued histories' state and earlier verdicts; ``continued``: their keys
-    and the end offset audited (one row each, small)."""
+    and the end offset audited (one row each, small), ``continuing`` of them; ``every``: whether every
+    history of the previous audit continues."""
     batches: DataFrame
     prior: Prior
     continued: DataFrame
     file_state: DataFrame | None = None
+    continuing: int = 0
+    every: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,18 +133,23 @@ def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,
                        | F.col("audited").isNull())).localCheckpoint()
         new = left.where(F.col("done_end").isNotNull())
         pending = left.select(*keyed.columns)
-        if continued.count() < previous.partition_state.count():
+    continuing = continued.count()
+    histories = previous.histories if previous.histories is not None else previous.partition_state.count()
+    if fresh is not None:
+        if continuing < histories:
             again = done.select(*KEY).join(F.broadcast(continued.select(*KEY)), on=KEY, how="left_anti")
             pending = pending.unionByName(keyed.join(F.broadcast(again), on=KEY, how="left_semi"))
     pending = pending.select(*batches.columns)
     keys = F.broadcast(continued.select(*KEY))
     earlier = with_log_dir(previous.verdicts).join(keys, on=KEY, how="left_semi").drop("log_dir")
+    # the carry tables have a row per history or producer of the previous state at most
+    bound = None if previous.producers is None else previous.producers + histories
     prior = Prior(previous.producer_state.join(keys, on=KEY, how="left_semi"),
                   previous.partition_state.join(keys, on=KEY, how="left_semi"), earlier,
-                  _look_back(new, previous.producer_files))
+                  _look_back(new, previous.producer_files), bound)
     files = (None if previous.file_state is None
              else previous.file_state.join(keys, on=KEY, how="left_semi").select(*KEY, "file", *FILE_PRINT))
-    return Increment(pending, prior, continued, files)
+    return Increment(pending, prior, continued, files, continuing, continuing == histories)
 
 
 def _look_back(new: DataFrame, producer_files: DataFrame | None) -> bool:

@@ -104,9 +104,9 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             partitions = merged(step.prior.partition_state, replayed.partition_state, "partition_state")
             files = (replayed.file_state if step.file_state is None
                      else merged(step.file_state, replayed.file_state, "file_state"))
-            continued = step.continued.count()
+            continued = step.continuing
             # every audited history continues: its verdict files are kept as they are (hard links)
-            linked = continued == previous.partition_state.count() and reuse.can_link(continue_from)
+            linked = step.every and reuse.can_link(continue_from)
             verdicts = replayed.verdicts if linked else replayed.verdicts.unionByName(
                 step.prior.earlier.select(*replayed.verdicts.columns))
 
@@ -173,8 +173,14 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             per_file = tables.per_file_merged(previous.producer_files, tables.per_file(added)).localCheckpoint()
         unusual = F.col("severity") != "ok"
         snapshots = read_parquet(spark, store.path("producer_snapshots"))
-        replicated, divergent = replica_divergence(spark, batches, read_parquet(spark, store.path("segments")),
-                                       read_parquet(spark, store.path("leader_epochs")), log_starts, config)
+
+        def replicas() -> tuple[int, dict]:
+            """The topic-partitions held in several log dirs, and the divergent ranges by severity."""
+            replicated, divergent = replica_divergence(
+                spark, batches, read_parquet(spark, store.path("segments")),
+                read_parquet(spark, store.path("leader_epochs")), log_starts, config)
+            return replicated, write_counted("replica_divergence", divergent, count_of("severity", SEVERITIES))
+
         derived = concurrently(spark, {
             "anomalies": lambda: (write("anomalies", written.where(unusual)) if added is None
                                   else write_beside("anomalies", added.where(unusual))),
@@ -186,9 +192,9 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                                                 added, config, export_time, coordinator)), count_of("status", TXN_STATUSES)),
             "snapshot_checks": lambda: write_counted("snapshot_checks", tables.snapshot_checks(
                 written, per_file, snapshots), count_of("status", SNAPSHOT_STATUSES)),
-            "replica_divergence": lambda: write_counted("replica_divergence", divergent,
-                                                        count_of("severity", SEVERITIES)),
+            "replica_divergence": replicas,
         })
+        replicated, divergence = derived["replica_divergence"]
         if not linked:
             counts, severities = counted_now
         elif added is not None:
@@ -208,7 +214,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "snapshot_checks": {s: checks.get(s, 0) for s in SNAPSHOT_STATUSES},
             # topic-partitions exported from several log dirs, and their divergent offset ranges by severity
             "replicated_partitions": replicated,
-            "replica_divergence": {s: derived["replica_divergence"].get(s, 0) for s in SEVERITIES if s != SEV_OK},
+            "replica_divergence": {s: divergence.get(s, 0) for s in SEVERITIES if s != SEV_OK},
             # the values used: the profile as given, the expiration its default when not configured
             "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time,
                                                           "producer_id_expiration_ms": config.expiration_ms},
@@ -251,10 +257,13 @@ def _previous(spark, out: str, config: AuditConfig, say):
     if _verdict_settings(before) != _verdict_settings(now):
         say("the audit in OUT was made with another configuration: a full audit")
         return None
+    local = reuse.can_link(out)  # footers read with pyarrow: a local OUT (an incremental audit's)
     return Previous(manifest["run_id"], read_parquet(spark, store.path("batch_verdicts")),
                     read_parquet(spark, store.path("producer_state")), read_parquet(spark, store.path("partition_state")),
                     summary, *(read_parquet(spark, store.path(t)) if store.is_dir(t) else None
-                               for t in ("producer_files", "file_state")))
+                               for t in ("producer_files", "file_state")),
+                    *((reuse.parquet_rows(store.path(t)) if local else None)
+                      for t in ("partition_state", "producer_state")))
 
 
 def _verdict_settings(configuration: dict) -> dict:

@@ -50,11 +50,14 @@ class Prior:
     """What a previous audit left for the histories whose new batches a run replays
     (:mod:`analytics.audit.state`): its ``producer_state`` and ``partition_state`` rows, and
     ``earlier``, its verdict rows of those histories, which the duplicate check reads when
-    ``look_back`` (some new batch may repeat one of them)."""
+    ``look_back`` (some new batch may repeat one of them); ``rows``, when known, at most how many rows
+    the two state tables hold (their files' footers say): the carry tables taken from them have no
+    more, so they are broadcast without a count."""
     producer_state: DataFrame
     partition_state: DataFrame
     earlier: DataFrame
     look_back: bool = True
+    rows: int | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
 def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:
     """The prior's state as ranges before the histories' first, and its earlier rows keyed by history."""
     spans, producers, running = state.prior_ranges(prior.producer_state, prior.partition_state, histories)
-    return spans, producers, running, steps.earlier_rows(prior.earlier, histories) if prior.look_back else None
+    return (spans, producers, running, steps.earlier_rows(prior.earlier, histories) if prior.look_back else None,
+            prior.rows)
 
 
 def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
@@ -172,20 +176,20 @@ def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFram
     aggregate of the rows is taken for it. The copies are found within the range, unless a new batch
     may repeat one the previous audit replayed (``prior``'s earlier rows): then over those too
     (:func:`~analytics.audit.steps.copies`)."""
-    spans, starting, running_before, earlier = prior
+    spans, starting, running_before, earlier, bound = prior
     partition, producers, running = carry.prior_carry(spans, starting, running_before)
     copies = None if earlier is None else _small(steps.copies(rows, earlier).localCheckpoint())
     ranged = rows.withColumn(TASK, F.col(RANGE)).repartition(TASK)
     if copies is None:
         ranged = ranged.transform(steps.duplicate_ranges(RANGE))
     replayed = (
-        ranged.join(_small(partition), on=[HISTORY, "crc_valid"], how="left")
+        ranged.join(_small(partition, bound), on=[HISTORY, "crc_valid"], how="left")
         .transform(steps.partition_facts)
-        .join(_small(producers), on=[HISTORY, carry.PRODUCER], how="left")
+        .join(_small(producers, bound), on=[HISTORY, carry.PRODUCER], how="left")
         .transform(steps.producer_state)
         .transform(steps.running_state(config))
         .transform(steps.sequence_mark)
-        .join(_small(running), on=[HISTORY, carry.PRODUCER], how="left")
+        .join(_small(running, bound), on=[HISTORY, carry.PRODUCER], how="left")
         .transform(carry.carry_in)
     )
     return replayed if copies is None else replayed.join(copies, on=list(steps.ROW_KEY), how="left")
@@ -207,7 +211,7 @@ def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: li
     spark = rows.sparkSession
     per_task = max(config.range_batches, MIN_TASK_BATCHES)
     tasks = min(plan.ranges, max(-(-plan.batches // per_task), default_parallelism(spark)))
-    spans, starting, running_before, earlier = prior if prior is not None else (None,) * 4
+    spans, starting, running_before, earlier, _ = prior if prior is not None else (None,) * 5
     copies = _small(steps.copies(rows, earlier).localCheckpoint())
     partition_carry = carry.partition_carry(rows, spans).localCheckpoint()
     ranged = (
@@ -229,7 +233,9 @@ def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: li
             .join(copies, on=list(steps.ROW_KEY), how="left"))
 
 
-def _small(table: DataFrame) -> DataFrame:
+def _small(table: DataFrame, bound: int | None = None) -> DataFrame:
     """A carry table, broadcast when it is small (one row per producer and range): the replayed rows
-    then keep their range partitioning; a larger one is joined by shuffle."""
-    return F.broadcast(table) if table.count() <= BROADCAST_ROWS else table
+    then keep their range partitioning; a larger one is joined by shuffle. ``bound``: at most how many
+    rows it has, when known (then it is not counted)."""
+    small = bound <= BROADCAST_ROWS if bound is not None else table.count() <= BROADCAST_ROWS
+    return F.broadcast(table) if small else table

@@ -142,7 +142,7 @@ def export(
         _write_small(run.path("log_start_offsets"), pa.table(
             {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
              "file": starts["file"]}))
-        rows = {t: _count_rows(run.path(t)) for t in run.written()}
+        rows = {t: reuse.parquet_rows(run.path(t)) for t in run.written()}
         prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), read, previous, kept,
                                       run.run_id)
                   if input_format == "segments" else {})
@@ -234,11 +234,6 @@ def _read_parts(folder: str, target: pa.Schema) -> pa.Table:
 def _write_small(folder: str, table: pa.Table) -> None:
     os.makedirs(folder, exist_ok=True)
     pq.write_table(table, os.path.join(folder, "part-00000.parquet"))
-
-
-def _count_rows(folder: str) -> int:
-    """Rows of a Parquet table folder, from the files' footers."""
-    return sum(pq.read_metadata(f).num_rows for f in reuse.parquet_files(folder))
 
 
 class _Progress:
