@@ -6,7 +6,8 @@ process, against a baseline commit side by side.
 Each repeat starts a fresh ``python -m analytics run data/mixed`` (JVM start included) for the
 working tree and, with ``--baseline``, for that commit checked out in a temporary worktree (same
 virtual environment), alternating so that both see the same machine. Prints every run's wall time
-and the stage lines of its progress, then the median of each.
+until the command returned, and until every process it started was gone (Spark's JVM shuts down
+after the Python process ends; the next run starts only then), then the median of each.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# seconds until every process a run started was gone, by tree
+gone: dict[Path, list[float]] = {}
+
+
 def one_run(tree: Path, work: Path, remote: str | None) -> float:
+    """Seconds until the command returned (its JVM may still be shutting down: see ``gone``)."""
+    gone.setdefault(tree, [])
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work / "out.history", ignore_errors=True)
@@ -33,10 +40,19 @@ def one_run(tree: Path, work: Path, remote: str | None) -> float:
     if remote:
         command += ["--remote", remote]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)})
+    done = subprocess.Popen(command, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(tree)}, start_new_session=True)
+    _, stderr = done.communicate()
     seconds = time.monotonic() - started
+    while True:  # the JVM outlives the command by its shutdown: the next run must not share the machine with it
+        try:
+            os.killpg(done.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    gone[tree].append(time.monotonic() - started)
     if done.returncode != 1:  # the sample's planted anomalies fail their checks
-        raise SystemExit(f"{tree}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+        raise SystemExit(f"{tree}: exit {done.returncode}: {stderr.strip()[-500:]}")
     return seconds
 
 
@@ -61,11 +77,13 @@ def main() -> None:
                     work.mkdir(exist_ok=True)
                     seconds = one_run(tree, work, args.remote)
                     times[name].append(seconds)
-                    print(f"run {i + 1}  {name:28s} {seconds:6.1f} s", flush=True)
+                    print(f"run {i + 1}  {name:28s} {seconds:6.1f} s  (every process gone: {gone[tree][-1]:.1f} s)",
+                          flush=True)
             print()
             for name, values in times.items():
                 print(f"median  {name:28s} {statistics.median(values):6.1f} s  (runs: "
-                      f"{', '.join(f'{v:.1f}' for v in values)})")
+                      f"{', '.join(f'{v:.1f}' for v in values)}; every process gone: "
+                      f"{statistics.median(gone[trees[name]]):.1f} s)")
         finally:
             if args.baseline:
                 subprocess.run(["git", "worktree", "remove", "--force", str(Path(tmp) / "baseline")], cwd=ROOT,

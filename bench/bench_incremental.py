@@ -7,7 +7,8 @@ A ``clean`` log dir of about N batches (the generator's, cached in ``--work``) i
 nights. The first night lacks the newest ``--share`` of every partition: the newest segments are
 missing and the active one is cut at a batch boundary. The second night has them again (new
 segments, and an active segment that grew). Cases, each a fresh ``segaudit`` process (JVM start
-included), each command timed alone:
+included), each command timed alone, until every process it started is gone (its JVM's shutdown
+included, which the next command would otherwise share the machine with):
 
 - night 1: ``export`` and ``audit`` in full (the previous audit);
 - night 2, ``--incremental``: ``export --incremental`` (reads only the new and grown segments) and
@@ -95,9 +96,21 @@ def first_night(full: Path, night: Path, share: float) -> int:
 
 
 def segaudit(args: list[str], memory: str) -> float:
+    """Seconds until the command and every process it started are gone: its JVM outlives the Python
+    process by a second or more (Spark's shutdown deletes its spill and shuffle files), and the next
+    command must not run beside that."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "analytics", *args, "--conf", f"spark.driver.memory={memory}"],
-                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    command = subprocess.Popen([sys.executable, "-m", "analytics", *args, "--conf", f"spark.driver.memory={memory}"],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True)
+    code = command.wait()
+    while True:  # the command's session: its JVM and Python workers
+        try:
+            os.killpg(command.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    if code:
+        raise SystemExit(f"segaudit {' '.join(args)}: exit {code}")
     return time.monotonic() - started
 
 
