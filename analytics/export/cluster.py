@@ -40,12 +40,12 @@ from analytics.errors import InputError
 from analytics.export import (
     ExportError,
     ExportResult,
-    _count_rows,
     _read_parts,
     _write_small,
     write_missing_tables,
 )
 from analytics.publish import publication
+from analytics.reuse import parquet_rows
 
 LOG_START_FILE = "log-start-offset"  # the log_start_offsets rows' file: kafka://<cluster id>/log-start-offset
 PRODUCER_STATE_TRIES = 3  # DescribeProducers asked again while a partition's end moves
@@ -117,7 +117,7 @@ def export_cluster(
             [{"topic": p.topic, "partition": p.partition, "log_start_offset": p.log_start,
               "file": f"{captured.log_dir}/{LOG_START_FILE}"} for p in captured.partitions],
             schema.LOG_START_OFFSETS))
-        rows = {t: _count_rows(run.path(t)) for t in run.written()}
+        rows = {t: parquet_rows(run.path(t)) for t in run.written()}
         received = _received(run.path("segments"))
         run.publish({
             "inputs": [source],
