@@ -139,7 +139,12 @@ def parquet_files(folder: str) -> list[str]:
 
 def parquet_rows(folder: str) -> int:
     """Rows of a Parquet table folder, from its files' footers (no file is read beyond them)."""
-    return sum(pq.read_metadata(f).num_rows for f in parquet_files(folder))
+    return rows_of(parquet_files(folder))
+
+
+def rows_of(files) -> int:
+    """Rows of these Parquet files, from their footers."""
+    return sum(pq.read_metadata(f).num_rows for f in files)
 
 
 def link_tree(source: str, target: str) -> int:

@@ -21,6 +21,7 @@ from analytics.audit.rules import Prior, replay
 from analytics.audit.state import merged
 from analytics.audit.tables import per_file
 from analytics.spark.columns import with_log_dir
+from analytics.spark.session import single_plan_conf
 from tests.conftest import REPO
 from tests.test_audit_differential import _spark_schema, history
 
@@ -134,6 +135,10 @@ COMPARED_SUMMARY = ("verdicts", "severities", "transactions", "record_duplicates
                     "replicated_partitions", "replica_divergence", "export_time_source")
 
 
+# The settings of an incremental audit of few new batches (``analytics.audit.job.FEW_BATCHES``)
+TUNED = tuple(single_plan_conf(1))
+
+
 def _table_rows(spark, out: str, name: str) -> list:
     df = spark.read.parquet(os.path.join(out, name)).drop(*UNCOMPARED.get(name, ()))
     return sorted((tuple(r) for r in df.select(*sorted(df.columns)).collect()), key=repr)
@@ -152,9 +157,11 @@ def nights(spark, tmp_path_factory):
     each night's tables are compared with the night exported and audited whole. Returns
     ``{night: (tables of OUT, tables of the full run, OUT's export manifest, OUT's summary)}`` and
     the count of files night 2 changed."""
+    from analytics.audit import job
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
+    from analytics.spark.session import settings as settings_of
 
     root = tmp_path_factory.mktemp("nights")
     logs = root / "logs"  # one log dir, as it was on each night
@@ -173,7 +180,7 @@ def nights(spark, tmp_path_factory):
     out = str(root / "out")
     export(spark, [str(logs)], out, records=True)
     audit(spark, out, config)
-    seen, rests = {}, {}
+    seen, rests, conf = {}, {}, {}
     for night in (2, 3):
         if night == 2:
             for path, data in kept.items():
@@ -182,7 +189,11 @@ def nights(spark, tmp_path_factory):
             _segments(logs / "clean-0")[0].unlink()
         full = str(root / f"full-{night}")
         export(spark, [str(logs)], out, records=True, continue_from=out)
-        audit(spark, out, config, continue_from=out)
+        before, entered = {key: spark.conf.get(key, None) for key in TUNED}, []
+        with pytest.MonkeyPatch.context() as patch:  # the settings the audit ran some of its queries with
+            patch.setattr(job, "settings", lambda session, values: (entered.append(values), settings_of(session, values))[1])
+            audit(spark, out, config, continue_from=out)
+        conf[night] = entered, before, {key: spark.conf.get(key, None) for key in TUNED}
         export(None, [str(logs)], full, records=True)
         audit(spark, full, config)
         seen[night] = ({t: _table_rows(spark, out, t) for t in COMPARED_TABLES},
@@ -191,7 +202,7 @@ def nights(spark, tmp_path_factory):
                        json.loads(Path(out, "summary.json").read_text()),
                        json.loads(Path(full, "summary.json").read_text()))
         rests[night] = _rests(out, full, seen[night][2])
-    return seen, len(kept), rests
+    return seen, len(kept), rests, conf
 
 
 def _rests(out: str, full: str, manifest: dict) -> dict:
@@ -218,6 +229,33 @@ def test_an_incremental_audit_writes_the_tables_of_a_full_one(nights, table, nig
 
 
 @pytest.mark.parametrize("night", [2, 3])
+def test_an_incremental_audit_of_few_new_batches_plans_each_query_once_and_puts_the_settings_back(spark, nights, night):
+    """Night 2 (every history continues) ran its queries planned once, as wide as the cores, and its
+    tables are a full audit's (above); night 3 began so too. Both left the session as it was."""
+    entered, before, after = nights[3][night]
+    assert entered == [single_plan_conf(spark.sparkContext.defaultParallelism)]
+    assert after == before
+
+
+def test_settings_are_put_back_as_they_were_set_or_unset(spark):
+    from analytics.spark.session import settings
+
+    keys = ("spark.sql.shuffle.partitions", "spark.sql.files.minPartitionNum")
+    session = {key: spark.conf.get(key, None) for key in keys}  # the test session's, restored at the end
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    spark.conf.unset("spark.sql.files.minPartitionNum")
+    before = spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.files.minPartitionNum", None)
+    try:
+        with settings(spark, single_plan_conf(3)):
+            assert spark.conf.get("spark.sql.shuffle.partitions") == spark.conf.get("spark.sql.files.minPartitionNum") == "3"
+        assert (spark.conf.get("spark.sql.shuffle.partitions"), spark.conf.get("spark.sql.files.minPartitionNum", None)) \
+            == before == ("7", None)
+    finally:
+        for key, value in session.items():
+            spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
+
+
+@pytest.mark.parametrize("night", [2, 3])
 def test_an_incremental_audit_sums_up_what_a_full_one_does(nights, night):
     """The counts of summary.json, and the export time the transactions were judged at: on night 2 the
     previous audit's counts plus the new batches', on night 3 counted again."""
@@ -238,13 +276,13 @@ def test_every_partition_continued_after_appends_and_all_but_the_retained_one_af
 def test_the_incremental_audit_scanned_only_the_segment_files_read_since(nights):
     """Night 2 scans the new and grown segments only; night 3, after retention alone, none (clean-0
     is read whole, as a history that does not continue)."""
-    seen, grown_or_new, _ = nights
+    seen, grown_or_new, *_ = nights
     assert seen[2][3]["incremental"]["files_read"] == grown_or_new
     assert seen[3][3]["incremental"]["files_read"] == 0
 
 
 def test_the_incremental_export_read_only_the_new_and_grown_segments(nights):
-    seen, grown_or_new, _ = nights
+    seen, grown_or_new, *_ = nights
     manifest = seen[2][2]
     assert manifest["incremental"]["files_read"] == grown_or_new
     assert manifest["incremental"]["files_kept"] == manifest["files"] - grown_or_new
@@ -256,7 +294,7 @@ def test_a_grown_segment_is_read_from_where_the_previous_read_ended(nights):
     only after the bytes night 1 read: its manifest entry lists both reads, and the Parquet files of
     the second hold exactly the batches after the first read's size, at their positions in the whole
     file. On night 3 (unchanged) both reads are kept."""
-    seen, _, rests = nights
+    seen, _, rests, _ = nights
     assert seen[2][2]["incremental"]["files_grown"] == 1
     (path, (reads, rest, whole)), = rests[2].items()
     assert "idle-expiration-0" in path

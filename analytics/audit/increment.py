@@ -22,7 +22,7 @@ from analytics.audit.rules import Prior
 from analytics.audit.state import FILE_PRINT, fingerprint, fingerprint_sum
 from analytics.audit.steps import log_starts_of
 from analytics.contract.vocabulary import HISTORY_KEY
-from analytics.reuse import parquet_files, parts
+from analytics.reuse import parquet_files, parts, rows_of
 from analytics.spark.columns import with_log_dir
 
 KEY = list(HISTORY_KEY)
@@ -63,10 +63,12 @@ class Since:
     """The ``batches`` rows of the segment files read into Parquet since the previous audit (new, or
     read again: ``files`` of them hold batches), and the files ``unchanged`` since (one column, ``file``): audited,
     and still there as the same export run read them (a segment that grew since: up to the read the
-    audit saw; the rows of its later reads are among ``rows``). A file audited but gone is neither."""
+    audit saw; the rows of its later reads are among ``rows``). A file audited but gone is neither.
+    ``batches``: how many ``rows`` there are (their files' footers)."""
     rows: DataFrame
     unchanged: DataFrame
     files: int
+    batches: int = 0
 
 
 def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_id: str,
@@ -90,7 +92,7 @@ def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_
     found = [p for p in parquet_files(batches_dir) if os.path.basename(p) in names]
     rows = (spark.read.schema(schema).option("basePath", batches_dir).parquet(*found) if found
             else spark.createDataFrame([], schema))
-    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"), len(found))
+    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"), len(found), rows_of(found))
 
 
 def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,

@@ -22,6 +22,8 @@ form one row. Only partitions held in several log dirs are read past their ``seg
 
 from __future__ import annotations
 
+import os
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -51,6 +53,21 @@ def replicated(segments: DataFrame) -> DataFrame:
     held = with_log_dir(segments).select(*TP, "log_dir").distinct()
     many = held.groupBy(*TP).agg(F.count("*").alias("replicas")).where(F.col("replicas") > 1)
     return held.join(many.select(*TP), on=TP, how="left_semi")
+
+
+def held_in_several(segment_files) -> bool:
+    """Whether some partition folder is among the segment files (paths ``LOGDIR/TOPIC-PARTITION/FILE``)
+    of more than one log dir: what :func:`replicated` finds, from the export's manifest alone.
+
+    >>> held_in_several(["/a/t-0/0.log", "/a/t-1/0.log"]), held_in_several(["/a/t-0/0.log", "/b/t-0/9.log"])
+    (False, True)
+    """
+    dirs: dict[str, str] = {}
+    for path in segment_files:
+        log_dir, folder = os.path.split(os.path.dirname(path))
+        if dirs.setdefault(folder, log_dir) != log_dir:
+            return True
+    return False
 
 
 def replica_divergence(spark, batches: DataFrame, segments: DataFrame, leader_epochs: DataFrame,

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from analytics.spark import classdata
@@ -104,6 +105,23 @@ def single_plan_conf(cores: int) -> dict[str, str]:
     """
     width = str(max(cores, 1))
     return {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": width, SCAN_SPLITS: width}
+
+
+@contextmanager
+def settings(spark, conf: dict[str, str]):
+    """``conf`` set on ``spark``'s runtime configuration for the ``with`` block, then each key put back
+    as it was (unset when it was not set)."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def evaluation_conf(input_bytes: int | None, cores: int = 1) -> dict[str, str]:
