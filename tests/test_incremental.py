@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import struct
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -190,8 +191,17 @@ def nights(spark, tmp_path_factory):
         full = str(root / f"full-{night}")
         export(spark, [str(logs)], out, records=True, continue_from=out)
         before, entered = {key: spark.conf.get(key, None) for key in TUNED}, []
-        with pytest.MonkeyPatch.context() as patch:  # the settings the audit ran some of its queries with
-            patch.setattr(job, "settings", lambda session, values: (entered.append(values), settings_of(session, values))[1])
+        published = Path(out, "_audit.json").read_text()
+
+        @contextmanager
+        def watched(session, values):
+            """The settings the audit ran queries with, and whether it had published when it left them."""
+            with settings_of(session, values):
+                yield
+            entered.append((values, Path(out, "_audit.json").read_text() != published))
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(job, "settings", watched)
             audit(spark, out, config, continue_from=out)
         conf[night] = entered, before, {key: spark.conf.get(key, None) for key in TUNED}
         export(None, [str(logs)], full, records=True)
@@ -230,10 +240,13 @@ def test_an_incremental_audit_writes_the_tables_of_a_full_one(nights, table, nig
 
 @pytest.mark.parametrize("night", [2, 3])
 def test_an_incremental_audit_of_few_new_batches_plans_each_query_once_and_puts_the_settings_back(spark, nights, night):
-    """Night 2 (every history continues) ran its queries planned once, as wide as the cores, and its
-    tables are a full audit's (above); night 3 began so too. Both left the session as it was."""
+    """Night 2 (every history continues) ran every query planned once, as wide as the cores, to its
+    last table, and its tables are a full audit's (above); night 3 (retention: a history replayed
+    whole) only until the replay. Both left the session as it was."""
     entered, before, after = nights[3][night]
-    assert entered == [single_plan_conf(spark.sparkContext.defaultParallelism)]
+    [(values, to_the_end)] = entered
+    assert values == single_plan_conf(spark.sparkContext.defaultParallelism)
+    assert to_the_end == (night == 2)
     assert after == before
 
 

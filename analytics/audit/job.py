@@ -46,8 +46,8 @@ UNIQUE_COLUMNS = ("file_position", "base_offset", "last_offset", "base_timestamp
 # verdicts kept as files) and the records (read whole) are as few, reads only small tables: the new
 # batches, the state the previous audit left, the records. Its queries are then planned once each,
 # as wide as the cores (``single_plan_conf``), not stage by stage (a 10M-batch log with 100k new
-# batches: the audit 1.8 s shorter, docs/benchmarks.md). Replicas compared, or a history replayed
-# whole, and Spark's own planning takes over.
+# batches: the audit 1.8 s shorter, docs/benchmarks.md). Replicas compared, a history replayed
+# whole, or earlier verdicts looked back on, and Spark's own planning takes over.
 FEW_BATCHES = 1_000_000
 
 
@@ -114,8 +114,9 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             step = increment(batches, log_starts, previous, since)
             # every audited history continues: its verdict files are kept as they are (hard links)
             linked = step.every and reuse.can_link(continue_from)
-            if not linked or (records is not None and reuse.parquet_rows(store.path("records")) > FEW_BATCHES):
-                quick.close()  # the whole log is read again: Spark's own planning
+            if (not linked or step.prior.look_back  # the earlier verdicts are read again
+                    or (records is not None and reuse.parquet_rows(store.path("records")) > FEW_BATCHES)):
+                quick.close()  # the whole log is read: Spark's own planning
             replayed = replay(step.batches, config, log_starts, held, step.prior)
             producers = merged(step.prior.producer_state, replayed.producer_state, "producer_state")
             partitions = merged(step.prior.partition_state, replayed.partition_state, "partition_state")
