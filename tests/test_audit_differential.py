@@ -288,27 +288,17 @@ def test_interpreted_evaluation_gives_the_tables_generated_code_gives(spark, tmp
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
-    from analytics.spark.session import INTERPRETED_CONF
+    from analytics.spark.session import INTERPRETED_CONF, settings
 
     repo = Path(__file__).resolve().parent.parent
     generated, interpreted = tmp_path / "generated", tmp_path / "interpreted"
     export(None, [str(repo / "data" / "mixed")], str(generated), records=True)
     shutil.copytree(generated, interpreted)
     config = load_config(repo / "data" / "mixed.truth" / "audit.toml")
-    before = {key: spark.conf.get(key, None) for key in INTERPRETED_CONF}
-    try:  # Spark's defaults: whole-stage code generation, generated expressions where they compile
-        for key, value in GENERATED_CONF.items():
-            spark.conf.set(key, value)
+    with settings(spark, GENERATED_CONF):  # Spark's defaults: whole-stage code generation, generated expressions
         audit(spark, str(generated), config)
-        for key, value in INTERPRETED_CONF.items():
-            spark.conf.set(key, value)
+    with settings(spark, INTERPRETED_CONF):
         audit(spark, str(interpreted), config)
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
     def rows(out: Path, table: str) -> list[str]:
         t = ds.dataset(out / table, format="parquet", partitioning="hive", ignore_prefixes=[".", "_"]).to_table()
