@@ -1,4 +1,5 @@
-"""Whether a process of this host still runs: a publication's owner, a class-data archive's writer."""
+"""Whether a process of this host still runs: a publication's owner, a class-data archive's writer;
+whether any process of a group does (a command timed until its JVM is gone, in ``bench/``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,18 @@ def alive(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether some process of process group ``pgid`` still exists (a session leader's group: a
+    command started with ``start_new_session``, its JVM and workers)."""
+    try:
+        os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from analytics.processes import group_alive  # noqa: E402
 
 
 # seconds until every process a run started was gone, by tree
@@ -44,11 +47,7 @@ def one_run(tree: Path, work: Path, remote: str | None) -> float:
                             env={**os.environ, "PYTHONPATH": str(tree)}, start_new_session=True)
     _, stderr = done.communicate()
     seconds = time.monotonic() - started
-    while True:  # the JVM outlives the command by its shutdown: the next run must not share the machine with it
-        try:
-            os.killpg(done.pid, 0)
-        except ProcessLookupError:
-            break
+    while group_alive(done.pid):  # the JVM outlives the command by its shutdown: the next run must not share the machine with it
         time.sleep(0.02)
     gone[tree].append(time.monotonic() - started)
     if done.returncode != 1:  # the sample's planted anomalies fail their checks

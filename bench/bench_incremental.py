@@ -39,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from analytics.processes import group_alive  # noqa: E402
+
 TABLES = ("batches", "segments", "parse_errors", "batch_verdicts", "anomalies", "producer_sessions", "transactions",
           "snapshot_checks", "producer_state", "partition_state", "producer_files")
 
@@ -103,11 +105,7 @@ def segaudit(args: list[str], memory: str) -> float:
     command = subprocess.Popen([sys.executable, "-m", "analytics", *args, "--conf", f"spark.driver.memory={memory}"],
                                cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True)
     code = command.wait()
-    while True:  # the command's session: its JVM and Python workers
-        try:
-            os.killpg(command.pid, 0)
-        except ProcessLookupError:
-            break
+    while group_alive(command.pid):  # the command's session: its JVM and Python workers
         time.sleep(0.02)
     if code:
         raise SystemExit(f"segaudit {' '.join(args)}: exit {code}")
