@@ -32,13 +32,20 @@ def spark():
     alone (``session.jit_options``) and evaluation without generated code
     (``session.evaluation_conf``). The ``audited`` fixture took 213 s with Spark's defaults, 151 s
     interpreted (309 CPU-seconds), 132 s with the quick compiler as well (261 CPU-seconds);
-    ``test_audit_differential`` audits the sample both ways."""
+    ``test_audit_differential`` audits the sample both ways.
+
+    It lives as long as a test process and runs hundreds of audits, whose plans Spark's status
+    store keeps (a thousand SQL executions and jobs by default, each audit's plans hundreds of
+    nodes) even without a UI: here it keeps only the newest few, and the JVM gets 2 GiB (a 1 GiB heap
+    ran out late in a CI run, serializing a task)."""
     from analytics.spark.session import get_spark
 
     _class_archive()
     session = get_spark(
         "local[2]", input_bytes=0,
-        conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.default.parallelism": "2"},
+        conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.default.parallelism": "2",
+              "spark.driver.memory": "2g", "spark.sql.ui.retainedExecutions": "20", "spark.ui.retainedJobs": "50",
+              "spark.ui.retainedStages": "50"},
     )
     yield session
     session.stop()
