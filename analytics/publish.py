@@ -165,6 +165,7 @@ class _Staging:
 
     store: Store
     run_id: str
+    made_root: bool = False  # OUT did not exist before this run: a run that publishes nothing leaves none
     published: bool = field(default=False, init=False)
 
     @property
@@ -179,6 +180,8 @@ class _Staging:
     def __exit__(self, *exc) -> None:
         if not self.published and not _committed(self.store, self.staging):
             self.store.delete(self.staging)
+            if self.made_root and not self.store.names():
+                self.store.delete("")
 
 
 @dataclass
@@ -243,10 +246,11 @@ class Unit(_Staging):
 def unit(out: str) -> Unit:
     """A new set of stages under ``out``, committed as one (``segaudit run``)."""
     store = Store(out)
+    made = not store.is_dir("")
     store.makedirs("")
     settle(store)
     remove_abandoned(store)
-    return Unit(store, new_run_id())
+    return Unit(store, new_run_id(), made_root=made)
 
 
 def commit(store: Store, staging: str, manifests: dict[str, dict], run_id: str) -> None:
@@ -357,13 +361,14 @@ def publication(out: str, stage: str, *, built_from: dict | None = None) -> Publ
     audit, the audit for a validation or a report); :class:`StageMissing` when there is none.
     """
     store = Store(out)
+    made = not store.is_dir("")
     store.makedirs("")
     settle(store)
     remove_abandoned(store)
     if built_from is None:
         upstream = UPSTREAM[stage]
         built_from = {upstream: read_manifest(out, upstream)["run_id"]} if upstream else {}
-    return Publication(store, new_run_id(), stage=stage, built_from=built_from)
+    return Publication(store, new_run_id(), made_root=made, stage=stage, built_from=built_from)
 
 
 def _claim(store: Store, folder: str) -> None:

@@ -13,6 +13,7 @@ import gc
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from analytics import __version__
@@ -20,7 +21,7 @@ from analytics.cli import commands, signals
 from analytics.cli.options import add_audit_options, add_cluster_options, add_spark_options, add_validation_options
 from analytics.contract import EXIT_BUG, EXIT_OK
 from analytics.errors import Interrupted, SegauditError
-from analytics.spark.stderr import mute_jvm_stderr
+from analytics.spark import jvmlog
 
 ISSUES = "https://github.com/segaudit/segaudit/issues"
 
@@ -180,15 +181,17 @@ def guarded(action, command: str, *, debug: bool = False) -> int:
     # failed query: the one line below says it all
     for name in ("py4j", "SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    if debug:
+        jvmlog.show_on_terminal()  # the JVM's log and output too
     signals.install()
     try:
         return action()
     except BrokenPipeError:  # `segaudit ... | head`
         return EXIT_OK
     except BaseException as exc:
-        if debug:
-            raise
         failure = _failure(exc, command)
+        if debug:
+            traceback.print_exc()
         _say(f"segaudit: {failure}")
         if isinstance(failure, Interrupted):
             _quiet_shutdown()
@@ -236,10 +239,21 @@ def _spark_failure(exc: BaseException) -> str | None:
     except ImportError:
         return None
     if isinstance(exc, PySparkException):
-        return f"Spark: {_first_line(exc)}"
+        if exc.getCondition() == "JAVA_GATEWAY_EXITED":  # the JVM did not start: its log says why
+            return f"Spark: the JVM exited as it started: {jvmlog.last_line() or 'no reason given'}{_jvm_log()}"
+        from pyspark.errors import AnalysisException
+
+        # a query's own mistake (an unknown column, bad SQL) needs no log to be understood
+        return f"Spark: {_first_line(exc)}{'' if isinstance(exc, AnalysisException) else _jvm_log()}"
     if isinstance(exc, Py4JError):
-        return f"Spark (JVM): {_java_root_cause(exc) or _first_line(exc)}"
+        return f"Spark (JVM): {_java_root_cause(exc) or _first_line(exc)}{_jvm_log()}"
     return None
+
+
+def _jvm_log() -> str:
+    """Where the JVM's own account of a Spark failure is, when it wrote to a log file."""
+    path = jvmlog.current()
+    return f" (the JVM's log: {path})" if path else ""
 
 
 def _java_root_cause(exc) -> str | None:
@@ -273,7 +287,6 @@ def _say(line: str) -> None:
 
 def _quiet_shutdown() -> None:
     """After the one line: the JVM's and the interpreter's shutdown messages are not the operator's business."""
-    mute_jvm_stderr()
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)

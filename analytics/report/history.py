@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
+
 from analytics.contract import HANGING, HISTORY_KEY, SEQUENCE_GAP, SEV_EXPLAINED, SEV_VIOLATION, VERDICTS
 from analytics.publish import Store
 
@@ -82,6 +84,8 @@ def read_history(spark, path: str):
     """The history's rows, or None when there is none yet."""
     from pyspark.errors import AnalysisException
 
+    if not _may_exist(path):  # not asked of Spark: its listeners log a failed read, caught or not
+        return None
     try:  # any filesystem Spark reads; a missing or empty folder is no history yet
         history = spark.read.parquet(path)
         history.schema  # noqa: B018 - analysed now (Spark Connect analyses a plan only when asked)
@@ -90,6 +94,14 @@ def read_history(spark, path: str):
         if exc.getCondition() in ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA"):
             return None
         raise
+
+
+def _may_exist(path: str) -> bool:
+    """False when ``path`` is known not to exist (on a filesystem pyarrow opens); else True."""
+    try:
+        return Store(path).exists("")
+    except (OSError, ValueError, pa.ArrowException):  # a filesystem pyarrow cannot open: Spark is asked
+        return True
 
 
 # -- Prometheus text format ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """One way to get a SparkSession: local mode by default, a master URL or Spark Connect when asked.
 
-Spark's console noise is off (log4j at ERROR, no progress bar), the Python workers run the
+Spark's console is quiet: no progress bar, and a local JVM writes its log and output to a file of its
+own (:mod:`analytics.spark.jvmlog`), not the terminal. The Python workers run the
 interpreter that runs segaudit (so the package and its dependencies are there), and the
 ``kafka-segments`` data source is registered.
 """
@@ -14,8 +15,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from analytics.spark import classdata
-from analytics.spark.stderr import filtered_stderr
+from analytics.spark import classdata, jvmlog
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
@@ -194,6 +194,7 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
+    options: dict[str, str] = {}
     if remote:
         builder = builder.remote(remote)
     else:
@@ -201,29 +202,26 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             builder = builder.master(master or "local[*]")
         if not submitted:
             local = master is None or master.startswith("local")
-            options = f"-Dlog4j.configurationFile={LOG4J.as_uri()} {jit_options(input_bytes if local else None)}"
-            builder = (builder.config("spark.driver.extraJavaOptions", f"{options} {archive.options}")
-                       .config("spark.executor.extraJavaOptions", options))
+            jvm = f"-Dlog4j.configurationFile={LOG4J.as_uri()} {jit_options(input_bytes if local else None)}"
+            options["spark.driver.extraJavaOptions"] = f"{jvm} {archive.options}".strip()
+            options["spark.executor.extraJavaOptions"] = jvm
             # To merge a sort that spilled many times, Spark opens every spill file at once; with read-ahead
             # each reader holds two 1 MiB buffers, which alone exhausted a 1 GiB local-mode driver auditing
             # 10M batches. Without it the same audit completes (docs/benchmarks.md).
-            builder = builder.config("spark.unsafe.sorter.spill.read.ahead.enabled", "false")
+            options["spark.unsafe.sorter.spill.read.ahead.enabled"] = "false"
             tiny = input_bytes if local and whole_input else None
             cores = local_cores(master or "local[*]") if local else 1
-            for key, value in evaluation_conf(tiny, cores).items():
-                builder = builder.config(key, value)
-        builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
-        builder = builder.config(*NO_CALL_SITES)  # a Connect server holds it as a static setting: not asked there
-    builder = builder.config(*CO_PARTITION_ON_KEY_PREFIX)
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    if remote or submitted:
-        spark = builder.getOrCreate()
-        if remote:
-            _remote_sessions.append(spark)
-    else:
-        with filtered_stderr():  # the JVM starts here and keeps the filtered stderr for its life
-            spark = builder.getOrCreate()
+            options |= evaluation_conf(tiny, cores)
+        options |= {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
+        options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
+    options |= dict([CO_PARTITION_ON_KEY_PREFIX])
+    options |= {key: str(value) for key, value in (conf or {}).items()}
+    builder = builder.config(map=options)
+    if not remote and not submitted:
+        _launch_jvm(app_name, master or "local[*]", options)
+    spark = builder.getOrCreate()
+    if remote:
+        _remote_sessions.append(spark)
     if not remote and spark.conf.get(SCAN_SPLITS, None) is None:
         # Spark splits a scan into about one task per core below 128 MiB a task; with so few, the
         # last task of a stage runs alone. Four per core keep both cores of a small machine busy
@@ -237,6 +235,21 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
 
 
 _remote_sessions: list = []
+
+
+def _launch_jvm(app_name: str, master: str, options: dict[str, str]) -> None:
+    """Start the JVM of a local session, unless one runs, as the session builder would, but with its
+    output in its log file (:mod:`analytics.spark.jvmlog`): handed to the new process, so no stream
+    of this process is touched while other threads write to it."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway:
+            return
+        conf = SparkConf().setAppName(app_name).setMaster(master).setAll(list(options.items()))
+        SparkContext._gateway = launch_gateway(conf, popen_kwargs=jvmlog.popen_kwargs())
+        SparkContext._jvm = SparkContext._gateway.jvm
 
 
 def class_archive(java: tuple[str, str] | None = None) -> classdata.Archive:
