@@ -60,7 +60,16 @@ def unknown(kind: str, name: str, known: list[str]) -> str:
     """
     if not known:
         return f"unknown {kind} {name!r}: the audit holds none"
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    hint = did_you_mean(name, known)
     listed = ", ".join(known[:LISTED]) + (f" and {len(known) - LISTED} more" if len(known) > LISTED else "")
     return f"unknown {kind} {name!r}{hint}; {kind}s: {listed}"
+
+
+def did_you_mean(name: str, known, quote=repr) -> str:
+    """`` (did you mean X?)`` with the known names closest to ``name`` (difflib), or "" when none is close.
+
+    >>> did_you_mean("--outt", ["--out", "--records"], quote=str), did_you_mean("xyz", ["--out"])
+    (' (did you mean --out?)', '')
+    """
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f" (did you mean {' or '.join(quote(c) for c in close)}?)" if close else ""

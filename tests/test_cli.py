@@ -41,9 +41,17 @@ def test_a_folder_without_kafka_files_is_exit_2(tmp_path, capsys):
     assert "no Kafka partition folders" in capsys.readouterr().err
 
 
-def test_bad_usage_is_exit_2():
+def test_bad_usage_is_exit_2_with_one_line_and_no_usage_block():
     proc = subprocess.run([sys.executable, "-m", "analytics", "inspect"], capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 2 and "usage:" in proc.stderr
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "segaudit inspect: missing LOGDIR; see segaudit inspect --help\n"
+
+
+def test_inspect_text_and_table_are_the_same(capsys):
+    assert main(["inspect", str(SAMPLE / "clean-0")]) == 0
+    text = capsys.readouterr()
+    assert main(["inspect", str(SAMPLE / "clean-0"), "--format", "table"]) == 0
+    assert capsys.readouterr() == text and text.err == "" and text.out.startswith("topic ")
 
 
 def test_generate_writes_a_log_and_refuses_to_overwrite(tmp_path, capsys):

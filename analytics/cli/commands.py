@@ -22,8 +22,18 @@ from analytics.cli.options import (
     spark_session,
     validation_config,
 )
-from analytics.cli.render import checks_table, passed, plain, render_table
-from analytics.contract import AUDIT, BROKER_QUESTION, DATA_QUESTION, EXIT_OK, EXIT_VIOLATION, EXPORT
+from analytics.cli.render import checks_table, document, outcome, passed, plain, render_table
+from analytics.contract import (
+    AUDIT,
+    BROKER_QUESTION,
+    DATA_QUESTION,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    EXPORT,
+    SUMMARY,
+    VALIDATION_DIR,
+)
 from analytics.errors import UsageError
 from analytics.spark.concurrent import beside
 
@@ -79,7 +89,7 @@ def inspect(args) -> int:
             "parse_errors": [dataclasses.asdict(e) for e in inventory.errors],
             "total": inventory.total,
         }
-        print(json.dumps(doc, indent=2))
+        print(document(doc))
         return EXIT_OK
     several = len({p.log_dir for p in inventory.partitions}) > 1
     columns = ["topic", "partition", *(["log_dir"] if several else []), "segments", "size_bytes", "batches", "records",
@@ -123,8 +133,13 @@ def audit(args) -> int:
 
     config = audit_config(args)
     pipeline.require(args.out, EXPORT)
+    history = history_options(args)
     result = pipeline.audit(spark_session(args), args.out, config, incremental=args.incremental, progress=progress,
-                            **history_options(args))
+                            **history)
+    if args.format == "json":
+        print(document(outcome("audit", EXIT_OK, _path(args.out), _summary(args.out), paths=_paths(args.out, **history),
+                               seconds=result.seconds)))
+        return EXIT_OK
     print(render_table(["verdict", "batches"], [[v, n] for v, n in result.verdicts.items() if n]))
     print()
     print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
@@ -137,9 +152,14 @@ def validate(args) -> int:
 
     pipeline.require(args.out, AUDIT, EXPORT)
     result = pipeline.validate(spark_session(args), args.out, validation)
+    code = EXIT_OK if result.success else EXIT_VIOLATION
+    if args.format == "json":
+        print(document(outcome("validate", code, _path(args.out), _summary(args.out), validated=result,
+                               paths=_paths(args.out, validated=result), seconds=result.seconds)))
+        return code
     print(checks_table(result))
     print(f"\n{passed(result)}; Data Docs: {result.data_docs}")
-    return EXIT_OK if result.success else EXIT_VIOLATION
+    return code
 
 
 def run(args) -> int:
@@ -154,9 +174,15 @@ def run(args) -> int:
     small = in_process(args, size)
     # an export in this process needs no session: its JVM starts meanwhile, on a thread of its own
     session = beside(lambda: spark_session(args, size), "spark-session") if small else spark_session(args, size)
+    history = history_options(args)
     result = pipeline.run(session, args.logdirs, args.out, config, validation, records=args.records,
                           input_format=args.input_format, progress=progress, incremental=args.incremental,
-                          cluster=live, export_in_process=small, **history_options(args))
+                          cluster=live, export_in_process=small, **history)
+    if args.format == "json":
+        print(document(outcome("run", result.exit_code, _path(args.out), _summary(args.out), validated=result.validated,
+                               paths=_paths(args.out, validated=result.validated, report=result.report, **history),
+                               partitions=result.partitions, producers=result.producers, seconds=result.seconds)))
+        return result.exit_code
     audited = result.audited
     print(f"{BROKER_QUESTION} (severity per batch)")
     print(render_table(["", "count"], [
@@ -174,6 +200,32 @@ def run(args) -> int:
     return result.exit_code
 
 
+def _path(out: str) -> str:
+    """``OUT`` as the library writes it: an absolute path, or the URI."""
+    from analytics.publish import Store
+
+    return Store(out).path()
+
+
+def _summary(out: str) -> dict:
+    """The audit's summary.json under ``out`` (its counts go into the JSON documents)."""
+    from analytics.audit.job import read_audit
+
+    return read_audit(out)
+
+
+def _paths(out: str, *, validated=None, report: str | None = None, history: str | None = None,
+           prometheus_file: str | None = None) -> dict:
+    """The files a command wrote under (or beside) ``out``; null for what it did not write."""
+    from analytics.publish import Store
+
+    store = Store(out)
+    return {"summary": store.path(SUMMARY),
+            "results": store.path(VALIDATION_DIR, "results.json") if validated else None,
+            "data_docs": validated.data_docs if validated else None,
+            "report": report, "history": history, "prometheus_file": prometheus_file}
+
+
 def report(args) -> int:
     from analytics import pipeline
 
@@ -186,10 +238,9 @@ def reconcile(args) -> int:
     """Prints the buckets that lost or doubled records first; exit 1 when some did (with expected
     counts: missing or copied records; without: copied records)."""
     from analytics import pipeline
-    from analytics.reconcile import parse_bucket
     from analytics.spark.tables import read_parquet
 
-    bucket_ms = parse_bucket(args.bucket)
+    bucket_ms = args.bucket  # milliseconds: arguments.bucket
     pipeline.require(args.out, AUDIT, EXPORT)
     spark = spark_session(args)
     result = pipeline.reconcile(spark, args.out, expected=args.expected, bucket_ms=bucket_ms, progress=progress)
@@ -200,22 +251,32 @@ def reconcile(args) -> int:
                            "partition", "bucket_start").limit(args.limit).collect())
     columns = ["log_dir", "topic", "partition", "bucket_start", "expected", "records", "distinct", "duplicated",
                "missing", "surplus"]
+    code = EXIT_OK if result.sound else EXIT_VIOLATION
+    if args.format == "json":
+        print(document({"command": "reconcile", "exit_code": code, "out": _path(args.out), "bucket_ms": bucket_ms,
+                        "level": result.level, "totals": result.totals,
+                        "buckets": [{c: r[c] for c in columns} for r in worst],
+                        "paths": {"reconciliation": os.path.join(result.out, "reconciliation")},
+                        "seconds": result.seconds}))
+        return code
     print(render_table(columns, [[r[c] for c in columns] for r in worst]))
     t = result.totals
     print(f"\n{t['records']:,} records, {t['distinct']:,} distinct, {t['duplicated']:,} copies"
           + ("" if t["expected"] is None else f"; expected {t['expected']:,}, missing {t['missing']:,}, "
                                                f"beyond expected {t['surplus']:,}")
           + f" (buckets of {bucket_ms:,} ms, per {result.level}; OUT/reconciliation)")
-    return EXIT_OK if result.sound else EXIT_VIOLATION
+    return code
 
 
 def explain(args) -> int:
-    """No Spark session: the library reads the tables with pyarrow."""
+    """No Spark session: the library reads the tables with pyarrow. An offset no batch holds (beyond
+    the log, before its start, in a hole) is answered, where it falls, with exit code 4."""
     from analytics.forensics import explain
 
     e = explain(args.out, args.topic, args.partition, args.offset, context=args.context, log_dir=args.log_dir)
-    print(json.dumps(dataclasses.asdict(e), indent=2, default=str) if args.format == "json" else explain_text(e))
-    return EXIT_OK
+    code = EXIT_OK if e.batches else EXIT_NOT_FOUND
+    print(document({"exit_code": code, **dataclasses.asdict(e)}) if args.format == "json" else explain_text(e))
+    return code
 
 
 def producer(args) -> int:
@@ -277,8 +338,6 @@ def generate(args) -> int:
     if args.scenario not in scenario_names():
         raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(scenario_names())}")
     check_profile(args.profile)
-    if args.scale < 1:
-        raise UsageError("--scale must be at least 1")
     try:
         result = generate(args.logdir, args.scenario, seed=args.seed, scale=args.scale, profile=args.profile)
     except FileExistsError as exc:

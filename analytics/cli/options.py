@@ -9,25 +9,45 @@ import argparse
 import os
 
 from analytics.cli import signals
+from analytics.cli.arguments import (
+    allowance,
+    check_name,
+    grammar,
+    non_negative,
+    parse_time,
+    positive,
+    positive_number,
+    readable_file,
+    time_value,
+)
 from analytics.errors import UsageError
 
 
 def add_audit_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default=None, help="audit configuration (TOML)")
+    p.add_argument("--config", default=None, metavar="FILE", type=readable_file, help="audit configuration (TOML)")
     p.add_argument("--profile", default=None, metavar="VERSION",
                    help="the brokers' Kafka version or profile, e.g. 3.9 or 4.x (default 4.x, the newest; "
                         "overrides the config)")
-    p.add_argument("--producer-id-expiration-ms", type=int, default=None)
-    p.add_argument("--transaction-max-timeout-ms", type=int, default=None)
-    p.add_argument("--export-time-ms", type=int, default=None, help="'now' for hanging transactions")
+    p.add_argument("--producer-id-expiration-ms", type=positive, default=None, metavar="MS",
+                   help="the brokers' producer.id.expiration.ms: a producer idle this long is forgotten "
+                        "(default: the profile's, 1 day since Kafka 3.4; overrides the config)")
+    p.add_argument("--transaction-max-timeout-ms", type=positive, default=None, metavar="MS",
+                   help="the brokers' transaction.max.timeout.ms: the longest a transaction may stay open "
+                        "(default 900000, 15 min; overrides the config)")
+    p.add_argument("--export-time-ms", type=non_negative, default=None, metavar="MS",
+                   help="'now' for hanging transactions, in ms since the epoch (default: when a live cluster's "
+                        "export was captured, else the newest batch's timestamp; overrides the config)")
     p.add_argument("--dedup-key", default=None, help="key_value (default) or header:<name>")
     p.add_argument("--cleanup-policy", action="append", default=[], metavar="TOPIC=POLICY",
+                   type=grammar(lambda text: pair(text, "="), "TOPIC=POLICY"),
                    help="a topic's cleanup.policy (compact, delete, or compact,delete); repeatable")
     p.add_argument("--log-start", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
+                   type=grammar(log_start, "TOPIC:PARTITION=OFFSET"),
                    help="a partition's log start offset when the export has none; repeatable")
     p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
+                   type=grammar(restart, "[TOPIC[:PARTITION]@](offset=N|time=MS)"),
                    help="a broker restart or truncation that lost producer state; repeatable")
-    p.add_argument("--range-batches", type=int, default=None, metavar="N",
+    p.add_argument("--range-batches", type=positive, default=None, metavar="N",
                    help="replay a partition's history in ranges of about N batches, each in a task of its own "
                         "(default 250000; changes where the work runs, never a verdict)")
     p.add_argument("--incremental", action="store_true",
@@ -45,57 +65,34 @@ def add_cluster_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a live cluster (LOGDIR is kafka://HOST:PORT[,HOST:PORT...])")
     g.add_argument("--topics", default=".*", metavar="PATTERN",
                    help="a regular expression over whole topic names (default: every topic, internal ones too)")
-    g.add_argument("--client-config", default=None, metavar="FILE",
+    g.add_argument("--client-config", default=None, metavar="FILE", type=readable_file,
                    help="a Kafka client properties file: security.protocol, sasl.*, ssl.* (PEM stores)")
-    g.add_argument("--from-offset", type=int, default=None, metavar="N", help="start each partition at offset N or later")
-    g.add_argument("--from-time", default=None, metavar="TIME",
+    g.add_argument("--from-offset", type=non_negative, default=None, metavar="N",
+                   help="start each partition at offset N or later")
+    g.add_argument("--from-time", default=None, metavar="TIME", type=time_value,
                    help="start each partition at its first record at or after TIME (ms since the epoch, or ISO 8601)")
-    g.add_argument("--until-time", default=None, metavar="TIME",
+    g.add_argument("--until-time", default=None, metavar="TIME", type=time_value,
                    help="end each partition before its first record at or after TIME")
-    g.add_argument("--max-bytes-per-second", type=float, default=None, metavar="RATE",
+    g.add_argument("--max-bytes-per-second", type=positive_number, default=None, metavar="RATE",
                    help="the whole export's fetch rate at most (shared by its concurrent tasks)")
-    g.add_argument("--max-fetches-per-broker", type=int, default=2, metavar="N",
+    g.add_argument("--max-fetches-per-broker", type=positive, default=2, metavar="N",
                    help="fetches a broker serves at once for this export at most (default 2)")
 
 
 def cluster_options(args) -> dict:
-    """The live-cluster options of ``args`` as keywords of :func:`analytics.pipeline.export`."""
-    if args.max_fetches_per_broker < 1:
-        raise UsageError("--max-fetches-per-broker must be at least 1")
-    if args.max_bytes_per_second is not None and args.max_bytes_per_second <= 0:
-        raise UsageError("--max-bytes-per-second must be above 0")
+    """The live-cluster options of ``args`` as keywords of :func:`analytics.pipeline.export` (their
+    values checked by the parser: :mod:`analytics.cli.arguments`)."""
     return {"topics": args.topics, "client_config": args.client_config, "from_offset": args.from_offset,
             "from_time": parse_time(args.from_time, "--from-time"),
             "until_time": parse_time(args.until_time, "--until-time"),
             "max_bytes_per_second": args.max_bytes_per_second, "per_broker": args.max_fetches_per_broker}
 
 
-def parse_time(value: str | None, option: str) -> int | None:
-    """Milliseconds since the epoch from ``value``: an integer, or an ISO 8601 time (UTC unless it says).
-
-    >>> parse_time("1700000000000", "--from-time"), parse_time("2023-11-14T22:13:20Z", "--from-time")
-    (1700000000000, 1700000000000)
-    """
-    from datetime import datetime, timezone
-
-    if value is None:
-        return None
-    if value.lstrip("-").isdigit():
-        return int(value)
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"{option}: {value!r} is neither milliseconds since the epoch nor an ISO 8601 time") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
-    return int(t.timestamp() * 1000)
-
-
 def add_validation_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warn", action="append", default=[], metavar="CHECK",
+    p.add_argument("--warn", action="append", default=[], metavar="CHECK", type=check_name,
                    help="make this check's failure a warning (exit 0); repeatable")
-    p.add_argument("--allow", action="append", default=[], metavar="CHECK=N",
-                   help="tolerate up to N offending rows for this check; repeatable")
+    p.add_argument("--allow", action="append", default=[], metavar="CHECK=N", type=allowance,
+                   help="tolerate up to N (0 or more) offending rows for this check; repeatable")
 
 
 def add_spark_options(p: argparse.ArgumentParser) -> None:
@@ -257,7 +254,7 @@ def validation_config(args):
     try:
         section = load_validation_section(args.config)
         validation = ValidationConfig.from_mapping(section)
-        allow = validation.allow | {k: int(v) for k, v in (pair(a, "=") for a in args.allow)}
+        allow = validation.allow | dict(args.allow)  # (check, rows) pairs: arguments.allowance
         validation = ValidationConfig(allow=allow, warn=validation.warn | frozenset(args.warn))
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read the validation configuration: {exc}") from exc

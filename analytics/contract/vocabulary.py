@@ -193,5 +193,6 @@ EXIT_OK = 0  # done; every expectation met
 EXIT_VIOLATION = 1  # done; the data violates an expectation (only this means a finding)
 EXIT_USAGE = 2  # bad usage, unreadable input, a missing or stale stage: one line on stderr
 EXIT_BUG = 3  # a failure segaudit did not expect: one line asking for a report
+EXIT_NOT_FOUND = 4  # done; no batch holds the offset asked for (``explain``): the answer says where it falls
 EXIT_SIGINT = 130  # interrupted (Ctrl-C): 128 + SIGINT
 EXIT_SIGTERM = 143  # terminated: 128 + SIGTERM
