@@ -77,9 +77,9 @@ def usage(argv: list, capsys) -> str:
     (["validate", "x", "--allow", "no_crc_failure=-1"],
      "segaudit validate: --allow: 'no_crc_failure=-1': give CHECK=N, N the offending rows tolerated (0 or more)"),
     (["validate", "x", "--allow", "no_crc_falure=3"],
-     "segaudit validate: --allow: unknown check 'no_crc_falure' (did you mean no_crc_failure?)"),
+     "segaudit validate: --allow: unknown check 'no_crc_falure' (did you mean 'no_crc_failure'?)"),
     (["run", SAMPLE, "--out", "x", "--warn", "no_zombie_writes"],
-     "segaudit run: --warn: unknown check 'no_zombie_writes' (did you mean no_zombie_write?)"),
+     "segaudit run: --warn: unknown check 'no_zombie_writes' (did you mean 'no_zombie_write'?)"),
     (["reconcile", "x", "--bucket", "0"], "segaudit reconcile: --bucket: '0': the size must be positive; "
                                           "see segaudit reconcile --help"),
     (["reconcile", "x", "--bucket", "soon"], "segaudit reconcile: --bucket: 'soon': a size such as 600000, 30s, 10m, "

@@ -93,7 +93,7 @@ def check_name(text: str) -> str:
 
     known = check_ids()
     if text not in known:
-        hint = did_you_mean(text, known, quote=str)
+        hint = did_you_mean(text, known)
         raise Invalid(f"unknown check {text!r}" + (hint or f"; checks: {', '.join(known)}"))
     return text
 

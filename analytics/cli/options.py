@@ -45,7 +45,7 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
                    type=grammar(log_start, "TOPIC:PARTITION=OFFSET"),
                    help="a partition's log start offset when the export has none; repeatable")
     p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
-                   type=grammar(restart, "[TOPIC[:PARTITION]@](offset=N|time=MS)"),
+                   type=grammar(restart, "[TOPIC[:PARTITION]@](offset=N or time=MS)"),
                    help="a broker restart or truncation that lost producer state; repeatable")
     p.add_argument("--range-batches", type=positive, default=None, metavar="N",
                    help="replay a partition's history in ranges of about N batches, each in a task of its own "
