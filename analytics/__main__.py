@@ -2,6 +2,6 @@
 
 import sys
 
-from analytics.cli import command
+from analytics.entry import command
 
 sys.exit(command())

@@ -89,9 +89,11 @@ def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
     the same counts in the Prometheus text format (written atomically).
     """
     from analytics.audit.job import audit as audit_stage
+    from analytics.spark.progress import watching
 
     require(out, EXPORT)
-    result = audit_stage(spark, out, config, continue_from=out if incremental else None, progress=progress)
+    with watching(spark, progress or _quiet, "auditing"):
+        result = audit_stage(spark, out, config, continue_from=out if incremental else None, progress=progress)
     if history or prometheus_file:
         _record_metrics(spark, _metrics(spark, out, result), history, prometheus_file, result.finished_at_ms)
     return result
@@ -115,12 +117,15 @@ def _record_metrics(spark, metrics, history: str | None, prometheus_file: str | 
         write_prometheus(prometheus_file, prometheus_text([r.asDict() for r in metrics.collect()], run_time_ms))
 
 
-def validate(spark, out: str, validation: ValidationConfig | None = None) -> ValidationResult:
+def validate(spark, out: str, validation: ValidationConfig | None = None, *,
+             progress: Progress | None = None) -> ValidationResult:
     """Run the Great Expectations suites over the audit under ``out``; publish results and Data Docs."""
+    from analytics.spark.progress import watching
     from expectations.validate import validate as validate_stage
 
     require(out, AUDIT, EXPORT)
-    return validate_stage(spark, out, validation)
+    with watching(spark, progress or _quiet, "validating"):
+        return validate_stage(spark, out, validation)
 
 
 def report(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None,
@@ -183,13 +188,9 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     also be a function of no arguments that returns the session, still starting when ``run`` is
     called (:func:`analytics.spark.concurrent.beside`): it is asked for when a stage needs it, so
     an export in this process runs while the JVM starts."""
-    from pyspark.sql import functions as F
-
     from analytics.audit.job import audit as audit_stage
-    from analytics.report.build import report_sections
     from analytics.report.history import default_history_path
-    from analytics.spark.concurrent import concurrently
-    from analytics.spark.tables import read_parquet
+    from analytics.spark.progress import watching
 
     say = progress or _quiet
     started = time.monotonic()
@@ -199,29 +200,16 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
         exported = export(exporter, paths, staged.out, records=records, input_format=input_format, progress=say,
                           continue_from=out if incremental else None, cluster=cluster)
         spark = _ready(spark)
-        say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
-        audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None, progress=say)
+        auditing = f"auditing {exported.rows.get('batches', 0):,} batches"
+        say(f"{auditing} ...")
+        with watching(spark, say, auditing):
+            audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None,
+                                  progress=say)
         say("validating and reporting ...")
-        # the report's sections (and this run's metrics, which its history section shows) read the
-        # audit, not the validation: they are aggregated beside it
         history_path = history if history is not None else default_history_path(out)
-        staged_store = Store(staged.out)
-
-        def metrics_and_sections():
-            metrics = _metrics(spark, staged.out, audited)
-            return metrics, report_sections(spark, staged.out, history_path, pending=metrics)
-
-        both = concurrently(spark, {
-            "validated": lambda: validate(spark, staged.out, validation),
-            "sections": metrics_and_sections,
-            "producers": lambda: read_parquet(spark, staged_store.path("producer_sessions")).agg(
-                F.countDistinct("topic", "partition", "producer_id")).first()[0],
-            "partitions": lambda: read_parquet(spark, staged_store.path("segments")).select(
-                "topic", "partition").distinct().count(),
-        })
-        validated, producers, partitions = both["validated"], both["producers"], both["partitions"]
-        metrics, sections = both["sections"]
-        report(spark, staged.out, history_path, shown_as=out, sections=sections)
+        with watching(spark, say, "validating and reporting"):
+            validated, metrics, partitions, producers = _validate_and_report(
+                spark, staged.out, out, audited, validation, history_path)
         staged.publish()
     _record_metrics(spark, metrics, history, prometheus_file, audited.finished_at_ms)
     store = Store(out)
@@ -229,6 +217,35 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     validated = replace(validated, out=out, data_docs=store.path(VALIDATION_DIR, "data_docs", "index.html"))
     return RunResult(exported, audited, validated, store.path(REPORT_DIR, "index.html"), partitions, producers,
                      time.monotonic() - started)
+
+
+def _validate_and_report(spark, staged: str, out: str, audited: AuditResult, validation: ValidationConfig | None,
+                         history: str):
+    """The validation, this run's metrics, the report and two counts of the run staged in ``staged``
+    (to be published as ``out``). The report's sections (and this run's metrics, which its history
+    section shows) read the audit, not the validation: they are aggregated beside it."""
+    from pyspark.sql import functions as F
+
+    from analytics.report.build import report_sections
+    from analytics.spark.concurrent import concurrently
+    from analytics.spark.tables import read_parquet
+
+    store = Store(staged)
+
+    def metrics_and_sections():
+        metrics = _metrics(spark, staged, audited)
+        return metrics, report_sections(spark, staged, history, pending=metrics)
+
+    both = concurrently(spark, {
+        "validated": lambda: validate(spark, staged, validation),
+        "sections": metrics_and_sections,
+        "producers": lambda: read_parquet(spark, store.path("producer_sessions")).agg(
+            F.countDistinct("topic", "partition", "producer_id")).first()[0],
+        "partitions": lambda: read_parquet(spark, store.path("segments")).select("topic", "partition").distinct().count(),
+    })
+    metrics, sections = both["sections"]
+    report(spark, staged, history, shown_as=out, sections=sections)
+    return both["validated"], metrics, both["partitions"], both["producers"]
 
 
 def _ready(spark):

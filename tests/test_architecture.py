@@ -14,7 +14,7 @@ PACKAGES = ("analytics", "expectations", "jobs")
 # Lowest first. A module may import from a lower layer, or within its own unit.
 LAYERS = (
     ("analytics.contract",),
-    ("analytics.errors", "analytics.processes", "analytics.kafka"),
+    ("analytics.errors", "analytics.processes", "analytics.progress", "analytics.kafka"),
     ("analytics.cluster",),
     ("analytics.replay", "analytics.publish", "analytics.reuse", "analytics.spark"),
     ("analytics.generate",),
@@ -23,6 +23,7 @@ LAYERS = (
     ("analytics.report",),
     ("analytics.forensics", "analytics.pipeline"),
     ("analytics.cli",),
+    ("analytics.entry",),
     ("analytics.__main__", "jobs"),
 )
 # analytics/__init__.py holds only the version; every layer may read it

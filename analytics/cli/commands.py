@@ -151,7 +151,7 @@ def validate(args) -> int:
     from analytics import pipeline
 
     pipeline.require(args.out, AUDIT, EXPORT)
-    result = pipeline.validate(spark_session(args), args.out, validation)
+    result = pipeline.validate(spark_session(args), args.out, validation, progress=progress)
     code = EXIT_OK if result.success else EXIT_VIOLATION
     if args.format == "json":
         print(document(outcome("validate", code, _path(args.out), _summary(args.out), validated=result,
@@ -339,7 +339,8 @@ def generate(args) -> int:
         raise UsageError(f"unknown scenario {args.scenario!r}; choose from {', '.join(scenario_names())}")
     check_profile(args.profile)
     try:
-        result = generate(args.logdir, args.scenario, seed=args.seed, scale=args.scale, profile=args.profile)
+        result = generate(args.logdir, args.scenario, seed=args.seed, scale=args.scale, profile=args.profile,
+                          progress=progress)
     except FileExistsError as exc:
         raise UsageError(str(exc)) from exc
     print(f"wrote {result.log_dir} ({result.batches:,} batches) and its ground truth in {result.truth_dir}")

@@ -17,6 +17,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from analytics import progress
 from analytics.cli import signals
 from analytics.cli.parser import parser
 from analytics.contract import EXIT_BUG, EXIT_OK, EXIT_USAGE
@@ -31,7 +32,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already said in one line
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    progress.configure(getattr(args, "progress", False) or _on_terminal())
     return guarded(lambda: args.run(args), args.command, debug=args.debug)
+
+
+def _on_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def command() -> int:

@@ -99,6 +99,9 @@ def add_spark_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--remote", default=None, help="Spark Connect URL, instead of --master")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
+    p.add_argument("--progress", action="store_true",
+                   help="say how far a long step got (Spark stages' tasks, files read) every 5 s also when "
+                        "stderr is not a terminal, e.g. in a scheduler's log (on a terminal it always does)")
 
 
 UNKNOWN = object()  # input_bytes not yet measured

@@ -264,6 +264,8 @@ def parser() -> Parser:
     p.add_argument("--scale", type=positive, default=1, help="multiply the bulk of the scenario (for benchmarks)")
     p.add_argument("--profile", default=None, metavar="VERSION",
                    help="the simulated broker's profile or Kafka version (default: the scenario's, else 2.7)")
+    p.add_argument("--progress", action="store_true",
+                   help="say how far it got every 5 s also when stderr is not a terminal (on a terminal it always does)")
     p.set_defaults(run=commands.generate)
 
     p = ap.add_command(sub, "dump-log", "print segments as kafka-dump-log.sh --deep-iteration would")

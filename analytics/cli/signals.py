@@ -87,13 +87,13 @@ def _unraisable(unraisable) -> None:
 def cancel_spark_jobs(wait_s: float = 15.0) -> None:
     """Cancel every running job of the active Spark session, if there is one, and wait (at most
     ``wait_s``) until none runs."""
+    # Nothing is imported here: the main thread, which waits for this one, may hold the import lock
+    # of the very module (a session starting: pyspark's); a module not loaded yet has no jobs.
+    context_module, session_module = sys.modules.get("pyspark.core.context"), sys.modules.get("analytics.spark.session")
     try:
-        from pyspark import SparkContext
-
-        from analytics.spark.session import interrupt_remote
-
-        interrupt_remote()
-        context = SparkContext._active_spark_context
+        if session_module is not None:
+            session_module.interrupt_remote()
+        context = getattr(getattr(context_module, "SparkContext", None), "_active_spark_context", None)
         if context is None:
             return
         context.cancelAllJobs()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from analytics.contract import schemas as schema
 from analytics.errors import InputError
 from analytics.kafka.fs import is_remote, local_path
 from analytics.kafka.model import SegmentInfo
+from analytics.progress import Ticker
 from analytics.publish import publication
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def export(
         segments = writing(SegmentExportTask.table, records=str(records).lower(), skipFiles=json.dumps(sorted(kept)),
                            grownFiles=json.dumps({path: [dataclasses.asdict(head), name]
                                                   for path, (head, name) in grown.items()}))
-        with _Progress(errors, read, say):
+        with _files_read(errors, read, say):
             if spark is None:
                 _write_small(run.path("segments"), pa.Table.from_batches(in_process(segments), schema.SEGMENTS))
             else:
@@ -236,37 +236,19 @@ def _write_small(folder: str, table: pa.Table) -> None:
     pq.write_table(table, os.path.join(folder, "part-00000.parquet"))
 
 
-class _Progress:
-    """Reports files and bytes done while the ``export-segments`` read runs, from the parse-errors
+def _files_read(folder: str, files: list[FileTask], say: Callable[[str], None]) -> Ticker:
+    """Says the files and bytes read while the ``export-segments`` read runs, from the parse-errors
     files its tasks write into ``folder`` as each file is done."""
+    from analytics.spark.tasks import SegmentExportTask
 
-    def __init__(self, folder: str, files: list[FileTask], say: Callable[[str], None], every: float = 5.0):
-        from analytics.spark.tasks import SegmentExportTask
+    sizes = {SegmentExportTask.errors_file(f): f.size for f in files}
+    total = sum(sizes.values())
 
-        self.folder = folder
-        self.sizes = {SegmentExportTask.errors_file(f): f.size for f in files}
-        self.total = sum(self.sizes.values())
-        self.say = say
-        self.every = every
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+    def describe(_seconds: float) -> str | None:
+        try:
+            done = [n for n in os.listdir(folder) if n in sizes]
+        except FileNotFoundError:
+            return None
+        return f"  read {len(done)}/{len(sizes)} files, {sum(sizes[n] for n in done) / 1e6:,.1f}/{total / 1e6:,.1f} MB"
 
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-
-    def _run(self) -> None:
-        last = None
-        while not self.stop.wait(self.every):
-            try:
-                done = [n for n in os.listdir(self.folder) if n in self.sizes]
-            except FileNotFoundError:
-                continue
-            state = (len(done), sum(self.sizes[n] for n in done))
-            if state != last:
-                last = state
-                self.say(f"  read {state[0]}/{len(self.sizes)} files, {state[1] / 1e6:,.1f}/{self.total / 1e6:,.1f} MB")
+    return Ticker(describe, say)

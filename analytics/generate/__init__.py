@@ -12,6 +12,7 @@ every batch written is labelled (:mod:`.labels`) and the labels stream to Parque
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from analytics.generate.producers import Context
 from analytics.generate.scenarios import PROFILE_OF, SCENARIO_NAMES, SCENARIOS
 from analytics.generate.sim import SimLogDir
 from analytics.generate.truth import TruthWriter
+from analytics.progress import Ticker
 from analytics.replay.profiles import DEFAULT_PROFILE
 
 # Record-duplicate truth needs memory per distinct record; past this scale it is not computed.
@@ -43,8 +45,10 @@ def truth_dir_for(log_dir: Path) -> Path:
     return log_dir.parent / f"{log_dir.name}.truth"
 
 
-def generate(log_dir: str | Path, scenario: str, *, seed: int = 0, scale: int = 1, profile: str | None = None) -> Generated:
-    """Write ``log_dir`` (which must not exist or be empty) and its ``.truth`` folder."""
+def generate(log_dir: str | Path, scenario: str, *, seed: int = 0, scale: int = 1, profile: str | None = None,
+             progress: Callable[[str], None] | None = None) -> Generated:
+    """Write ``log_dir`` (which must not exist or be empty) and its ``.truth`` folder; ``progress``
+    hears how far it got while it runs (:class:`analytics.progress.Ticker`)."""
     if scenario not in SCENARIO_NAMES:
         raise ValueError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIO_NAMES)}")
     if scale < 1:
@@ -62,9 +66,21 @@ def generate(log_dir: str | Path, scenario: str, *, seed: int = 0, scale: int = 
     log = SimLogDir(log_dir, profile=profile, truth=truth)
     log_dir.mkdir(parents=True, exist_ok=True)
     ctx = Context(log, random.Random(seed), scale)
-    for name in names:
-        SCENARIOS[name](ctx)
-    # the simulated brokers' producer.id.expiration.ms, whatever the profile's default
-    meta["audit"] = {"profile": profile, "producer_id_expiration_ms": log.expiration_ms} | ctx.config
-    log.write()
+    done: list[str] = []
+
+    def describe(seconds: float) -> str | None:
+        try:
+            batches = sum(list(truth.counts.values()))
+        except RuntimeError:  # the counts changed meanwhile: said next time
+            return None
+        step = f"scenario {len(done) + 1}/{len(names)}" if len(done) < len(names) else "writing the files"
+        return f"  generating: {seconds:.0f} s, {step}, {batches:,} batches"
+
+    with Ticker(describe, progress or (lambda _line: None)):
+        for name in names:
+            SCENARIOS[name](ctx)
+            done.append(name)
+        # the simulated brokers' producer.id.expiration.ms, whatever the profile's default
+        meta["audit"] = {"profile": profile, "producer_id_expiration_ms": log.expiration_ms} | ctx.config
+        log.write()
     return Generated(log_dir, truth_dir, sum(truth.counts.values()), dict(truth.counts))

@@ -1,0 +1,34 @@
+"""What a segaudit command may print on stderr: its own lines, and nothing of the JVM or Python underneath.
+
+Every test that runs a command checks its stderr with :func:`assert_own_lines`.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A Java or Python stack trace, a log4j or SLF4J record, a Python warning: never a segaudit line.
+FOREIGN = re.compile(
+    r"^\s+at [\w.$<>]+\(.*\)$"                      # a Java stack frame
+    r"|^Caused by: |^\s*Suppressed: "               # a Java cause
+    r"|Traceback \(most recent call last\)"         # a Python traceback
+    r"|^\s*File \".*\", line \d+"                   # a Python frame
+    r"|^\d\d:\d\d:\d\d (ERROR|WARN|INFO)\b"         # segaudit's log4j layout
+    r"|^\d{2,4}[-/]\d\d[-/]\d\d \d\d:\d\d:\d\d"    # Spark's default log4j layout
+    r"|\b(ERROR|WARN) [\w.$]+: "                    # any log4j layout
+    r"|^SLF4J|^log4j|^WARNING: |^OpenJDK .*VM warning"
+    r"|Warning: |^\[Stage \d+"                      # a Python warning, Spark's console progress bar
+    r"|^\w+(\.\w+)*(Exception|Error): ",            # an exception's own line
+    re.M,
+)
+
+
+def foreign_lines(stderr: str) -> list[str]:
+    """The lines of ``stderr`` that are not segaudit's own."""
+    return [line for line in stderr.splitlines() if FOREIGN.search(line)]
+
+
+def assert_own_lines(stderr: str) -> None:
+    """``stderr`` holds segaudit's lines only: no stack trace, log record or warning of what runs beneath."""
+    foreign = foreign_lines(stderr)
+    assert not foreign, "not segaudit's own lines on stderr:\n" + "\n".join(foreign[:20]) + "\n--- whole stderr:\n" + stderr[-3000:]
