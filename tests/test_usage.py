@@ -325,3 +325,16 @@ def test_run_prints_one_json_document(audited, tmp_path, capsys):
     for key in ("summary", "results", "data_docs", "report"):
         assert doc["paths"][key].startswith(f"{out}/") and Path(doc["paths"][key]).is_file(), key
     assert doc["paths"]["history"] is None
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", SAMPLE, "--out", "s3://audit/out/mixed"],
+    ["export", SAMPLE, "--out", "gs://audit/out/mixed"],
+    ["audit", "s3://audit/out/mixed"],
+    ["validate", "abfs://c@a.dfs.core.windows.net/out"],
+    ["explain", "s3://audit/out/mixed", "--topic", "t", "--partition", "0", "--offset", "1"],
+], ids=lambda a: f"{a[0]}-{str(a[-1] if a[0] in ('run', 'export') else a[1]).partition(':')[0]}")
+def test_out_in_object_storage_is_refused_before_any_work(argv, capsys, no_spark):
+    line = usage(argv, capsys)
+    assert re.fullmatch(rf"segaudit {argv[0]}: (--out|OUT): \S+://\S+: OUT in object storage or on a URI is not "
+                        r"supported yet; give a folder that the driver and executors share .*", line), line

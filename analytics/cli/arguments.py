@@ -186,9 +186,21 @@ def _checked(parse, text: str):
 
 # -- OUT: an export, never a Kafka log directory ---------------------------------------------------------
 
+def shared_folder(text: str) -> str:
+    """``OUT`` must be a folder the driver and the executors share (local, NFS, a mounted HDFS): its
+    stages publish by renames, which object storage does not have. Refused before any work when it
+    is another URI (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``), which only LOGDIR may be."""
+    scheme, sep, _ = text.partition("://")
+    if sep and scheme.lower() != "file":
+        raise Invalid(f"{text}: OUT in object storage or on a URI is not supported yet; give a folder that the "
+                      "driver and executors share (local, NFS, a mounted HDFS). LOGDIR may be read from a bucket")
+    return text
+
+
 def export_folder(text: str) -> str:
     """``OUT`` of a command that reads an export: refused when it is a Kafka log directory, a
     partition folder or a segment file, with the command that audits it (:func:`kafka_data`)."""
+    shared_folder(text)
     root = kafka_data(text)
     if root is not None:
         raise Invalid(f"{text} is {_what(text)}, not an export; to audit it, run "
@@ -200,6 +212,7 @@ def new_out(text: str) -> str:
     """``--out`` of ``export`` and ``run``: refused when it is a Kafka log directory, a partition folder
     or a segment file, or lies directly in one, where the tables would be written among the broker's
     own files (a broker refuses to load a log dir holding a folder that is no partition's)."""
+    shared_folder(text)
     root = kafka_data(text)
     if root is not None:
         raise Invalid(f"{text} is {_what(text)}: the tables would be written among the broker's files; "
