@@ -4,8 +4,9 @@ Writes ``OUT/validation/results.json`` (one entry per suite and check: success, 
 count of offending rows and a sample of them) and the Data Docs site
 ``OUT/validation/data_docs/index.html``, published as one stage (:mod:`analytics.publish`,
 ``_validation.json`` last), so a crash leaves the previous validation whole. In Data Docs every
-check that found rows shows its sample under its description, and a validation is named by its
-run id and the data asset it read.
+check that found rows shows its sample under its description, a validation is named by its
+run id and the data asset it read, and the index opens with the failed checks by name, each linked
+to its suite's page, and a link to the report beside it (``OUT/report/index.html``).
 
 The GX context is ephemeral: the suites live in ``expectations.suites`` and are rebuilt from
 the audit's own configuration (``summary.json``) on every run, so a validation always checks
@@ -20,6 +21,7 @@ import html
 import io
 import json
 import os
+import posixpath
 import re
 import shutil
 import time
@@ -28,7 +30,7 @@ from pathlib import Path
 
 from analytics.audit.config import config_from_mapping
 from analytics.audit.job import read_audit
-from analytics.contract import AUDIT, VALIDATE, VALIDATION_DIR
+from analytics.contract import AUDIT, REPORT_DIR, VALIDATE, VALIDATION_DIR
 from analytics.errors import InputError, UsageError
 from analytics.publish import Store, publication, read_manifest
 from analytics.spark.concurrent import concurrently
@@ -38,6 +40,9 @@ from expectations.suites import TABLE_OF_SUITE, ValidationConfig, check_ids, sui
 VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates",
          "replica_divergence")
 SAMPLE_ROWS = 20  # offending rows kept per check in results.json (GX keeps up to 200 in Data Docs)
+DATA_DOCS = f"{VALIDATION_DIR}/data_docs"
+# The report from the Data Docs index: both live under OUT, so the relative link holds wherever OUT goes.
+REPORT_LINK = posixpath.relpath(f"{REPORT_DIR}/index.html", DATA_DOCS)
 
 
 @dataclass(frozen=True)
@@ -178,9 +183,12 @@ def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, r
         pages.append((suite_name, asset.name, [(descriptions[c.id], c) for c in results[found:]]))
     # one build of the site (its index, static files and every page), not one per suite
     context.build_data_docs(site_names=["segaudit"])
+    suite_pages = {}
     for suite_name, asset_name, described in pages:
-        for page in Path(docs, "validations", suite_name).rglob("*.html"):
+        for page in sorted(Path(docs, "validations", suite_name).rglob("*.html")):
             show_rows(page, asset_name, described)
+            suite_pages.setdefault(suite_name, page.relative_to(docs).as_posix())
+    show_failures(Path(docs, "index.html"), results, suite_pages, run_name)
     return results
 
 
@@ -200,6 +208,46 @@ def show_rows(page: Path, asset: str, checks: list[tuple[str, CheckResult]]) -> 
             text = re.sub(rf"({re.escape(description)}\s*</span>)", lambda m: m.group(1) + rows_table(check),
                           text, count=1)
     page.write_text(text)
+
+
+# Where the index's own summary goes: above GX's tabs of validation results and suites.
+INDEX_TABS = '<div id="section-1-content-block-2" class="col-12 ge-index-page-tabs-container"'
+
+
+def show_failures(index: Path, checks: list[CheckResult], suite_pages: dict[str, str], run_name: str) -> None:
+    """Open the Data Docs index with what GX's index leaves out: how many checks failed and which
+    (each linked to its suite's page, ``suite_pages``: suite -> path from the index), the warned ones,
+    and a link to the report. GX's index lists a status icon per suite only."""
+    failed = [c for c in checks if not c.success and c.severity != "warning"]
+    warned = [c for c in checks if not c.success and c.severity == "warning"]
+
+    def item(c: CheckResult) -> str:
+        page = suite_pages.get(c.suite)
+        suite = f'<a href="{html.escape(page)}">{html.escape(c.suite)}</a>' if page else html.escape(c.suite)
+        rows = f"{c.unexpected_count:,} offending row{'' if c.unexpected_count == 1 else 's'}"
+        return (f'<li><code class="segaudit-check">{html.escape(c.id)}</code> ({suite}): {rows}'
+                + (f", {c.allowed:,} tolerated" if c.allowed else "") + "</li>")
+
+    head = (f"{len(failed)} of {len(checks)} checks failed" if failed else f"all {len(checks)} checks passed")
+    head += f", {len(warned)} warned" if warned else ""
+    tone = "alert-danger" if failed else ("alert-warning" if warned else "alert-success")
+    lists = "".join(f'{label}<ul class="mb-2 segaudit-{name}">{"".join(item(c) for c in group)}</ul>'
+                    for name, label, group in (
+                        ("failed-checks", "", failed),
+                        ("warned-checks", '<p class="mb-1">Warned (a warning does not fail the validation):</p>', warned))
+                    if group)
+    panel = (f'<div class="col-12 segaudit-summary"><div class="alert {tone}" role="status">'
+             f'<p class="mb-2"><strong class="segaudit-failed">{html.escape(head)}</strong>'
+             f' <span class="text-muted small">validation run {html.escape(run_name)}</span></p>{lists}'
+             f'<p class="mb-0"><strong><a class="segaudit-report" href="{REPORT_LINK}">The report</a></strong>: '
+             "each partition with findings and the rows behind them (written by segaudit report OUT, or segaudit run)."
+             "</p>"
+             "</div></div>")
+    text = index.read_text()
+    at = text.find(INDEX_TABS)
+    if at < 0:  # a GX whose index lacks the tabs: the summary opens the page body instead
+        at = text.index(">", text.index("<body")) + 1
+    index.write_text(text[:at] + panel + text[at:])
 
 
 def rows_table(check: CheckResult) -> str:
