@@ -1,6 +1,8 @@
 """``segaudit report``, the metrics history and the Prometheus textfile, on the bundled sample; every
 finding with its rows (failed checks, parse errors, snapshot disagreements) and the two questions named;
-record keys made of HTML reach the page as text; the page renders in headless Chromium with its charts."""
+the Findings table against the sample's planted anomalies; record keys made of HTML reach the page as
+text; the page renders in headless Chromium with its charts, fits a 1024 px window and shows the
+findings before the configuration; the Data Docs index names the failed checks and links to the report."""
 
 from __future__ import annotations
 
@@ -23,14 +25,18 @@ from analytics.pipeline import audit
 from analytics.pipeline import report as write_report
 from analytics.report.history import read_history
 from analytics.report.summary import BROKER_QUESTION, DATA_QUESTION
+from expectations.suites import STRUCTURAL_ERRORS
 from expectations.validate import read_results, validate
 from tests.conftest import REPO
+from tests.test_report_render import findings_rows, row_with_id
 
 pytestmark = pytest.mark.spark
 SAMPLE = REPO / "data" / "mixed"
 CONFIG = REPO / "data" / "mixed.truth" / "audit.toml"
+TRUTH = REPO / "data" / "mixed.truth"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-SCREENSHOT = REPO / "docs" / "report.png"
+SCREENSHOTS = {width: REPO / "docs" / f"report_{width}.png" for width in (1024, 1400)}
+DATA_DOCS_SCREENSHOT = REPO / "docs" / "data_docs.png"
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +74,7 @@ def _section(page: str, sid: str) -> str:
 def _text_rows(block: str) -> list[str]:
     """The body rows of the tables in ``block`` as plain text, cells separated by ``|``."""
     rows = []
-    for tr in re.findall(r"<tr>(.*?)</tr>", block, re.DOTALL):
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", block, re.DOTALL):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.DOTALL)
         if cells:
             rows.append("|".join(html.unescape(re.sub(r"<[^>]+>", "", c)) for c in cells))
@@ -86,8 +92,8 @@ def test_every_failed_check_lists_its_rows(reported):
     checks = [c for suite in read_results(out)["suites"].values() for c in suite["checks"]]
     failed = {c["id"]: c for c in checks if not c["success"]}
     assert {"magic_and_framing_valid", "no_zombie_write", "no_duplicate_record"} <= set(failed)
-    blocks = dict(re.findall(r'<details open><summary>.*?<span class="mono">([a-z_]+)</span>.*?</summary>(.*?)</details>',
-                             _section(page, "validation"), re.DOTALL))
+    blocks = dict(re.findall(r'<details id="check-\d+" open><summary>.*?<span class="mono">([a-z_]+)</span>.*?</summary>'
+                             r"(.*?)</details>", _section(page, "validation"), re.DOTALL))
     assert set(blocks) == set(failed)
     for check_id, check in failed.items():
         rows = _text_rows(blocks[check_id])
@@ -236,8 +242,103 @@ def test_cli_report_and_run_write_the_page(spark, reported, tmp_path, capsys):
     assert "holds no complete" in err and len(err.strip().splitlines()) == 1
 
 
+def test_the_findings_table_lists_where_the_sample_s_anomalies_are(reported):
+    """The Findings table against the generator's ground truth of the sample: every partition with a
+    planted anomaly that breaks a rule or fails a check, and no other but the snapshot's; each violating
+    verdict with its count and first offsets; each failed check with its rows there, linked to them."""
+    out, _, _, _, page = reported
+    rows = findings_rows(page)
+    truth = {name: ds.dataset(TRUTH / f"{name}.parquet").to_table().to_pylist()
+             for name in ("batches", "transactions", "record_duplicates", "parse_errors")}
+
+    def name(r: dict) -> str:
+        return f"{r['topic']}-{r['partition']}"
+
+    planted = ({name(b) for b in truth["batches"]
+                if b["severity"] == "violation" or b["verdict"] in ("DUPLICATE", "FENCED_ZOMBIE_WRITE", "CORRUPT")}
+               | {name(t) for t in truth["transactions"] if t["status"] == "HANGING"}
+               | {name(d) for d in truth["record_duplicates"]}
+               | {name(e) for e in truth["parse_errors"] if e["error_kind"] in STRUCTURAL_ERRORS})
+    snapshots = {name(c) for c in _table(out, "snapshot_checks") if c["status"] == "mismatch"}
+    assert {r["partition"] for r in rows} == planted | snapshots
+    assert {r["log_dir"] for r in rows} == {str(SAMPLE.resolve())}
+
+    def offsets(values) -> str:
+        values = sorted(set(values))
+        return ", ".join(f"{v:,}" for v in values[:3]) + (" …" if len(values) > 3 else "")
+
+    violating: dict[tuple, list[int]] = {}
+    for b in truth["batches"]:
+        if b["severity"] == "violation":
+            violating.setdefault((name(b), b["verdict"]), []).append(b["base_offset"])
+    shown = {(r["partition"], r["found"]): r for r in rows}
+    assert {k for k in shown if k[1] in {verdict for _, verdict in violating}} == set(violating)
+    for key, found in violating.items():
+        assert (shown[key]["count"], shown[key]["offsets"]) == (
+            f"{len(found)} batch{'es' if len(found) > 1 else ''}", offsets(found)), key
+    # the partitions with violating batches lead the table
+    first = [r["partition"] for r in rows]
+    assert max(first.index(p) for p, _ in violating) < min(first.index(p) for p in {r["partition"] for r in rows}
+                                                          - {p for p, _ in violating})
+    for check in (c for suite in read_results(out)["suites"].values() for c in suite["checks"] if not c["success"]):
+        assert len(check["sample"]) == check["unexpected_count"]  # the sample is whole: counts are exact
+        per_partition: dict[str, list[dict]] = {}
+        for row in check["sample"]:
+            per_partition.setdefault(name(row), []).append(row)
+        for partition, mine in per_partition.items():
+            r = shown[(partition, f"fail {check['id']}")]
+            where = [row.get("offset", row.get("first_offset", row.get("file_position"))) for row in mine]
+            unit = "" if {"offset", "first_offset"} & set(mine[0]) else "byte "  # a parse error has no offset
+            assert r["count"] == f"{len(mine)} row{'s' if len(mine) > 1 else ''}", (partition, check["id"])
+            assert r["offsets"] == ", ".join(unit + o for o in offsets(where).split(", ")), (partition, check["id"])
+            for target, value in zip(r["links"], sorted(set(where)), strict=False):  # each offset links to its row
+                cells = row_with_id(page, target)
+                assert cells[:2] == [mine[0]["topic"], str(mine[0]["partition"])] and f"{value:,}" in cells
+
+
+def test_every_link_of_the_report_reaches_one_element(reported):
+    page = reported[4]
+    ids = re.findall(r' id="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    targets = set(re.findall(r'href="#([^"]+)"', page))
+    assert len(targets) > 20 and targets <= set(ids)
+    docs = re.findall(r'href="(\.\./[^"]+)"', page)  # the one link out of the page: the Data Docs beside it
+    assert docs and all(Path(reported[0], "report", d).resolve().is_file() for d in docs)
+
+
+# Injected into a copy of the page (the report itself has no script): what the browser laid out.
+MEASURE = """<script>
+(function () {
+  const doc = document.documentElement, width = doc.clientWidth;
+  const top = (sel) => document.querySelector(sel).getBoundingClientRect().top + window.scrollY;
+  const outside = [...document.querySelectorAll("body *")]
+    .filter(e => !e.parentElement.closest(".scroll") && e.getBoundingClientRect().right > width + 0.5)
+    .map(e => e.tagName + "." + e.className);
+  const spilling = [...document.querySelectorAll(".cols > div")].filter(b => b.scrollWidth > b.clientWidth + 1)
+    .map(b => b.textContent.slice(0, 40));
+  const pre = document.createElement("pre");
+  pre.id = "measured";
+  pre.textContent = JSON.stringify({width: width, scrollWidth: doc.scrollWidth, outside: outside, spilling: spilling,
+    findings: top("#findings"), firstFinding: top("table.findings tbody tr"), configuration: top("#configuration")});
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def _measured(page: Path, width: int, tmp_path: Path) -> dict:
+    from tests.test_validate import _chromium
+
+    copy = tmp_path / f"measure_{width}.html"
+    copy.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
+    dom = _chromium(f"--window-size={width},2400", "--dump-dom", copy.as_uri(), tmp_path=tmp_path).stdout
+    return json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom, re.DOTALL).group(1)))
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_the_report_renders_in_a_browser_with_its_charts(reported, tmp_path):
+    """In headless Chromium at 1024 and 1400 px: the charts drawn, nothing wider than the window (a
+    wide table scrolls in its own box), the verdicts beside the run facts without running into them,
+    the Findings table on the first screens and before the configuration; a screenshot of each width."""
     from tests.test_validate import _chromium
 
     out, _, _, _, _ = reported
@@ -246,8 +347,43 @@ def test_the_report_renders_in_a_browser_with_its_charts(reported, tmp_path):
     for chart in ("timeline", "sequence", "idle", "trend"):
         assert f'class="chart {chart}"' in dom, chart
     assert dom.count("<rect") > 100 and dom.count("<circle") > 10  # bars and marks were drawn
-    shot = tmp_path / "report.png"
-    _chromium(f"--screenshot={shot}", "--window-size=1400,3600", "--hide-scrollbars", index.as_uri(), tmp_path=tmp_path)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    for width, screenshot in SCREENSHOTS.items():
+        laid_out = _measured(index, width, tmp_path)
+        assert laid_out["scrollWidth"] <= laid_out["width"] <= width, laid_out  # no sideways scroll
+        assert laid_out["outside"] == [] and laid_out["spilling"] == [], laid_out
+        assert laid_out["findings"] < laid_out["firstFinding"] < laid_out["configuration"], laid_out
+        assert laid_out["firstFinding"] < 1200, laid_out  # where first: on the first screen and a bit
+        shot = tmp_path / screenshot.name
+        _chromium(f"--screenshot={shot}", f"--window-size={width},2400", "--hide-scrollbars", index.as_uri(),
+                  tmp_path=tmp_path)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+        if os.environ.get("SEGAUDIT_UPDATE_SCREENSHOT"):
+            shutil.copyfile(shot, screenshot)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_data_docs_index_names_the_failed_checks_and_links_the_report(reported, tmp_path):
+    """The sample's Data Docs index in headless Chromium (scripts run): how many checks failed and
+    which, each with its suite's page, above GX's table of suites, and a link to the report that resolves."""
+    from tests.test_validate import _chromium
+
+    out = reported[0]
+    index = Path(out, "validation", "data_docs", "index.html")
+    failed = [c for suite in read_results(out)["suites"].values() for c in suite["checks"] if not c["success"]]
+    total = sum(len(suite["checks"]) for suite in read_results(out)["suites"].values())
+    dom = _chromium("--dump-dom", "--virtual-time-budget=5000", index.as_uri(), tmp_path=tmp_path).stdout
+    summary = dom[dom.index('class="col-12 segaudit-summary"'):dom.index("ge-index-page-tabs-container")]
+    assert f"{len(failed)} of {total} checks failed" in summary and len(failed) == 7
+    listed = re.findall(r'<code class="segaudit-check">([a-z_]+)</code> \(<a href="([^"]+)">([a-z_]+)</a>\)', summary)
+    assert [check for check, _, _ in listed] == [c["id"] for c in failed]
+    for _, page, suite in listed:
+        assert Path(index.parent, page).is_file() and f"/{suite}/" in page
+    [report] = re.findall(r'<a class="segaudit-report" href="([^"]+)">', summary)
+    assert Path(index.parent, report).resolve() == Path(out, "report", "index.html").resolve()
+    assert "Showing 1 to 5 of 5 rows" in dom  # GX's own table still built below it
+    shot = tmp_path / DATA_DOCS_SCREENSHOT.name
+    _chromium(f"--screenshot={shot}", "--window-size=1400,900", "--hide-scrollbars", "--virtual-time-budget=5000",
+              index.as_uri(), tmp_path=tmp_path)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     if os.environ.get("SEGAUDIT_UPDATE_SCREENSHOT"):
-        shutil.copyfile(shot, SCREENSHOT)
+        shutil.copyfile(shot, DATA_DOCS_SCREENSHOT)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import html
 import re
 from html.parser import HTMLParser
 
 import pytest
 
-from analytics.report.render import render, write_report
+from analytics.report.render import SECTIONS, render, write_report
 from analytics.report.svg import Scale, nice_ticks
 from analytics.report.values import esc, human_ms
 
@@ -20,8 +21,8 @@ LOG_DIR = "/data/kafka-logs"
 VERDICTS = ("OK", "EPOCH_BUMP", "NON_IDEMPOTENT", "CONTROL_MARKER", "DUPLICATE", "SEQUENCE_GAP",
             "SEQUENCE_REGRESSION", "EPOCH_BUMP_NONZERO", "FENCED_ZOMBIE_WRITE", "FIRST_SEEN_NONZERO",
             "INVALID_TXN_STATE", "MARKER_EPOCH_REGRESSION", "COORDINATOR_EPOCH_REGRESSION", "CORRUPT")
-SECTION_IDS = ("summary", "validation", "parse-errors", "snapshots", "partitions", "timelines", "producers", "idle",
-               "transactions", "trend")
+SECTION_IDS = ("summary", "findings", "verdicts", "validation", "parse-errors", "snapshots", "partitions", "timelines",
+               "producers", "idle", "transactions", "trend", "configuration")
 ZOMBIE_ROW = {"topic": "orders", "partition": 0, "offset": 27, "producer_id": 7000, "producer_epoch": 3,
               "verdict": "FENCED_ZOMBIE_WRITE", "explained_by": "producer_expiration", "explanation": "epoch 3 < 4"}
 TORN_FILE = "/data/kafka-logs/orders-0/00000000000000000000.log"
@@ -81,6 +82,12 @@ def sample() -> dict:
         },
         "verdict_severities": {"OK": {"ok": 230}, "DUPLICATE": {"violation": 1},
                                "SEQUENCE_GAP": {"violation": 2, "explained": 1}},
+        "violations": [
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "verdict": "DUPLICATE", "batches": 1,
+             "first_offset": 30},
+            {"log_dir": LOG_DIR, "topic": "orders", "partition": 0, "verdict": "SEQUENCE_GAP", "batches": 2,
+             "first_offset": 44},
+        ],
         "validation": {"success": False, "run_id": "val-43", "checks": [
             {"suite": "zero_duplicates", "check": "no_duplicate_batch", "description": "no DUPLICATE",
              "success": False, "unexpected": 1, "status": "fail",
@@ -279,15 +286,16 @@ def test_summary_numbers(page):
     assert tones["sequence gaps"] == "sev-violation"  # 2 of its 3 batches are unexplained
     assert "SEQUENCE_GAP batches: 2 violation, 1 explained" in summary
     assert "of 3 checks, 1 more warned" in summary and "8,274 bytes affected" in summary
-    assert '<tr class="zero"><td class="mono">CORRUPT</td>' in summary
-    assert "7 d" in summary and "15 min" in summary
-    assert "run-42" in summary and "exp-41" in summary and "12.3 s" in summary
-    assert "/<wbr>data/<wbr>kafka-logs" in summary
+    verdicts, configuration = _section(page, "verdicts"), _section(page, "configuration")
+    assert '<tr class="zero"><td class="mono">CORRUPT</td>' in verdicts
+    assert "7 d" in configuration and "15 min" in configuration
+    assert "run-42" in verdicts and "exp-41" in verdicts and "12.3 s" in verdicts
+    assert "/<wbr>data/<wbr>kafka-logs" in verdicts
 
 
 def _config_cells(page: str) -> dict[str, str]:
-    """The configuration table of the summary: setting -> value cell (HTML)."""
-    rows = re.findall(r'<tr><td><span class="mono">([^<]+)</span></td><td>(.*?)</td></tr>', _section(page, "summary"))
+    """The configuration table: setting -> value cell (HTML)."""
+    rows = re.findall(r'<tr><td><span class="mono">([^<]+)</span></td><td>(.*?)</td></tr>', _section(page, "configuration"))
     return dict(rows)
 
 
@@ -299,7 +307,7 @@ def test_configuration_values_are_readable(page):
     assert cells["cleanup_policy"] == "orders = compact"
     assert cells["broker_restarts"] == ('topic = orders, partition = 0, offset = 26, time_ms = 1,763,613,600,000 '
                                         '<span class="muted">(2025-11-20 04:40:00 UTC)</span>')
-    assert "{&quot;" not in _section(page, "summary") and "&quot;:" not in _section(page, "summary")
+    assert "{&quot;" not in _section(page, "configuration") and "&quot;:" not in _section(page, "configuration")
 
 
 def test_configuration_lists_and_nested_tables():
@@ -343,13 +351,14 @@ def test_idle_chart_numbers_the_resumptions(page):
 def test_long_paths_wrap_at_separators():
     data = sample()
     deep = "/mnt/broker-7/" + "/".join(f"very-long-folder-name-{i}" for i in range(8)) + "/kafka-logs"
-    for part in (data["partitions"][0], data["timelines"][0], data["producers"][0]):
+    for part in (data["partitions"][0], data["timelines"][0], data["producers"][0], *data["violations"],
+                 *data["snapshot_checks"]["rows"]):
         part["log_dir"] = deep
     data["summary"]["inputs"] = [deep]
     page = render(data)
     wrapped = esc(deep).replace("/", "/<wbr>")
     assert deep not in page
-    for sid in ("summary", "partitions", "timelines", "producers"):
+    for sid in ("verdicts", "partitions", "timelines", "producers", "findings"):
         assert wrapped in _section(page, sid), sid
     assert "break-all" not in page  # a path breaks between folders, not inside a folder's name
 
@@ -376,17 +385,18 @@ def test_the_two_questions_are_named_with_what_answers_them(page):
         assert "an explained duplicate or zombie write" in text
     assert "Is the data sound?" in validation
     # the verdict table splits each verdict by the broker's answer
-    assert re.search(r'SEQUENCE_GAP</td><td class="num">3</td><td class="num">1</td><td class="num">2</td>', summary)
+    assert re.search(r'SEQUENCE_GAP</td><td class="num">3</td><td class="num">1</td><td class="num">2</td>',
+                     _section(page, "verdicts"))
 
 
 def _rows_of(block: str) -> list[list[str]]:
     """The body rows of the tables in ``block``, each a list of cell HTML."""
-    return [cells for tr in re.findall(r"<tr>(.*?)</tr>", block) if (cells := re.findall(r"<td>(.*?)</td>", tr))]
+    return [cells for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", block) if (cells := re.findall(r"<td>(.*?)</td>", tr))]
 
 
 def test_every_failed_or_warned_check_lists_its_offending_rows(page):
     validation = _section(page, "validation")
-    blocks = re.findall(r"<details open><summary>(.*?)</summary>(.*?)</details>", validation, re.DOTALL)
+    blocks = re.findall(r'<details id="check-\d+" open><summary>(.*?)</summary>(.*?)</details>', validation, re.DOTALL)
     assert [re.search(r'class="mono">([a-z_]+)<', head).group(1) for head, _ in blocks] == [
         "no_duplicate_batch", "no_zombie_write"]
     duplicate, zombie = (body for _, body in blocks)
@@ -444,6 +454,8 @@ def test_transactions_and_trend(page):
     trend = _section(page, "trend")
     assert trend.count("<polyline") == 5
     assert "Trends need more runs" not in trend
+    assert "equal on every run: duplicates" not in trend  # duplicates (1) and explained (1) are equal, gaps (3) not
+    assert "equal on every run: explained = duplicates" in trend
 
 
 def test_single_run_trend_draws_points():
@@ -451,7 +463,8 @@ def test_single_run_trend_draws_points():
     data["history"] = data["history"][:1]
     trend = _section(render(data), "trend")
     assert 'class="chart trend"' in trend and "<polyline" not in trend
-    assert _chart(trend, "trend").count("<circle") == 5  # one point per series
+    chart = _chart(trend, "trend")
+    assert chart.count("<circle") + chart.count("<polygon") == 5  # one point per series
     assert "Trends need more runs" in trend
 
 
@@ -514,3 +527,150 @@ def test_scales_and_ticks():
     assert s(5) == 50
     assert Scale(0, 10, 0, 100)(50) == 100  # clamped inside the chart
     assert Scale(1, 1000, 0, 30, log=True)(100) == pytest.approx(20)
+
+
+def findings_rows(page: str) -> list[dict]:
+    """The Findings table as text, a dict per row: partition and log dir (a group's, on each of its
+    rows), found, count, first offsets, evidence, and the link targets of the offsets and the evidence."""
+    def text(cell: str) -> str:
+        return html.unescape(re.sub(r"<[^>]+>", "", cell))
+
+    rows, where = [], ["", ""]
+    for tr in re.findall(r'<tr class="[^"]*">(.*?)</tr>', _section(page, "findings"), re.DOTALL):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.DOTALL)
+        if len(cells) == 6:
+            where, cells = [text(c) for c in cells[:2]], cells[2:]
+        found, count, offsets, evidence = cells
+        rows.append({"partition": where[0], "log_dir": where[1], "found": text(found), "count": text(count),
+                     "offsets": text(offsets), "evidence": text(evidence),
+                     "links": re.findall(r'href="#([^"]+)"', offsets),
+                     "evidence_link": "".join(re.findall(r'href="#([^"]+)"', evidence))})
+    return rows
+
+
+def row_with_id(page: str, target: str) -> list[str]:
+    """The cells (as text) of the table row whose id is ``target``."""
+    tr = re.search(rf'<tr id="{re.escape(target)}">(.*?)</tr>', page, re.DOTALL)
+    assert tr, target
+    return [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr.group(1))]
+
+
+def test_findings_come_right_after_the_cards_and_the_configuration_last(page):
+    order = re.findall(r'<section id="([a-z-]+)">', page)
+    assert order == [sid for sid, _, _ in SECTIONS]
+    assert order[:3] == ["summary", "findings", "verdicts"] and order[-2:] == ["partitions", "configuration"]
+    # the summary is the cards alone: no table (the verdicts, the configuration) stands between them and the findings
+    assert "<table" not in _section(page, "summary")
+    assert "broker_restarts" in _section(page, "configuration") and "broker_restarts" not in page[:page.index(
+        '<section id="configuration">')]
+
+
+def test_the_findings_table_says_where_each_finding_is(page):
+    rows = findings_rows(page)
+    assert [(r["partition"], r["log_dir"], r["found"], r["count"], r["offsets"], r["evidence"]) for r in rows] == [
+        ("orders-0", LOG_DIR, "DUPLICATE", "1 batch", "30", "timeline"),
+        ("orders-0", LOG_DIR, "SEQUENCE_GAP", "2 batches", "44 …", "timeline"),  # one offset known of two
+        ("orders-0", LOG_DIR, "fail no_duplicate_batch", "1 row", "30", "offending rows"),
+        ("orders-0", LOG_DIR, "warn no_zombie_write", "\u22651 row", "27", "offending rows"),  # a sample of 1 of 2 rows
+        ("orders-0", LOG_DIR, "snapshot mismatch", "1 producer", "snapshot at offset 50", "snapshot row"),
+    ]
+    duplicate, gap, check, zombie, snapshot = rows
+    # each offset links to the row that holds it; a verdict's offset to a check's row there, if one has it
+    assert duplicate["links"] == check["links"] == ["check-0-0"] and gap["links"] == []
+    assert row_with_id(page, "check-0-0")[:3] == ["orders", "0", "30"]
+    assert row_with_id(page, zombie["links"][0])[:3] == ["orders", "0", "27"]
+    assert row_with_id(page, snapshot["links"][0])[:5] == ["orders", "0", "50", "13000", "mismatch"]
+    assert duplicate["evidence_link"] == "timeline-0" and 'id="timeline-0" open' in _section(page, "timelines")
+    assert re.search(r'<a href="#partition-0"><span class="mono">orders-0</span></a>', _section(page, "findings"))
+    assert row_with_id(page, "partition-0")[:2] == ["orders", "0"]
+    assert "&ge; marks a count from a sample" in _section(page, "findings")
+
+
+def test_every_link_of_the_page_reaches_one_element():
+    for data in (sample(), _several_log_dirs()):
+        page = render(data)
+        ids = re.findall(r' id="([^"]+)"', page)
+        assert len(ids) == len(set(ids))
+        targets = set(re.findall(r'href="#([^"]+)"', page))
+        assert targets and targets <= set(ids), targets - set(ids)
+
+
+def _several_log_dirs() -> dict:
+    """A partition exported from two log dirs (replicas), a check row naming its file, one naming
+    neither log dir nor file, and a check row in a partition only the partition list places."""
+    data = sample()
+    gap = {"topic": "t", "partition": 0, "offset": 5, "verdict": "SEQUENCE_GAP"}
+    data["violations"] = [
+        {"log_dir": "/a", "topic": "t", "partition": 0, "verdict": "SEQUENCE_GAP", "batches": 1, "first_offset": 5},
+        {"log_dir": "/b", "topic": "t", "partition": 0, "verdict": "CORRUPT", "batches": 4, "first_offset": 7},
+    ]
+    data["timelines"] = []
+    data["partitions"] = [_partition("u", 3, 10, {"ok": 10}, {"OK": 10}) | {"log_dir": "/c"}]
+    data["snapshot_checks"] = None
+    data["validation"]["checks"] = [
+        {"suite": "s", "check": "no_unexplained_sequence_gap", "description": "d", "success": False, "unexpected": 1,
+         "status": "fail", "rows": [gap]},
+        {"suite": "s", "check": "magic_and_framing_valid", "description": "d", "success": False, "unexpected": 2,
+         "status": "fail", "rows": [{"topic": "t", "partition": 1, "file": "/a/t-1/00000000000000000000.log",
+                                     "file_position": 2375, "error_kind": "truncated"},
+                                    {"topic": "u", "partition": 3, "offset": 9}]},
+    ]
+    return data
+
+
+def test_findings_name_the_log_dir_a_row_does_not():
+    rows = findings_rows(render(_several_log_dirs()))
+    assert [(r["partition"], r["log_dir"], r["found"], r["count"], r["offsets"]) for r in rows] == [
+        ("t-0", "/b", "CORRUPT", "4 batches", "7 …"),  # the most violating batches first
+        ("t-0", "/a", "SEQUENCE_GAP", "1 batch", "5"),
+        ("t-0", "\u2014", "fail no_unexplained_sequence_gap", "1 row", "5"),  # two log dirs hold t-0: not guessed
+        ("t-1", "/a", "fail magic_and_framing_valid", "1 row", "byte 2,375"),  # from the row's file
+        ("u-3", "/c", "fail magic_and_framing_valid", "1 row", "9"),  # the one log dir the page knows
+    ]
+
+
+def test_no_findings_says_so():
+    data = sample()
+    data["violations"], data["snapshot_checks"] = [], None
+    data["validation"]["checks"] = [c for c in data["validation"]["checks"] if c["status"] == "pass"]
+    findings = _section(render(data), "findings")
+    assert "Nothing to show: no violating batch, failed check or snapshot mismatch" in findings
+    assert "not validated" in _section(render(empty()), "findings")
+
+
+def test_the_snapshot_card_says_what_each_number_counts():
+    data = sample()
+    data["summary"]["snapshot_checks"] = {"match": 70, "mismatch": 1, "not_in_log": 6, "not_in_snapshot": 1}
+    summary = _section(render(data), "summary")
+    card = re.search(r'card-value">1</div><div class="card-label">snapshot mismatches</div>'
+                     r'<div class="card-sub">([^<]*)</div>', summary)
+    assert card and card.group(1) == ("producers whose snapshot state differs from the replay; not compared: "
+                                      "6 only in a snapshot, 1 only in the log")
+
+
+def test_equal_trend_series_stay_apart():
+    """Equal counts on every run (explained and duplicates, 1 each): each series its own dash pattern
+    and marker, the lower line wider, the markers of equal values side by side, the legend saying so."""
+    chart = _chart(render(sample()), "trend")
+    lines = re.findall(r'<polyline class="series" points="([^"]*)"[^>]*stroke-width="([^"]*)"'
+                       r'(?: stroke-dasharray="([^"]*)")?/>', chart)
+    assert len(lines) == 5 and len({dash for _, _, dash in lines}) == 5
+    (explained, width_e, _), (duplicates, width_d, _) = lines[1], lines[2]
+    assert explained == duplicates and float(width_e) > float(width_d)  # the same spot: the lower one shows at its edges
+    at, shapes = {}, {}
+    for element, label in re.findall(r"<((?:circle|polygon)[^>]*)><title>([a-z ]+): \d", chart):
+        if element.startswith("circle"):
+            at.setdefault(label, []).append(float(re.search(r'cx="([\d.]+)"', element).group(1)))
+            shapes[label] = re.search(r'r="[^"]*" fill="[^"]*"', element).group(0)  # a dot or a ring
+        else:
+            points = [tuple(map(float, p.split(","))) for p in re.search(r'points="([^"]*)"', element).group(1).split()]
+            at.setdefault(label, []).append(points[0][0])
+            shapes[label] = tuple((round(x - points[0][0], 1), round(y - points[0][1], 1)) for x, y in points)
+    assert set(at) == {"violations", "explained", "duplicates", "sequence gaps", "hanging transactions"}
+    assert len(set(shapes.values())) == 5  # a marker of its own per series
+    assert all(abs(a - b) >= 6 for a, b in zip(at["explained"], at["duplicates"], strict=True))
+    assert "equal on every run: explained = duplicates" in _section(render(sample()), "trend")
+
+
+def test_every_table_scrolls_in_its_own_box(page):
+    assert page.count("<table") == page.count('<div class="scroll"><table') > 5

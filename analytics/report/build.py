@@ -1,11 +1,12 @@
 """``segaudit report OUT``: aggregate the audit in Spark into the small dict ``render`` draws.
 
 Every list is bounded before it reaches the driver: partitions ranked by findings (at most
-``MAX_PARTITIONS``), offset bins and finding marks for the partitions with findings only, sequence
-points for the producers with findings (ok batches thinned to about ``MAX_POINTS`` per producer,
-every finding kept), the longest pauses, the unfinished transactions, the first parse errors,
-snapshot disagreements and record duplicates, one row per past run; the offending rows of each
-check are the sample ``validate`` kept in results.json.
+``MAX_PARTITIONS``), the violating batches counted per partition and verdict with the first offset
+of each (at most ``MAX_VIOLATIONS`` such counts, for the Findings table), offset bins and finding
+marks for the partitions with findings only, sequence points for the producers with findings (ok
+batches thinned to about ``MAX_POINTS`` per producer, every finding kept), the longest pauses, the
+unfinished transactions, the first parse errors, snapshot disagreements and record duplicates, one
+row per past run; the offending rows of each check are the sample ``validate`` kept in results.json.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ MAX_TRANSACTIONS = 200
 MAX_DUPLICATES = 200
 MAX_PARSE_ERRORS = 200
 MAX_SNAPSHOT_CHECKS = 200
+MAX_VIOLATIONS = 500
 KEYS = list(HISTORY_KEY)
 
 
@@ -128,7 +130,10 @@ def _partitions(spark, v, errors) -> dict:
         p["parse_errors"] = errors_of.get(_key(p), 0)
     with_findings = per_partition.where(F.col("findings") > 0).orderBy(
         F.col(SEV_VIOLATION).desc(), F.col("findings").desc(), *KEYS).limit(MAX_TIMELINES)
+    violating = counts.where(F.col("severity") == SEV_VIOLATION).select(
+        *KEYS, "verdict", "batches", "first_offset").orderBy(*KEYS, "verdict").limit(MAX_VIOLATIONS)
     return {"partitions": partitions, "partitions_total": partitions_total,
+            "violations": [r.asDict() for r in violating.collect()],
             "timelines": _timelines(v, [r.asDict() for r in with_findings.collect()]),
             "verdict_severities": _verdict_severities(counts)}
 

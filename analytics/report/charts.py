@@ -31,15 +31,20 @@ SHAPES = {DUPLICATE: "ring", SEQUENCE_GAP: "triangle", SEQUENCE_REGRESSION: "cro
           FENCED_ZOMBIE_WRITE: "cross", EPOCH_BUMP_NONZERO: "diamond", FIRST_SEEN_NONZERO: "diamond"}
 SHAPE_NAMES = {"ring": "duplicate", "triangle": "gap", "cross": "regression / zombie",
                "diamond": "nonzero start", "square": "other finding"}
-# Trend series (key in a history run, label, colour, dash): violations and explained keep their
-# severity colour; the others get neutral hues.
+# Trend series (key in a history run, label, colour, dash, marker): violations and explained keep
+# their severity colour; the others get neutral hues. Counts often coincide (a run with as many gaps
+# as violations), so no two series share a dash pattern or a marker, each line is drawn narrower than
+# the one under it (the lower one shows along both edges), and markers of equal values at a run stand
+# side by side (``DODGE`` px apart) instead of on one spot.
 TREND_SERIES = (
-    (SEV_VIOLATION, "violations", SEVERITY_COLOURS[SEV_VIOLATION], ""),
-    (SEV_EXPLAINED, "explained", SEVERITY_COLOURS[SEV_EXPLAINED], ""),
-    ("duplicates", "duplicates", "#7b61c9", "5 3"),
-    ("gaps", "sequence gaps", "#2a9d8f", "5 3"),
-    ("hanging", "hanging transactions", "#52606d", "2 3"),
+    (SEV_VIOLATION, "violations", SEVERITY_COLOURS[SEV_VIOLATION], "", "dot"),
+    (SEV_EXPLAINED, "explained", SEVERITY_COLOURS[SEV_EXPLAINED], "9 4", "ring"),
+    ("duplicates", "duplicates", "#7b61c9", "4 3", "triangle"),
+    ("gaps", "sequence gaps", "#2a9d8f", "12 3 2 3", "diamond"),
+    ("hanging", "hanging transactions", "#52606d", "2 3", "square"),
 )
+TREND_WIDTHS = (5, 4, 3, 2.2, 1.6)  # stroke widths, in the order of TREND_SERIES (drawn bottom up)
+DODGE = 9
 MINIBAR_WIDTH = 120
 
 
@@ -175,22 +180,58 @@ def idle_chart(points: list[dict], threshold) -> str:
     return svg("chart idle", "Producer idle time before each resumption", HEIGHT, body)
 
 
+def _dodged(run: dict) -> dict[str, float]:
+    """Each series' marker shift at one run: series with the same value there spread around it."""
+    equal: dict[int, list[str]] = {}
+    for key, *_ in TREND_SERIES:
+        equal.setdefault(as_int(run.get(key)), []).append(key)
+    return {key: (k - (len(keys) - 1) / 2) * DODGE for keys in equal.values() for k, key in enumerate(keys)}
+
+
+def same_series(runs: list[dict]) -> list[list[str]]:
+    """The labels of series equal on every run (each group of two or more), for the legend to say so.
+
+    >>> same_series([{"violation": 2, "gaps": 2, "explained": 1}, {"violation": 0, "gaps": 0}])
+    [['violations', 'sequence gaps'], ['duplicates', 'hanging transactions']]
+    """
+    groups: dict[tuple, list[str]] = {}
+    for key, label, *_ in TREND_SERIES:
+        groups.setdefault(tuple(as_int(r.get(key)) for r in runs), []).append(label)
+    return [labels for labels in groups.values() if len(labels) > 1]
+
+
+def trend_legend(runs: list[dict]) -> str:
+    """The trend's legend: each series' line (its dash) and marker, and which series coincide."""
+    items = []
+    for _, label, hue, dash, marker in TREND_SERIES:
+        items.append(f'<span><svg class="swatch" viewBox="0 0 34 16" width="34" height="14" aria-hidden="true">'
+                     f"{line(1, 8, 33, 8, hue, dash, width=2)}{shape(marker, 17, 8, hue, label)}</svg>"
+                     f"{esc(label)}</span>")
+    items = "".join(items)
+    same = "; ".join(" = ".join(labels) for labels in same_series(runs))
+    note = f'<span class="same">equal on every run: {esc(same)}</span>' if same else ""
+    return f'<div class="legend">{items}{note}</div>'
+
+
 def trend_chart(runs: list[dict]) -> str:
     """One line per ``TREND_SERIES`` over the audit runs (each with a numeric ``run_time_ms``)."""
     times = [r["run_time_ms"] for r in runs]
     peak = max((as_int(r.get(key)) for r in runs for key, *_ in TREND_SERIES), default=0)
-    x, y = Scale(min(times), max(times), LEFT + 20, RIGHT - 20), Scale(0, max(peak, 1), BOTTOM, TOP)
+    x, y = Scale(min(times), max(times), LEFT + 30, RIGHT - 30), Scale(0, max(peak, 1), BOTTOM, TOP)
     body = y_axis(y, nice_ticks(0, max(peak, 1), 4), tick, "batches")
-    for key, label, hue, dash in TREND_SERIES:
+    shifts, markers = [_dodged(r) for r in runs], []
+    for (key, label, hue, dash, marker), width in zip(TREND_SERIES, TREND_WIDTHS, strict=True):
         coords = [(x(r["run_time_ms"]), y(as_int(r.get(key)))) for r in runs]
         if len(coords) > 1:
             pts = " ".join(f"{coord(a)},{coord(b)}" for a, b in coords)
             extra = f' stroke-dasharray="{dash}"' if dash else ""
-            body.append(f'<polyline points="{pts}" fill="none" stroke="{hue}" stroke-width="2"{extra}/>')
-        for r, (a, b) in zip(runs, coords, strict=True):
+            body.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{hue}" stroke-width="{width}"'
+                        f"{extra}/>")
+        for r, (a, b), shift in zip(runs, coords, shifts, strict=True):
             tip = (f"{label}: {as_int(r.get(key)):,}\n"
                    f"run {r.get('run_id', '?')} at {fmt_time(r['run_time_ms'])}")
-            body.append(shape("dot", a, b, hue, tip))
+            markers.append(shape(marker, a + shift[key], b, hue, tip))
+    body += markers  # above every line
     span = max(times) - min(times)
     ticks = [min(times) + span * k / 4 for k in range(5)] if span else [times[0]]
     pattern = "%Y-%m-%d" if span >= 5 * 86_400_000 else "%m-%d %H:%M"

@@ -4,7 +4,11 @@ Standard library only, no Spark: the caller (``build``) aggregates in Spark and 
 at most a few thousand items. The page must open offline years later (an audit is evidence), so
 there is no JavaScript, no CDN, no external font, image or URL: charts are inline SVG (``charts``),
 styling is one ``<style>`` block (``style``), collapsible parts are ``<details>``. Inline SVG in
-HTML5 needs no ``xmlns``, so the page holds no URL at all.
+HTML5 needs no ``xmlns``; the page's links lead to its own parts (``#`` anchors) and, relatively,
+to the Data Docs beside it under OUT (``sections.DATA_DOCS``).
+
+Layout: the page fits a 1024 px window. Text wraps, charts scale with the page, and a table too
+wide for it scrolls sideways inside its own box (``markup.table``), never the page.
 
 Safety: every value from ``data`` reaches the page only through ``values`` (``esc``, ``fmt_path``,
 ``fmt``). Tags, class names and colours come from this package's constants only, never from data.
@@ -12,7 +16,8 @@ Output is deterministic: same data, byte-identical page (no clock, no sets).
 
 The package's modules, bottom up: ``values`` (data values as text), ``style`` (palette, CSS),
 ``svg`` (scales and chart primitives), ``markup`` (HTML primitives), ``charts``, ``summary`` and
-``sections`` (the page's parts), and this one, which puts them in order and writes the file.
+``findings``, ``summary`` and ``sections`` (the page's parts), and this one, which puts them in
+order and writes the file.
 """
 
 from __future__ import annotations
@@ -20,17 +25,21 @@ from __future__ import annotations
 import os
 
 from analytics.report import sections
+from analytics.report.findings import findings
 from analytics.report.markup import span
 from analytics.report.style import CSS
-from analytics.report.summary import summary
+from analytics.report.summary import configuration, summary, verdicts
 from analytics.report.values import DASH, as_dict, esc, fmt_path, fmt_time
 
 __all__ = ["SECTIONS", "render", "write_report"]
 
-# (id, navigation label, builder), in page order. Findings first: the full partition list, mostly
-# healthy rows, closes the page.
+# (id, navigation label, builder), in page order. Where first: the cards, then every partition with
+# findings linked to its rows below; the full partition list, mostly healthy rows, and the
+# configuration close the page.
 SECTIONS = (
     ("summary", "Summary", summary),
+    ("findings", "Findings", findings),
+    ("verdicts", "Verdicts", verdicts),
     ("validation", "Validation", sections.validation),
     ("parse-errors", "Parse errors", sections.parse_errors),
     ("snapshots", "Snapshots", sections.snapshot_checks),
@@ -42,6 +51,7 @@ SECTIONS = (
     ("replicas", "Replicas", sections.replicas),
     ("trend", "Trend", sections.trend),
     ("partitions", "Partitions", sections.partitions),
+    ("configuration", "Configuration", configuration),
 )
 
 

@@ -4,14 +4,19 @@ disappearing, so the page always has the same outline."""
 
 from __future__ import annotations
 
+import posixpath
+
 from analytics.contract import (
-    ABORTED, COMMITTED, HANGING, MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, OPEN, SEV_EXPLAINED, SEV_INFO,
-    SEV_OK, SEV_VIOLATION, SNAPSHOT_STATUSES, TEMPORARY_FILE, TRUNCATED, TXN_STATUSES, ZERO_FILLED,
+    ABORTED, COMMITTED, HANGING, MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, OPEN, REPORT_DIR, SEV_EXPLAINED,
+    SEV_INFO, SEV_OK, SEV_VIOLATION, SNAPSHOT_STATUSES, TEMPORARY_FILE, TRUNCATED, TXN_STATUSES, VALIDATION_DIR,
+    ZERO_FILLED,
 )
 from analytics.report.charts import (
-    SHAPE_NAMES, TREND_SERIES, idle_chart, minibar, sequence_chart, timeline_chart, trend_chart,
+    SHAPE_NAMES, idle_chart, minibar, sequence_chart, timeline_chart, trend_chart, trend_legend,
 )
-from analytics.report.markup import badge, details, nothing, section, showing, span, table
+from analytics.report.markup import (
+    CHECK, PARTITION, SNAPSHOT, TIMELINE, anchor, badge, details, nothing, section, showing, span, table,
+)
 from analytics.report.style import MUTED
 from analytics.report.summary import DATA_ANSWER, DATA_QUESTION, question
 from analytics.report.svg import SEVERITY_LEGEND, legend
@@ -19,6 +24,9 @@ from analytics.report.values import (
     DASH, as_dict, as_int, as_list, esc, fmt, fmt_id, fmt_path, fmt_time, is_num, partition_name,
 )
 
+# The Data Docs site of the validation, from the report's folder: both live under OUT, so the link
+# holds as long as OUT does (copied or moved whole); it is the page's one link out of itself.
+DATA_DOCS = posixpath.relpath(f"{VALIDATION_DIR}/data_docs/index.html", REPORT_DIR)
 # Validation statuses (``build._validation``) drawn in the severity palette.
 STATUS_SEVERITY = {"pass": SEV_OK, "warn": SEV_EXPLAINED, "fail": SEV_VIOLATION}
 TXN_SEVERITY = {COMMITTED: SEV_OK, ABORTED: SEV_INFO, OPEN: SEV_EXPLAINED, HANGING: SEV_VIOLATION}
@@ -54,22 +62,25 @@ def validation(data: dict) -> str:
     run = f" {span('muted', 'validation run ' + span('mono', esc(v['run_id'])))}" if v.get("run_id") else ""
     headers = ["suite", "check", "description", "unexpected rows", "status"]
     listed = table(headers, rows) if rows else nothing("no checks")
-    found = [c for c in checks if status(c) != "pass" and as_list(c.get("rows"))]
+    # each check's block and rows are anchored by its position in the list (the Findings table links them)
     offending = "".join(
         details(0, f"{badge(status(c), STATUS_SEVERITY[status(c)])} {span('mono', esc(c.get('check', '')))} "
                    f"{span('muted', esc(c.get('description', '')))}",
                 showing(len(as_list(c.get("rows"))), c.get("unexpected"), "offending rows")
-                + rows_table(as_list(c.get("rows"))), opened=True)
-        for c in found)
+                + rows_table(as_list(c.get("rows")), i), opened=True, target=anchor(CHECK, i))
+        for i, c in enumerate(checks) if status(c) != "pass" and as_list(c.get("rows")))
     offending = f"<h3>Offending rows</h3>{offending}" if offending else ""
-    return section("validation", "Validation", f"{intro}<p>{overall}{run}</p>{listed}{offending}")
+    docs = f'<p class="note">This validation\'s Data Docs: <a href="{DATA_DOCS}">{esc(DATA_DOCS)}</a></p>'
+    return section("validation", "Validation", f"{intro}<p>{overall}{run}</p>{docs}{listed}{offending}")
 
 
-def rows_table(rows: list) -> str:
-    """Rows of any table (a check's sample): one column per key, in the order they first appear."""
+def rows_table(rows: list, check: int | None = None) -> str:
+    """Rows of any table (a check's sample): one column per key, in the order they first appear;
+    ``check``: the check's position, which anchors each row."""
     rows = [as_dict(r) for r in rows]
     columns = list(dict.fromkeys(str(k) for r in rows for k in r))
-    return table(columns, [[cell(c, r.get(c)) for c in columns] for r in rows])
+    ids = [anchor(CHECK, check, j) for j in range(len(rows))] if check is not None else None
+    return table(columns, [[cell(c, r.get(c)) for c in columns] for r in rows], ids)
 
 
 def cell(column: str, v) -> str:
@@ -139,7 +150,7 @@ def snapshot_checks(data: dict) -> str:
         [esc(r.get("topic", "")), fmt_id(r.get("partition")), span("num", fmt(r.get("snapshot_offset"))),
          fmt_id(r.get("producer_id")), badge(r.get("status", "?"), SNAPSHOT_SEVERITY.get(str(r.get("status")), SEV_INFO)),
          *pair(r, "epoch"), *pair(r, "last_sequence"), *pair(r, "last_offset")]
-        for r in rows])
+        for r in rows], [anchor(SNAPSHOT, j) for j in range(len(rows))])
     return section("snapshots", "Snapshot checks",
                    f"<p>{chips}</p>" + showing(len(rows), sc.get("rows_total"), "disagreements") + cells)
 
@@ -164,7 +175,7 @@ def partitions(data: dict) -> str:
             for p in parts]
     headers = ["topic", "partition", "log dir", "batches", "records", "offsets", "severities", "verdicts"]
     note = showing(len(parts), data.get("partitions_total"), "partitions")
-    return section("partitions", "Partitions", note + table(headers, rows))
+    return section("partitions", "Partitions", note + table(headers, rows, [anchor(PARTITION, i) for i in range(len(rows))]))
 
 
 def timelines(data: dict) -> str:
@@ -178,7 +189,9 @@ def timelines(data: dict) -> str:
                 f"<span class='muted'>offsets {fmt(t.get('first_offset'))}–{fmt(t.get('last_offset'))}, "
                 f"{fmt(as_int(t.get('marks_total'), len(marks)))} findings</span>")
         note = showing(len(marks), t.get("marks_total"), "findings")
-        blocks.append(details(i, head, timeline_chart(t) + note))
+        # a partition with violations starts open: the Findings table links to it
+        violating = any(as_dict(m).get("severity") == SEV_VIOLATION for m in marks)
+        blocks.append(details(i, head, timeline_chart(t) + note, opened=violating, target=anchor(TIMELINE, i)))
     return section("timelines", "Timelines", "".join(blocks) + legend(SEVERITY_LEGEND))
 
 
@@ -284,5 +297,4 @@ def trend(data: dict) -> str:
     if not runs:
         return section("trend", "Trend", nothing("no audit history"))
     note = '<p class="note">Trends need more runs: only one audit run so far.</p>' if len(runs) == 1 else ""
-    return section("trend", "Trend", trend_chart(runs) + legend(
-        [(label, "dot", hue) for _, label, hue, _ in TREND_SERIES]) + note)
+    return section("trend", "Trend", trend_chart(runs) + trend_legend(runs) + note)

@@ -30,12 +30,17 @@ body{margin:0;background:#f5f7fa;color:var(--ink);
 font:14px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
 header{background:#fff;border-bottom:1px solid var(--grid);padding:18px 32px}
 header h1{margin:0;font-size:22px;font-weight:600}
-header p{margin:4px 0 0;color:var(--muted)}
-nav{padding:8px 32px;background:#fff;border-bottom:1px solid var(--grid);position:sticky;top:0}
-nav a{color:var(--muted);text-decoration:none;margin-right:16px}
+header p{margin:4px 0 0;color:var(--muted);overflow-wrap:anywhere}
+nav{padding:8px 32px;background:#fff;border-bottom:1px solid var(--grid);position:sticky;top:0;z-index:1;
+display:flex;flex-wrap:wrap;gap:2px 16px}
+nav a{color:var(--muted);text-decoration:none;white-space:nowrap}
+a{color:#2563c9}
 main{max-width:1240px;margin:0 auto;padding:8px 32px 40px}
 section{background:#fff;border:1px solid var(--grid);border-radius:6px;padding:16px 20px;margin:18px 0;
-scroll-margin-top:48px}
+min-width:0}
+/* a link's target clears the sticky navigation, and shows where the reader landed */
+[id]{scroll-margin-top:64px}
+tr:target>td,details:target>summary{background:#fff3cf}
 h2{margin:0 0 12px;font-size:17px;font-weight:600}
 h3{margin:14px 0 6px;font-size:13px;font-weight:600;color:var(--muted);
 text-transform:uppercase;letter-spacing:.04em}
@@ -44,7 +49,11 @@ text-transform:uppercase;letter-spacing:.04em}
 .card.sev-violation{border-left-color:var(--violation)}.card.sev-explained{border-left-color:var(--explained)}
 .card-value{font-size:24px;font-weight:600}.card-label{font-weight:600}
 .card-sub{color:var(--muted);font-size:12px}
-.cols{display:grid;grid-template-columns:minmax(400px,1fr) 2fr;gap:24px}
+/* side by side while both fit, else one under the other; neither ever runs into the other */
+.cols{display:flex;flex-wrap:wrap;gap:8px 40px;align-items:flex-start}
+.cols>div{flex:1 1 320px;min-width:0}.cols>.col-table{flex:0 1 auto}
+/* every table sits in one: a table wider than the page scrolls inside it, the page does not */
+.scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th{text-align:left;color:var(--muted);font-weight:600;border-bottom:2px solid var(--grid);padding:5px 8px}
 td{border-bottom:1px solid var(--grid);padding:4px 8px;vertical-align:middle}
@@ -58,7 +67,9 @@ tr.zero td{color:#aab4bf}
 .question{color:var(--ink);font-size:14px;text-transform:none;letter-spacing:0}
 .diff{color:var(--violation);font-weight:600}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:4px 14px;margin:0}dt{color:var(--muted)}dd{margin:0}
-dd ul{margin:0;padding-left:16px}
+dd{min-width:0;overflow-wrap:anywhere}dd ul{margin:0;padding-left:16px}
+table.findings td{vertical-align:top;border-bottom:0}table.findings tr.first>td{border-top:1px solid var(--grid)}
+table.findings td.where{white-space:nowrap}
 .badge,.chip{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;margin:1px 2px;
 white-space:nowrap}
 .chip{background:#eef1f5}

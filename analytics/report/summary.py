@@ -1,5 +1,7 @@
-"""The summary section: headline cards, the count of every verdict, the run's facts and the
-configuration the audit used, each value in a form people read (durations, times, lists, tables).
+"""The summary (headline cards), the verdicts (the count of every verdict beside the run's facts)
+and the configuration the audit used, each value in a form people read (durations, times, lists,
+tables). The summary opens the page and the configuration closes it: the Findings table
+(``findings``) comes between, so where the audit found something is on the first screen.
 
 The cards answer the contract's two questions apart (``docs/design.md``, "Verdicts"): the severities
 say whether the broker kept its rules, the expectation suites whether the data is sound. A batch the
@@ -26,19 +28,31 @@ def question(title: str, answer: str) -> str:
 
 
 def summary(data: dict) -> str:
-    """The ``summary`` section, from ``data["summary"]`` (the audit's ``summary.json``), the verdicts'
-    severities, the validation's checks, the parse errors and ``data["out"]``."""
+    """The ``summary`` section: the cards of both questions, from ``data["summary"]`` (the audit's
+    ``summary.json``), the verdicts' severities, the validation's checks and the parse errors."""
     s = as_dict(data.get("summary"))
     chips = _severity_chips(as_dict(s.get("severities")))
-    verdicts = _verdict_table(as_dict(s.get("verdicts")), as_dict(data.get("verdict_severities")))
     return section("summary", "Summary", (
         f'{question(BROKER_QUESTION, BROKER_ANSWER)}'
         f'<div class="cards">{_broker_cards(s, as_dict(data.get("verdict_severities")))}</div>'
         f'<p class="chips">{chips}</p>'
-        f'{question(DATA_QUESTION, DATA_ANSWER)}<div class="cards">{_data_cards(data)}</div>'
-        f'<div class="cols"><div><h3>Verdicts</h3>{verdicts}</div>'
-        f"<div><h3>Run</h3>{_facts(s, data.get('out'))}"
-        f"<h3>Configuration</h3>{_configuration(as_dict(s.get('configuration')))}</div></div>"))
+        f'{question(DATA_QUESTION, DATA_ANSWER)}<div class="cards">{_data_cards(data)}</div>'))
+
+
+def verdicts(data: dict) -> str:
+    """The ``verdicts`` section: every verdict's count split by the broker's answer, beside the run's
+    facts (ids, time, output, inputs). The two wrap under each other when the page is narrow."""
+    s = as_dict(data.get("summary"))
+    table = _verdict_table(as_dict(s.get("verdicts")), as_dict(data.get("verdict_severities")))
+    return section("verdicts", "Verdicts and run", (
+        f'<div class="cols"><div class="col-table"><h3>Verdicts</h3>{table}</div>'
+        f"<div><h3>Run</h3>{_facts(s, data.get('out'))}</div></div>"))
+
+
+def configuration(data: dict) -> str:
+    """The ``configuration`` section: the settings the audit ran with, last on the page."""
+    config = as_dict(as_dict(data.get("summary")).get("configuration"))
+    return section("configuration", "Configuration", _configuration(config))
 
 
 def _broker_cards(s: dict, severities: dict) -> str:
@@ -73,8 +87,10 @@ def _data_cards(data: dict) -> str:
     txn, snap = as_dict(s.get("transactions")), as_dict(s.get("snapshot_checks"))
     record_dups = s.get("record_duplicates")
     errors = as_dict(data.get("parse_errors"))
-    snap_other = (f"{as_int(snap.get(NOT_IN_LOG)):,} not in log, "
-                  f"{as_int(snap.get(NOT_IN_SNAPSHOT)):,} not in snapshot")
+    # each snapshot_checks row is one producer of one snapshot: the card counts the producers whose
+    # state the snapshot and the replay disagree on, and apart, those only one side has (not compared)
+    snap_other = (f"producers whose snapshot state differs from the replay; not compared: "
+                  f"{as_int(snap.get(NOT_IN_LOG)):,} only in a snapshot, {as_int(snap.get(NOT_IN_SNAPSHOT)):,} only in the log")
     return _cards([
         ("failed checks", failed if checks else None, SEV_VIOLATION,
          f"of {len(checks):,} checks" + (f", {warned:,} more warned" if warned else "") if checks
@@ -112,8 +128,8 @@ def _verdict_table(counts: dict, severities: dict) -> str:
                   for s in FINDING_SEVERITIES) + "</tr>"
         for n in names)
     head = "".join(f"<th>{esc(s)}</th>" for s in FINDING_SEVERITIES)
-    return (f'<table class="verdicts"><thead><tr><th>verdict</th><th>batches</th>{head}</tr></thead>'
-            f"<tbody>{rows}</tbody></table>")
+    return (f'<div class="scroll"><table class="verdicts"><thead><tr><th>verdict</th><th>batches</th>{head}</tr>'
+            f"</thead><tbody>{rows}</tbody></table></div>")
 
 
 def _facts(s: dict, out) -> str:

@@ -87,10 +87,10 @@ def text(x: float, y: float, label, anchor: str = "start", cls: str = "lbl") -> 
     return f'<text x="{coord(x)}" y="{coord(y)}" text-anchor="{anchor}" class="{cls}">{esc(label)}</text>'
 
 
-def line(x1, y1, x2, y2, colour: str = GRID, dash: str = "", cls: str = "") -> str:
+def line(x1, y1, x2, y2, colour: str = GRID, dash: str = "", cls: str = "", width: float = 1) -> str:
     extra = (f' stroke-dasharray="{dash}"' if dash else "") + (f' class="{cls}"' if cls else "")
     return (f'<line x1="{coord(x1)}" y1="{coord(y1)}" x2="{coord(x2)}" y2="{coord(y2)}" stroke="{colour}"'
-            f' stroke-width="1"{extra}/>')
+            f' stroke-width="{coord(width)}"{extra}/>')
 
 
 def x_axis(scale: Scale, y: float, ticks, label_of, title: str) -> list[str]:
