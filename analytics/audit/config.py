@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from analytics.replay.broker import LATEST_PROFILE_NAME, Profile, resolve_profile
@@ -151,3 +151,53 @@ def check_dedup_key(value: str) -> None:
         raise ValueError("dedup_key json:<field> needs record values, which the records table does not keep; "
                          "use key_value or header:<name>")
     raise ValueError(f"dedup_key must be key_value or header:<name>, not {value!r}")
+
+
+def recorded_config(summary: dict) -> AuditConfig:
+    """The configuration the audit whose ``summary.json`` is ``summary`` was given, to make it again:
+    its export time only when it was configured (else the next audit finds it as that one did)."""
+    doc = dict(summary.get("configuration") or {})
+    if summary.get("export_time_source") != "configuration":
+        doc.pop("export_time_ms", None)
+    return config_from_mapping(doc, "the previous audit's summary.json")
+
+
+def settings_of(config: AuditConfig) -> dict:
+    """``config`` as the values the audit uses, by setting (the expiration resolved from the profile),
+    in the form ``summary.json`` records."""
+    values = {k: getattr(config, k) for k in AuditConfig.__dataclass_fields__}
+    values["producer_id_expiration_ms"] = config.expiration_ms
+    values["log_start_offsets"] = {f"{t}:{p}": o for (t, p), o in config.log_start_offsets.items()}
+    values["broker_restarts"] = [asdict(r) for r in config.broker_restarts]
+    return values
+
+
+def changes(before: AuditConfig, after: AuditConfig, *, export_time: bool = True) -> list[str]:
+    """One phrase per setting ``after`` gives another value than ``before``: ``name old -> new`` for a
+    value, ``name N -> M entries`` for a table (restarts, cleanup policies, log starts).
+
+    >>> changes(AuditConfig(), AuditConfig(producer_id_expiration_ms=60_000, cleanup_policy={"t": "compact"}))
+    ['producer_id_expiration_ms 86400000 -> 60000', 'cleanup_policy 0 -> 1 entries']
+    """
+    old, new = settings_of(before), settings_of(after)
+    return [f"{name} {_shown(name, old[name])} -> {_shown(name, value)}" for name, value in new.items()
+            if value != old[name] and (export_time or name != "export_time_ms")]
+
+
+def non_defaults(config: AuditConfig) -> list[str]:
+    """One phrase per setting of ``config`` other than the default (the export time aside).
+
+    >>> non_defaults(AuditConfig(profile="3.9", broker_restarts=(Restart(offset=5),)))
+    ['profile 3.9', 'broker_restarts 1 entries']
+    """
+    default, values = settings_of(AuditConfig()), settings_of(config)
+    return [f"{name} {_shown(name, value)}" for name, value in values.items()
+            if value != default[name] and name != "export_time_ms"]
+
+
+def _shown(name: str, value) -> str:
+    if isinstance(value, (dict, list, tuple)):
+        return f"{len(value)} entries" if value else "0"
+    if value is None:
+        return "from the log" if name == "export_time_ms" else "unset"
+    return str(value)

@@ -131,8 +131,10 @@ def export(args) -> int:
 def audit(args) -> int:
     from analytics import pipeline
 
-    config = audit_config(args)
     pipeline.require(args.out, EXPORT)
+    previous = _previous_audit(args.out)
+    config = audit_config(args, previous)
+    _say_configuration(args, previous, config)
     history = history_options(args)
     result = pipeline.audit(spark_session(args), args.out, config, incremental=args.incremental, progress=progress,
                             **history)
@@ -144,6 +146,36 @@ def audit(args) -> int:
     print()
     print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
     return EXIT_OK
+
+
+def _previous_audit(out: str) -> dict | None:
+    """The ``summary.json`` of the complete audit in ``out``, if there is one."""
+    from analytics.audit.job import read_audit
+    from analytics.errors import StageMissing
+
+    try:
+        return read_audit(out)
+    except (StageMissing, OSError, ValueError):
+        return None
+
+
+def _say_configuration(args, previous: dict | None, config) -> None:
+    """Says which configuration an audit of an audited ``OUT`` uses: without ``--config``, the one the
+    previous audit was given again (and what the flags change of it); with it, what it changes."""
+    from analytics.audit.config import changes, non_defaults, recorded_config
+
+    if previous is None:
+        return
+    before = recorded_config(previous)
+    changed = changes(before, config)
+    if args.config is None:
+        kept = non_defaults(before)
+        progress("audit: the configuration of the previous audit in OUT is used again"
+                 + (f" ({', '.join(kept)})" if kept else " (the defaults)")
+                 + (f"; the options change {', '.join(changed)}" if changed else "")
+                 + "; --config FILE replaces it")
+    elif changed:
+        progress(f"audit: {args.config} changes the configuration of the previous audit in OUT: {', '.join(changed)}")
 
 
 def validate(args) -> int:

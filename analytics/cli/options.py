@@ -224,13 +224,14 @@ def check_profile(profile: str | None, option: str = "--profile") -> None:
             raise UsageError(f"{option}: {exc}") from exc
 
 
-def audit_config(args):
-    """The configuration file with every flag applied over it."""
-    from analytics.audit.config import check_dedup_key, load_config
+def audit_config(args, previous: dict | None = None):
+    """The configuration file with every flag applied over it; without ``--config``, over the
+    configuration the audit whose ``summary.json`` is ``previous`` was given, when there is one."""
+    from analytics.audit.config import check_dedup_key, load_config, recorded_config
 
     check_profile(args.profile)
     try:
-        config = load_config(args.config)
+        config = load_config(args.config) if args.config or previous is None else recorded_config(previous)
         config = config.with_overrides(
             profile=args.profile,
             producer_id_expiration_ms=args.producer_id_expiration_ms,
