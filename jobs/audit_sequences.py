@@ -1,30 +1,22 @@
-"""spark-submit entry point of the audit: the same options as `segaudit audit`.
+"""spark-submit entry point of the audit: `segaudit audit`, with its options and output.
 
     spark-submit --master spark://host:7077 jobs/audit_sequences.py /shared/audit/broker-1 --config audit.toml
 
-Calls :func:`analytics.pipeline.audit`.
+:func:`analytics.cli.commands.audit` (through :func:`jobs.submit`) calls
+:func:`analytics.pipeline.audit` with every option (``--incremental``, the history, the
+Prometheus file...), on the submitted session. Prints what `segaudit audit` prints; exit code 2 on
+bad input, 130/143 when interrupted.
 """
 
 from __future__ import annotations
 
 import sys
 
-from analytics import pipeline
-from analytics.cli.main import guarded, parser
-from analytics.cli.options import audit_config, history_options, spark_session
-from analytics.contract import EXIT_OK
+from jobs import submit
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(["audit", *(sys.argv[1:] if argv is None else argv)])
-
-    def job() -> int:
-        result = pipeline.audit(spark_session(args), args.out, audit_config(args), **history_options(args))
-        print(f"audited {sum(result.verdicts.values())} batches: " +
-              ", ".join(f"{s} {n}" for s, n in result.severities.items()))
-        return EXIT_OK
-
-    return guarded(job, "audit", debug=args.debug)
+    return submit("audit", argv)
 
 
 if __name__ == "__main__":

@@ -125,6 +125,7 @@ def export(args) -> int:
                              input_format=args.input_format, progress=progress, incremental=args.incremental,
                              cluster=live)
     print(render_table(["table", "rows"], sorted(result.rows.items())))
+    print(f"\nexport run {result.run_id} in {result.out}")
     return EXIT_OK
 
 
