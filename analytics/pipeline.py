@@ -2,7 +2,8 @@
 
 Each takes a Spark session and ``OUT``, publishes one stage (:mod:`analytics.publish`) and returns
 a result object; the CLI (:mod:`analytics.cli`) parses options, calls these and renders the
-results, and the spark-submit jobs (``jobs/``) call them directly::
+results (the spark-submit jobs, ``jobs/``, run the CLI's commands), and a library caller calls
+them directly::
 
     from analytics import pipeline
     result = pipeline.run(spark, ["/var/kafka-logs"], "/audits/broker-1", load_config("audit.toml"))
