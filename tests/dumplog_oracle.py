@@ -186,9 +186,10 @@ def segaudit_dump(version: str, paths: Sequence[str], flags: Sequence[str]) -> d
     """``segaudit dump-log --kafka-version VERSION`` with the same flags, its stdout per file.
 
     segaudit iterates deeply by default where the tool does not, so no deep flag means
-    ``--no-deep-iteration``.
+    ``--no-deep-iteration``. Its stderr holds segaudit's own lines only.
     """
     from analytics.cli import main
+    from tests.commands import assert_own_lines
 
     args = ["dump-log", "--kafka-version", version, *flags]
     if not {"--deep-iteration", "--print-data-log"} & set(flags):
@@ -198,9 +199,11 @@ def segaudit_dump(version: str, paths: Sequence[str], flags: Sequence[str]) -> d
         run = paths[start:start + FILES_PER_RUN]
         buffer = io.BytesIO()
         stdout = io.TextIOWrapper(buffer, encoding="utf-8", newline="\n", write_through=True)
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+        stderr = io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = main([*args, "--", *run])
         stdout.flush()
+        assert_own_lines(stderr.getvalue())
         if code != 0:
             raise AssertionError(f"segaudit dump-log exited with {code}")
         dumps.update(zip(run, _split(buffer.getvalue(), run)))

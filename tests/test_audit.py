@@ -15,6 +15,7 @@ from analytics.audit.job import audit, read_audit
 from analytics.export import export
 from analytics.generate import generate
 from analytics.generate.scenarios import SCENARIO_NAMES
+from tests.commands import assert_own_lines
 
 pytestmark = pytest.mark.spark
 RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")  # as in conftest.audited
@@ -149,15 +150,20 @@ def test_cli_audit_prints_verdicts_and_refuses_an_incomplete_export(audited, tmp
 
     g, target = audited["lost-batch"]
     assert main(["audit", target, "--config", str(g.truth_dir / "audit.toml")]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
     assert "SEQUENCE_GAP" in out and "violation" in out
     (tmp_path / "half").mkdir()
     assert main(["audit", str(tmp_path / "half")]) == 2
-    assert "no complete export" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "no complete export" in err
     bad = tmp_path / "bad.toml"
     bad.write_text("no_such_key = 1\n")
     assert main(["audit", target, "--config", str(bad)]) == 2
-    assert "unknown configuration keys: no_such_key" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "unknown configuration keys: no_such_key" in err
 
 
 @pytest.mark.parametrize("name", ["clean", "transactions", "sequence-wrap", "kip360-bump", "state-loss-retry"])
@@ -195,9 +201,11 @@ def test_every_configuration_key_is_also_a_flag(audited, capsys):
     assert read_audit(target)["verdicts"]["DUPLICATE"] == 1
     explained = [r for r in pq.read_table(os.path.join(target, "anomalies")).to_pylist() if r["verdict"] == "DUPLICATE"]
     assert [r["explained_by"] for r in explained] == ["state_loss"]
-    capsys.readouterr()
+    assert_own_lines(capsys.readouterr().err)
     assert main(["audit", target, "--restart", "when=5"]) == 2
-    assert "offset=N or time=MS" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "offset=N or time=MS" in err
 
 
 def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark):
@@ -383,18 +391,23 @@ def test_the_profile_is_recorded_and_an_unknown_one_refused(audited, capsys):
     assert main(["audit", target, "--config", config, "--profile", "3.9"]) == 0
     recorded = read_audit(target)["configuration"]
     assert recorded["profile"] == "3.9" and recorded["producer_id_expiration_ms"] == 86_400_000
-    capsys.readouterr()
+    assert_own_lines(capsys.readouterr().err)
     assert main(["audit", target, "--profile", "9.9"]) == 2
     err = capsys.readouterr().err
+    assert_own_lines(err)
     assert err.count("\n") == 1 and "unknown profile '9.9'" in err and "2.7, 3.4, 4.0" in err and "4.x" in err
     bad = g.truth_dir.parent / "bad-profile.toml"
     bad.write_text('profile = "latest"\n')
     assert main(["audit", target, "--config", str(bad)]) == 2
-    assert "unknown profile 'latest'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "unknown profile 'latest'" in err
     assert main(["audit", target]) == 0  # no configuration: the newest profile, its expiration default
+    assert_own_lines(capsys.readouterr().err)
     recorded = read_audit(target)["configuration"]
     assert recorded["profile"] == "4.x" and recorded["producer_id_expiration_ms"] == 86_400_000
     assert main(["audit", target, "--config", config]) == 0
+    assert_own_lines(capsys.readouterr().err)
     assert read_audit(target)["configuration"]["profile"] == "2.7"
 
 

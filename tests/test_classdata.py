@@ -12,6 +12,7 @@ import pytest
 
 from analytics.spark import classdata
 from analytics.spark.session import spark_jars, check_java
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.spark
@@ -29,8 +30,12 @@ def cache(tmp_path, monkeypatch):
 
 
 def _session(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SESSION], cwd=REPO, capture_output=True, text=True, timeout=300,
+    """A process that starts the session a command starts; its stderr holds segaudit's own lines only
+    (the JVM writes its log and output to a file of its own)."""
+    done = subprocess.run([sys.executable, "-c", SESSION], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
+    assert_own_lines(done.stderr)
+    return done
 
 
 def _dead_pid() -> int:

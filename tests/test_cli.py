@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from analytics.cli import main
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 SAMPLE = REPO / "data" / "mixed"
@@ -15,13 +16,16 @@ SAMPLE = REPO / "data" / "mixed"
 
 def test_inspect_prints_a_table_and_the_parse_errors(capsys):
     assert main(["inspect", str(SAMPLE)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
     assert "26 partitions, 37 segments" in out and "zero_filled" in out and "torn-tails-0/00000000000000000000.log" in out
 
 
 def test_inspect_json_is_machine_readable(capsys):
     assert main(["inspect", str(SAMPLE), "--format", "json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
+    doc = json.loads(out)
     assert doc["total"]["partitions"] == 26
     assert sorted(e["error_kind"] for e in doc["parse_errors"]) == ["crc_mismatch", "crc_mismatch", "truncated", "zero_filled"]
 
@@ -31,6 +35,7 @@ def test_missing_input_is_exit_2_with_one_line(tmp_path):
         [sys.executable, "-m", "analytics", "inspect", str(tmp_path / "nope")], capture_output=True, text=True, cwd=REPO
     )
     assert proc.returncode == 2
+    assert_own_lines(proc.stderr)
     assert proc.stderr.strip().count("\n") == 0 and "no such file or directory" in proc.stderr
     assert proc.stdout == ""
 
@@ -38,35 +43,46 @@ def test_missing_input_is_exit_2_with_one_line(tmp_path):
 def test_a_folder_without_kafka_files_is_exit_2(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("hello")
     assert main(["inspect", str(tmp_path)]) == 2
-    assert "no Kafka partition folders" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "no Kafka partition folders" in err
 
 
 def test_bad_usage_is_exit_2_with_one_line_and_no_usage_block():
     proc = subprocess.run([sys.executable, "-m", "analytics", "inspect"], capture_output=True, text=True, cwd=REPO)
     assert (proc.returncode, proc.stdout) == (2, "")
+    assert_own_lines(proc.stderr)
     assert proc.stderr == "segaudit inspect: missing LOGDIR; see segaudit inspect --help\n"
 
 
 def test_inspect_text_and_table_are_the_same(capsys):
     assert main(["inspect", str(SAMPLE / "clean-0")]) == 0
     text = capsys.readouterr()
+    assert_own_lines(text.err)
     assert main(["inspect", str(SAMPLE / "clean-0"), "--format", "table"]) == 0
     assert capsys.readouterr() == text and text.err == "" and text.out.startswith("topic ")
 
 
 def test_generate_writes_a_log_and_refuses_to_overwrite(tmp_path, capsys):
     assert main(["generate", str(tmp_path / "g"), "--scenario", "lost-batch"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
     assert "SEQUENCE_GAP" in out and (tmp_path / "g.truth" / "batches.parquet").is_file()
     assert main(["generate", str(tmp_path / "g"), "--scenario", "lost-batch"]) == 2
-    assert "not empty" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "not empty" in err
 
 
 def test_generate_rejects_unknown_scenario_and_profile(tmp_path, capsys):
     assert main(["generate", str(tmp_path / "g"), "--scenario", "nope"]) == 2
-    assert "unknown scenario 'nope'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "unknown scenario 'nope'" in err
     assert main(["generate", str(tmp_path / "g"), "--scenario", "clean", "--profile", "9.9"]) == 2
-    assert "unknown profile '9.9'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "unknown profile '9.9'" in err
 
 
 def test_inspect_keeps_the_log_dirs_of_a_partition_apart(tmp_path, capsys):
@@ -78,12 +94,16 @@ def test_inspect_keeps_the_log_dirs_of_a_partition_apart(tmp_path, capsys):
     shutil.copytree(SAMPLE / "clean-0", second / "clean-0")
     (second / "clean-0" / "00000000000000000000.log").unlink()  # the second replica lost its first segment
     assert main(["inspect", str(first), str(second), "--format", "json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["partitions"]
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
+    rows = json.loads(out)["partitions"]
     assert [(r["topic"], r["partition"], r["log_dir"]) for r in rows] == [
         ("clean", 0, str(first)), ("clean", 0, str(second))]
     assert rows[0]["segments"] == rows[1]["segments"] + 1
     assert main(["inspect", str(first), str(second)]) == 0
-    assert "log_dir" in capsys.readouterr().out.splitlines()[0]
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
+    assert "log_dir" in out.splitlines()[0]
 
 
 def test_a_cluster_nobody_answers_at_is_exit_2_with_one_line_before_spark_starts(tmp_path):
@@ -98,11 +118,13 @@ def test_a_cluster_nobody_answers_at_is_exit_2_with_one_line_before_spark_starts
                            str(tmp_path / "out"), "--client-config", str(config)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
+    assert_own_lines(proc.stderr)
     assert proc.stderr.strip().count("\n") == 0 and f"cannot use kafka://127.0.0.1:{port}: no broker answered" in proc.stderr
     assert "hunter2" not in proc.stderr and not (tmp_path / "out").exists()
     bad = subprocess.run([sys.executable, "-m", "analytics", "export", "kafka://nohost", "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "a cluster is kafka://HOST:PORT" in bad.stderr
+    assert_own_lines(bad.stderr)
 
 
 def test_the_input_size_picks_the_compiler_of_a_new_local_jvm(tmp_path):
@@ -196,6 +218,7 @@ def test_a_run_whose_session_cannot_start_while_it_exports_is_one_line_and_leave
                           capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "PATH": path, "JAVA_HOME": str(tmp_path / "no-java")}, timeout=300)
     assert proc.returncode == 2, proc.stderr
+    assert_own_lines(proc.stderr)
     assert proc.stderr.startswith("exporting ") and "exported 37 files" in proc.stderr  # the export ran meanwhile
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("segaudit: JAVA_HOME is ") and "holds no bin/java" in last

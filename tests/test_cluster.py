@@ -24,6 +24,7 @@ from analytics.publish import read_manifest
 from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
 from analytics.kafka.logdir import read_log_dirs
 from analytics.spark.standalone import spark_class, standalone_cluster
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -46,6 +47,7 @@ def test_export_on_a_standalone_cluster_reads_in_executors_and_matches_local(clu
            "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false"]
     driver = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert driver.returncode == 0, driver.stderr[-3000:]
+    assert_own_lines(driver.stderr)  # the driver's: the executors log in the worker's folders
 
     reads = [json.loads(line) for line in task_log.read_text().splitlines()]
     segment_reads = [r for r in reads if r["table"] == "export-segments"]
@@ -71,7 +73,8 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
     generate(big, "clean", scale=3000)  # ~180k batches: long enough to be killed mid-way
     out = tmp_path / "out"
     base = [sys.executable, "-m", "analytics", "export", "--out", str(out), "--master", "local[2]"]
-    subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, timeout=600)
+    first = subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, text=True, timeout=600)
+    assert_own_lines(first.stderr)
     before = read_manifest(str(out), EXPORT)
     batches_before = sorted(p.name for p in (out / "batches").rglob("*.parquet"))
 
@@ -89,7 +92,8 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
     assert sorted(p.name for p in (out / "batches").rglob("*.parquet")) == batches_before
     assert any(d.startswith(".staging-") for d in os.listdir(out))  # the killed run's leftovers, hidden
 
-    subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, timeout=600)
+    again = subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, text=True, timeout=600)
+    assert_own_lines(again.stderr)
     assert [d for d in os.listdir(out) if d.startswith(".")] == []
 
 
@@ -135,6 +139,7 @@ def test_an_export_over_the_protocol_fetches_in_executors(cluster, tmp_path):
                "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false"]
         driver = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert driver.returncode == 0, driver.stderr[-3000:]
+    assert_own_lines(driver.stderr)
     reads = [json.loads(line) for line in task_log.read_text().splitlines()]
     assert sorted(r["file"].split("/")[-2] for r in reads) == ["fetched-0", "fetched-1"]
     for r in reads:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 from tests.kafka_cluster import free_port
 
@@ -61,8 +62,11 @@ def without_java() -> dict:
 
 
 def segaudit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "analytics", *args], capture_output=True, text=True, cwd=REPO,
+    """The command run in a process of its own, its stderr checked to hold segaudit's own lines only."""
+    done = subprocess.run([sys.executable, "-m", "analytics", *args], capture_output=True, text=True, cwd=REPO,
                           env=without_java(), timeout=300)
+    assert_own_lines(done.stderr)
+    return done
 
 
 def test_sql_runs_on_a_running_spark_connect_server(connect_server, audited, spark):
@@ -109,7 +113,7 @@ def test_run_over_connect_writes_what_a_local_audit_wrote(connect_server, audite
     assert (remote / "validation" / "data_docs" / "index.html").is_file()
 
 
-def test_an_incremental_run_over_connect_continues_the_previous_one(connect_server, audited, spark, tmp_path):
+def test_an_incremental_run_over_connect_continues_the_previous_one(connect_server, audited, spark, tmp_path, capsys):
     """``run --incremental --remote``: the export reads only the grown segment, the audit continues
     every history from the state the previous (local) run left, and the tables are a full local run's."""
     import json
@@ -125,7 +129,9 @@ def test_an_incremental_run_over_connect_continues_the_previous_one(connect_serv
     common = ("--out", str(out), "--config", str(g.truth_dir / "audit.toml"), "--no-history")
     from analytics.cli import main
 
+    capsys.readouterr()
     assert main(["run", str(logs), *common]) in (0, 1)  # the first night, in this process's Spark
+    assert_own_lines(capsys.readouterr().err)
     grown.write_bytes(data)
     done = segaudit("run", str(logs), *common, "--incremental", "--remote", connect_server)
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr

@@ -16,6 +16,7 @@ from analytics.kafka.errors import KafkaFormatError
 from analytics.kafka.logdir import stream_segment
 from analytics.kafka.model import TransactionalIdChange
 from analytics.kafka.writer import RecordSpec, build_batch, segment_file_name, write_file
+from tests.commands import assert_own_lines
 
 
 def _key(tid: str) -> bytes:
@@ -146,18 +147,28 @@ def test_a_transactional_ids_life_names_its_producer_ids_fencing_and_expiration(
         (10, 0, 2, 2, 1, 1, 0, "expired"), (11, 0, 1, 0, 1, 0, 1, None)]
     assert {c["offset"]: c["event"] for c in h.changes if c["event"]} == {
         0: "initialized", 5: "fenced", 7: "initialized", 11: "expired", 12: "new_producer_id", 14: "timed_out"}
-    assert cli.main(["producer", coordinator_log, "--transactional-id", "app"]) == 0
-    text = capsys.readouterr().out
+
+    def producer(*args: str) -> tuple[int, str, str]:
+        code = cli.main(["producer", coordinator_log, *args])
+        out, err = capsys.readouterr()
+        assert_own_lines(err)
+        return code, out, err
+
+    code, text, _ = producer("--transactional-id", "app")
+    assert code == 0
     assert "producer ids [10, 11]" in text and "expired: the coordinator removed" in text
-    assert cli.main(["producer", coordinator_log, "--transactional-id", "app", "--format", "json"]) == 0
-    assert [e["producer_id"] for e in json.loads(capsys.readouterr().out)["producer_ids"]] == [10, 11]
-    assert cli.main(["producer", coordinator_log, "--transactional-id", "other"]) == 2
-    assert "transactional ids: app" in capsys.readouterr().err
+    code, text, _ = producer("--transactional-id", "app", "--format", "json")
+    assert code == 0
+    assert [e["producer_id"] for e in json.loads(text)["producer_ids"]] == [10, 11]
+    code, _, err = producer("--transactional-id", "other")
+    assert code == 2
+    assert "transactional ids: app" in err
     # a producer id known only to the coordinator: who it was, and the producer id before it
-    assert cli.main(["producer", coordinator_log, "--producer-id", "11", "--format", "json"]) == 0
-    served = json.loads(capsys.readouterr().out)["transactional_ids"]
+    code, text, _ = producer("--producer-id", "11", "--format", "json")
+    assert code == 0
+    served = json.loads(text)["transactional_ids"]
     assert [(t["transactional_id"], t["before"], t["after"]) for t in served] == [("app", 10, None)]
-    assert cli.main(["producer", coordinator_log, "--producer-id", "12"]) == 2
+    assert producer("--producer-id", "12")[0] == 2
 
 
 def test_transactional_ids_are_a_view_for_sql(coordinator_log, spark):

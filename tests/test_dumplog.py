@@ -28,6 +28,7 @@ from analytics.kafka.model import Batch, Header, ParseError, Record
 from analytics.kafka.reader import batches_from_arrow
 from analytics.kafka.util import increment_sequence, last_sequence
 from analytics.kafka.writer import RecordSpec, build_batch, build_end_txn_marker, write_file
+from tests.commands import assert_own_lines
 
 
 def lines(text: str) -> list[str]:
@@ -1236,14 +1237,22 @@ def test_cli_dump_log_takes_kafkas_flags(tmp_path, capsys):
     path, _, _ = write_segment(tmp_path)
     flags = ["--print-data-log", "--kafka-version", "4.4.0"]
     assert main(["dump-log", "--files", f"{path},{path}", *flags]) == 0
-    out = capsys.readouterr().out.splitlines()
+    printed, err = capsys.readouterr()
+    assert_own_lines(err)
+    out = printed.splitlines()
     assert out.count(f"Dumping {path}") == 2 and out[3].endswith("headerKeys: [h] key: k payload: v1")
     assert main(["dump-log", path, "--no-deep-iteration"]) == 0
-    assert not any(line.startswith("| ") for line in capsys.readouterr().out.splitlines())
+    printed, err = capsys.readouterr()
+    assert_own_lines(err)
+    assert not any(line.startswith("| ") for line in printed.splitlines())
     assert main(["dump-log", path, "--kafka-version", "2.8"]) == 2
-    assert "3.2 and later" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "3.2 and later" in err
     assert main(["dump-log", str(tmp_path / "t-0" / "00000000000000000005.index")]) == 2
+    assert_own_lines(capsys.readouterr().err)
     assert main(["dump-log", str(tmp_path / "missing.log")]) == 2
+    assert_own_lines(capsys.readouterr().err)
 
 
 def test_keys_and_payloads_printed_over_several_lines_are_read_back():

@@ -19,6 +19,7 @@ from analytics.generate import generate
 from analytics.kafka.dumplog import dump_segment
 from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
 from analytics.kafka.logdir import read_log_dirs
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.spark
@@ -163,12 +164,18 @@ def test_cli_export_prints_row_counts_and_rejects_missing_input(spark, tmp_path,
     from analytics.cli import main
 
     assert main(["export", str(SAMPLE), "--out", str(tmp_path / "o")]) == 0
-    assert "batches" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
+    assert "batches" in out
     assert main(["export", str(tmp_path / "missing"), "--out", str(tmp_path / "o2")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "no such file" in err
     (tmp_path / "empty").mkdir()
     assert main(["export", str(tmp_path / "empty"), "--out", str(tmp_path / "o3")]) == 2
-    assert "no Kafka segments" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "no Kafka segments" in err
 
 
 @pytest.mark.corpus
@@ -193,6 +200,7 @@ def test_a_small_local_export_runs_in_the_commands_own_process_and_writes_what_s
                           capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={**os.environ, "SEGAUDIT_TASK_LOG": str(task_log)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_own_lines(proc.stderr)
     reads = [json.loads(line) for line in task_log.read_text().splitlines()]
     assert {r["table"] for r in reads} == {"export-segments", "export-sidecars"}
     assert sorted(r["file"] for r in reads if r["table"] == "export-segments") == sorted(map(str, SAMPLE.rglob("*.log")))

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analytics.cli import main
+from tests.commands import assert_own_lines
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parent.parent
@@ -27,7 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def one_line(err: str) -> str:
     """The failure line, checked to be the last line, the only one of its kind (the lines before it
-    are progress), and free of a traceback."""
+    are progress), and free of a traceback or any other line not segaudit's own."""
+    assert_own_lines(err)
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err and "ERROR" not in err, err
     assert [line for line in lines if line.startswith("segaudit: ")] == lines[-1:], err
@@ -201,7 +203,7 @@ def _verdict_rows(out: str) -> list:
     return sorted(table.select(sorted(table.column_names)).to_pylist(), key=repr)
 
 
-def test_a_killed_incremental_run_leaves_the_previous_run_and_the_next_one_continues(audited, one_audit):
+def test_a_killed_incremental_run_leaves_the_previous_run_and_the_next_one_continues(audited, one_audit, capsys):
     """SIGINT once the incremental audit has started staging: exit 130 and OUT as it was; the next
     incremental run continues the same previous audit, every partition from its state."""
     g, _ = audited["clean"]
@@ -218,8 +220,11 @@ def test_a_killed_incremental_run_leaves_the_previous_run_and_the_next_one_conti
     process.send_signal(signal.SIGINT)
     _out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
+    assert_own_lines(err)
     assert snapshot(one_audit) == before
+    capsys.readouterr()
     assert main(args[3:]) in (0, 1)  # the next night's run, in this process's Spark
+    assert_own_lines(capsys.readouterr().err)
     incremental = json.loads(Path(one_audit, "summary.json").read_text())["incremental"]
     partitions = pq.read_table(os.path.join(one_audit, "partition_state")).num_rows
     # the run's export reads every segment again (it adds records, which the first export lacked), so

@@ -19,6 +19,7 @@ from analytics.contract import EXIT_OK, EXIT_USAGE
 from analytics.errors import UsageError
 from analytics.forensics import explain, producer_history
 from analytics.forensics.reasoning import evidence
+from tests.commands import assert_own_lines
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +29,7 @@ GOLDEN = ROOT / "tests" / "golden"
 def _cli(args: list[str], capsys) -> tuple[int, str, str]:
     code = cli.main(args)
     captured = capsys.readouterr()
+    assert_own_lines(captured.err)
     return code, captured.out, captured.err
 
 
@@ -122,6 +124,7 @@ assert "pyspark" not in sys.modules, "pyspark was imported"
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
+    assert_own_lines(done.stderr)
     assert "fenced-zombie-0 offset 25" in done.stdout and "producer 7000:" in done.stdout
     assert "unknown topic 'nope'" in done.stderr
     # the mistakes of every command are answered before any Spark: the closest names, then all of them

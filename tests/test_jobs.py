@@ -21,6 +21,7 @@ from analytics.export import ExportResult
 from expectations.suites import check_ids
 from expectations.validate import CheckResult, ValidationResult
 from jobs import audit_sequences, export_segments, run_audit, validate_expectations
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 SAMPLE = str(REPO / "data" / "mixed")
@@ -90,6 +91,7 @@ def recorded(monkeypatch, tmp_path):
         calls.clear()
         code = entry(argv)
         out, err = capsys.readouterr()
+        assert_own_lines(err)
         return [*calls, ("stdout", out), ("stderr", err), ("exit", code)]
 
     return record
@@ -205,9 +207,12 @@ def test_a_job_fails_in_one_line_with_its_exit_code(recorded, places, capsys, mo
     monkeypatch.setattr(pipeline, "audit", refuse)
     assert audit_sequences.main(base["audit"]) == 2
     err = capsys.readouterr().err
+    assert_own_lines(err)
     assert err == "segaudit: no export in OUT\n"
     assert audit_sequences.main(["--debug", *base["audit"]]) == 2  # --debug: the traceback too
     err = capsys.readouterr().err
     assert "Traceback" in err and err.endswith("segaudit: no export in OUT\n")
     assert validate_expectations.main([*base["validate"], "--bogus"]) == 2
-    assert "unknown option --bogus" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "unknown option --bogus" in err

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 from tests.kafka_cluster import VERSIONS, KafkaCluster, require_jars
 
@@ -108,19 +109,25 @@ def _properties(root: Path, user: str, password: str, mechanism: str = "PLAIN", 
     return path
 
 
-def _in_process(cluster: KafkaCluster, out: Path, properties: Path, *more: str) -> int:
-    """``segaudit export kafka://...`` in this process, on the tests' Spark session."""
+def _in_process(capsys, cluster: KafkaCluster, out: Path, properties: Path, *more: str) -> int:
+    """``segaudit export kafka://...`` in this process, on the tests' Spark session; its stderr holds
+    segaudit's own lines only."""
     from analytics import cli
 
-    return cli.main(["export", f"kafka://{cluster.bootstrap}", "--out", str(out), "--client-config", str(properties),
+    capsys.readouterr()
+    code = cli.main(["export", f"kafka://{cluster.bootstrap}", "--out", str(out), "--client-config", str(properties),
                      "--records", *more])
+    assert_own_lines(capsys.readouterr().err)
+    return code
 
 
 def _export(cluster: KafkaCluster, out: Path, properties: Path, *more: str, command: str = "export"
             ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "analytics", command, f"kafka://{cluster.bootstrap}", "--out", str(out),
+    done = subprocess.run([sys.executable, "-m", "analytics", command, f"kafka://{cluster.bootstrap}", "--out", str(out),
                            "--client-config", str(properties), "--records", "--master", "local[2]", *more],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert_own_lines(done.stderr)
+    return done
 
 
 def test_an_audit_principal_audits_what_the_acls_allow_and_its_secret_is_nowhere(secured, tmp_path):
@@ -174,10 +181,10 @@ def _keys_and_ranges(out: Path) -> tuple[list[int], list[tuple]]:
     return keys, sorted((p["partition"], p["start"], p["end"]) for p in parts)
 
 
-def test_from_time_and_until_time_cut_the_log_where_the_records_do(secured, tmp_path):
+def test_from_time_and_until_time_cut_the_log_where_the_records_do(secured, tmp_path, capsys):
     cluster, root, between = secured
     config = _properties(root, "audit", SECRET)
-    done = [_in_process(cluster, tmp_path / name, config, "--topics", "secured", option, str(between))
+    done = [_in_process(capsys, cluster, tmp_path / name, config, "--topics", "secured", option, str(between))
             for name, option in (("late", "--from-time"), ("early", "--until-time"))]
     assert done == [0, 0]
     late, late_ranges = _keys_and_ranges(tmp_path / "late")
@@ -187,13 +194,13 @@ def test_from_time_and_until_time_cut_the_log_where_the_records_do(secured, tmp_
     assert [(p, end) for p, _, end in early_ranges] == [(p, start) for p, start, _ in late_ranges]
 
 
-def test_from_offset_starts_every_partition_there_and_scram_logs_in(secured, tmp_path):
+def test_from_offset_starts_every_partition_there_and_scram_logs_in(secured, tmp_path, capsys):
     import pyarrow.parquet as pq
 
     cluster, root, _ = secured
     out = tmp_path / "out"
     scram = _properties(root, "scrammer", SCRAM_SECRET, "SCRAM-SHA-256")
-    assert _in_process(cluster, out, scram, "--topics", "secured", "--from-offset", "10") == 0
+    assert _in_process(capsys, cluster, out, scram, "--topics", "secured", "--from-offset", "10") == 0
     _, ranges = _keys_and_ranges(out)
     assert [start for _, start, _ in ranges] == [10, 10]
     batches = pq.read_table(out / "batches", columns=["partition", "base_offset", "last_offset"]).to_pylist()
@@ -203,12 +210,12 @@ def test_from_offset_starts_every_partition_there_and_scram_logs_in(secured, tmp
         assert all(a[1] + 1 == b[0] for a, b in zip(mine, mine[1:]))
 
 
-def test_a_batch_corrupt_on_the_brokers_disk_comes_over_the_protocol_as_a_crc_failure(secured, tmp_path):
+def test_a_batch_corrupt_on_the_brokers_disk_comes_over_the_protocol_as_a_crc_failure(secured, tmp_path, capsys):
     import pyarrow.parquet as pq
 
     cluster, root, _ = secured
     out = tmp_path / "out"
-    assert _in_process(cluster, out, _properties(root, "admin", "admin-secret"), "--topics", "corrupted") == 0
+    assert _in_process(capsys, cluster, out, _properties(root, "admin", "admin-secret"), "--topics", "corrupted") == 0
     batches = sorted(pq.read_table(out / "batches", columns=["base_offset", "crc_valid", "batch_size"]).to_pylist(),
                      key=lambda b: b["base_offset"])
     assert [(b["base_offset"], b["crc_valid"]) for b in batches] == [(0, False), (1, True), (2, True)]

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from analytics.cli import main
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.spark
@@ -45,9 +46,12 @@ def test_the_readme_shows_what_the_main_job_and_explain_print(spark, tmp_path, c
     out = str(tmp_path / "mixed")
     code = main(["run", str(REPO / "data" / "mixed"), "--out", out, "--config",
                  str(REPO / "data" / "mixed.truth" / "audit.toml"), "--no-history"])
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
+    assert_own_lines(err)
     assert code == 1  # the sample's planted anomalies
     assert_shown(console_block("The result answers two questions apart"), printed)
 
     assert main(["explain", out, "--topic", "lost-batch", "--partition", "0", "--offset", "25"]) == 0
-    assert_shown(console_block("## After an incident"), capsys.readouterr().out)
+    printed, err = capsys.readouterr()
+    assert_own_lines(err)
+    assert_shown(console_block("## After an incident"), printed)

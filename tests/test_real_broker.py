@@ -10,6 +10,8 @@ own topic (``broker_scenarios.py``). Set ``SEGAUDIT_REAL_BROKER_REPORT=FILE`` to
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -22,6 +24,7 @@ import pytest
 
 from analytics import pipeline
 from tests import broker_scenarios as sc
+from tests.commands import assert_own_lines
 from tests.fault_proxy import FaultProxy
 from tests.kafka_cluster import (
     UNAVAILABLE,
@@ -55,6 +58,18 @@ class BrokerRun:
     fetched: str  # OUT of the export over the protocol, right after the live copy
     config: Path
     dump_log: dict = field(default_factory=dict)  # "copy flags" -> (files, lines) compared with Kafka's tool
+
+
+def _segaudit(args: list[str]) -> int:
+    """``segaudit ARGS`` in this process, on the tests' Spark session: its exit code, its stderr
+    checked to hold segaudit's own lines only."""
+    from analytics import cli
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        code = cli.main(args)
+    assert_own_lines(stderr.getvalue())
+    return code
 
 
 def _config(path: Path) -> Path:
@@ -191,17 +206,15 @@ def broker_run(request, broker_runs) -> BrokerRun:
 @pytest.fixture(scope="module")
 def audits(broker_run, spark, tmp_path_factory):
     """``segaudit run`` over the live copy and over the log dir after shutdown: name -> (exit code, OUT)."""
-    from analytics import cli
-
     root = tmp_path_factory.mktemp(f"audit-{broker_run.version}")
     out = {}
     for name, log_dir in (("live", broker_run.live), ("final", broker_run.final)):
         target = str(root / name)
-        code = cli.main(["run", str(log_dir), "--out", target, "--config", str(broker_run.config), "--no-history"])
+        code = _segaudit(["run", str(log_dir), "--out", target, "--config", str(broker_run.config), "--no-history"])
         out[name] = (code, target)
     fetched = broker_run.fetched
-    assert cli.main(["audit", fetched, "--config", str(broker_run.config), "--no-history"]) == 0
-    out["fetched"] = (cli.main(["validate", fetched]), fetched)
+    assert _segaudit(["audit", fetched, "--config", str(broker_run.config), "--no-history"]) == 0
+    out["fetched"] = (_segaudit(["validate", fetched]), fetched)
     return out
 
 
@@ -245,11 +258,9 @@ def test_lost_acks(broker_run, audits, spark, topic):
 
 
 def test_idempotent_producers_alone_pass_every_check(broker_run, spark, tmp_path):
-    from analytics import cli
-
     folders = [str(broker_run.final / f"{t}-0") for t, (_, idempotent) in LOST_ACKS.items() if idempotent]
-    code = cli.main(["run", *folders, "--out", str(tmp_path / "out"), "--config", str(broker_run.config),
-                     "--no-history"])
+    code = _segaudit(["run", *folders, "--out", str(tmp_path / "out"), "--config", str(broker_run.config),
+                      "--no-history"])
     assert code == 0
 
 
@@ -316,7 +327,6 @@ def test_the_coordinators_log_records_what_the_transactional_clients_did(broker_
 
 
 def test_a_transactional_id_that_expired_came_back_with_a_new_producer_id(broker_run, audits, spark, capsys):
-    from analytics import cli
     from analytics.forensics import transactional_id_history
 
     _, out = audits["final"]
@@ -326,7 +336,7 @@ def test_a_transactional_id_that_expired_came_back_with_a_new_producer_id(broker
     assert h.producer_ids[0]["ended"] == "expired"  # (the second expires too when the broker runs on long enough)
     tombstone = next(c for c in h.changes if c["event"] == "expired")
     assert tombstone["offset"] == broker_run.facts["txn-expire"].notes["tombstone"]
-    assert cli.main(["producer", out, "--producer-id", str(second), "--format", "json"]) == 0
+    assert _segaudit(["producer", out, "--producer-id", str(second), "--format", "json"]) == 0
     served = json.loads(capsys.readouterr().out)["transactional_ids"]
     assert [(t["transactional_id"], t["before"], t["after"]) for t in served] == [("segaudit-expire", first, None)]
 
@@ -338,8 +348,6 @@ def test_reconcile_puts_the_plain_producers_copies_in_their_buckets_and_misses_n
     is zero), and each retried copy is counted in the bucket of the record it copies."""
     from collections import Counter
 
-    from analytics import cli
-
     _, out = audits["final"]
     sent = Counter((topic, 0, stamp // 1000 * 1000) for topic in LOST_ACKS
                    for stamp in broker_run.facts[topic].notes["sent_timestamps"])
@@ -347,7 +355,7 @@ def test_reconcile_puts_the_plain_producers_copies_in_their_buckets_and_misses_n
     expected.write_text("topic,partition,bucket_start,expected\n"
                         + "".join(f"{t},{p},{b},{n}\n" for (t, p, b), n in sorted(sent.items())))
     plain = [t for t, (_, idempotent) in LOST_ACKS.items() if not idempotent]
-    assert cli.main(["reconcile", out, "--expected", str(expected), "--bucket", "1s"]) == 1  # the plain ones' copies
+    assert _segaudit(["reconcile", out, "--expected", str(expected), "--bucket", "1s"]) == 1  # the plain ones' copies
     rows = [r.asDict() for r in _rows(spark, out, "SELECT * FROM reconciliation WHERE topic LIKE 'lost-acks-%'")]
     assert sum(r["expected"] for r in rows) == len(LOST_ACKS) * sc.LOST_ACK_RECORDS
     assert all(r["missing"] == 0 and r["surplus"] == 0 and r["expected"] == r["distinct"] for r in rows)
@@ -503,12 +511,10 @@ def test_each_profile_reads_the_log_as_its_broker_would(broker_run, audits, spar
     such only under a profile before 4.0, and only a 4.x broker's log holds one."""
     import shutil
 
-    from analytics import cli
-
     _, final = audits["final"]
     out = str(tmp_path / "out")
     shutil.copytree(final, out)
-    assert cli.main(["audit", out, "--config", str(broker_run.config), "--profile", "3.9", "--no-history"]) == 0
+    assert _segaudit(["audit", out, "--config", str(broker_run.config), "--profile", "3.9", "--no-history"]) == 0
     query = "SELECT topic, base_offset, verdict, explained_by, explanation FROM batch_verdicts"
     seen = {name: {(r["topic"], r["base_offset"]): (r["verdict"], r["explained_by"], r["explanation"] or "")
                    for r in _rows(spark, o, query)} for name, o in (("3.9", out), ("4.x", final))}

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analytics.reconcile import parse_bucket
+from tests.commands import assert_own_lines
 
 pytestmark = pytest.mark.spark
 BUCKET_MS = 100
@@ -46,7 +47,8 @@ def test_copies_land_in_their_buckets_and_nothing_is_missing(audited, tmp_path, 
     expected.write_text("\n".join(lines) + "\n")
     code = cli.main(["reconcile", target, "--expected", str(expected), "--bucket", f"{BUCKET_MS}ms"])
     assert code == 1  # copies and a missing bucket
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
+    assert_own_lines(err)
     assert "expected" in printed and "missing 11" in printed
 
     truth = collections.Counter()
@@ -73,6 +75,7 @@ def test_without_expected_counts_and_per_topic(audited, tmp_path, capsys):
 
     g, target = audited["plain-retries"]
     assert cli.main(["reconcile", target, "--bucket", "1h"]) == 1  # the copies alone fail it
+    assert_own_lines(capsys.readouterr().err)
     rows = _table(target)
     assert all(r["expected"] is None and r["missing"] is None for r in rows)
     assert sum(r["records"] for r in rows) == sum(1 for r in pq.read_table(os.path.join(target, "records")).to_pylist()
@@ -84,6 +87,7 @@ def test_without_expected_counts_and_per_topic(audited, tmp_path, capsys):
     pq.write_table(pa.table({"topic": ["plain-retries"], "bucket_start": pa.array([first * 1000], pa.timestamp("us")),
                              "expected": [total + 2]}), tmp_path / "per-topic.parquet")
     assert cli.main(["reconcile", target, "--expected", str(tmp_path / "per-topic.parquet"), "--bucket", "1h"]) == 1
+    assert_own_lines(capsys.readouterr().err)
     (row,) = _table(target)
     assert (row["level"], row["partition"], row["expected"], row["distinct"], row["missing"]) == (
         "topic", None, total + 2, total, 2)
@@ -96,15 +100,23 @@ def test_bad_expected_counts_are_one_line(audited, tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("topic,bucket_start,expected\nplain-retries,1234,5\n")
     assert cli.main(["reconcile", target, "--expected", str(bad)]) == 2
-    assert "is not a bucket of 600000 ms" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "is not a bucket of 600000 ms" in err
     bad.write_text("topic,when,count\nplain-retries,0,5\n")
     assert cli.main(["reconcile", target, "--expected", str(bad)]) == 2
-    assert "needs the columns bucket_start and expected" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "needs the columns bucket_start and expected" in err
     assert cli.main(["reconcile", target, "--expected", str(tmp_path / "none.csv")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "no such file" in err
     _, no_records = audited["clean"]
     assert cli.main(["reconcile", no_records]) == 2
-    assert "export with --records" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "export with --records" in err
 
 
 @pytest.mark.parametrize("text, ms", [("600000", 600000), ("10m", 600000), ("30s", 30000), ("1h", 3600000),

@@ -16,6 +16,7 @@ import pytest
 
 from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
 from analytics.kafka.logdir import read_log_dirs
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 from tests.kafka_cluster import free_port
 
@@ -91,6 +92,7 @@ def test_the_export_reads_segments_from_a_bucket(s3, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "analytics", "export", BUCKET_URI, "--out", str(out), "--master", "local[2]"],
                           env=dict(os.environ, **s3), capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_own_lines(proc.stderr)
     local = read_log_dirs([SAMPLE])
     for table in ("batches", "segments", "parse_errors", "producer_snapshots", "leader_epochs"):
         names = TABLE_SCHEMAS[table].names

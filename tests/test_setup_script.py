@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 TOOLS = ("dirname", "sed", "head", "cat", "sha256sum", "cut")
@@ -24,7 +25,9 @@ def _run_setup(tmp_path, java_version_line: str | None) -> subprocess.CompletedP
         java.write_text(f"#!/bin/sh\necho '{java_version_line}' >&2\n")
         java.chmod(0o755)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
-    return subprocess.run(["/bin/bash", str(REPO / "scripts" / "setup.sh")], env=env, capture_output=True, text=True)
+    done = subprocess.run(["/bin/bash", str(REPO / "scripts" / "setup.sh")], env=env, capture_output=True, text=True)
+    assert_own_lines(done.stderr)
+    return done
 
 
 def test_missing_java_is_exit_2_with_how_to_install(tmp_path):
@@ -52,4 +55,5 @@ def test_missing_maven_is_exit_2_with_how_to_install(tmp_path):
     proc = subprocess.run(["/bin/bash", str(REPO / "scripts" / "test.sh"), "--co", "-q"], env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
+    assert_own_lines(proc.stderr)
     assert "Maven (mvn) is required" in proc.stderr and "apt-get install -y maven" in proc.stderr

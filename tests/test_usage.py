@@ -19,6 +19,7 @@ from analytics.cli import main
 from analytics.cli.arguments import kafka_data
 from analytics.cli.parser import EXIT_CODES, parser
 from analytics.contract import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, EXIT_VIOLATION, VERDICTS, vocabulary
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 SAMPLE = REPO / "data" / "mixed"
@@ -42,6 +43,7 @@ def usage(argv: list, capsys) -> str:
     """The one line a usage error prints, checked: exit 2, nothing on stdout, one line on stderr."""
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
+    assert_own_lines(err)
     assert (code, out) == (EXIT_USAGE, ""), err
     assert err.endswith("\n") and err.count("\n") == 1, err
     return err.rstrip("\n")
@@ -118,6 +120,7 @@ def test_a_folder_given_for_a_file_is_refused(tmp_path, capsys, no_spark):
 def test_the_real_entry_point_says_a_usage_error_in_one_line():
     proc = subprocess.run([sys.executable, "-m", "analytics", "run", str(SAMPLE)], capture_output=True, text=True,
                           cwd=REPO)
+    assert_own_lines(proc.stderr)
     assert (proc.returncode, proc.stdout, proc.stderr) == (EXIT_USAGE, "", "segaudit run: missing --out; see segaudit run --help\n")
 
 
@@ -187,7 +190,8 @@ def test_every_option_of_every_command_has_help():
 
 def help_exit_codes(argv: list[str], capsys) -> dict[int, str]:
     assert main([*argv, "--help"]) == EXIT_OK
-    text = capsys.readouterr().out
+    text, err = capsys.readouterr()
+    assert_own_lines(err)
     listed = text[text.index("\nexit codes:\n"):]
     return {int(code): meaning for code, meaning in re.findall(r"^  (\d+) +(.+)$", listed, re.M)}
 
@@ -233,18 +237,22 @@ def test_explain_of_an_offset_no_batch_holds_exits_4_in_text_and_json(audited, c
     before = ["explain", out, "--topic", "retention-head", "--partition", "0", "--offset", "0"]
     assert main(before) == EXIT_NOT_FOUND
     text, err = capsys.readouterr()
+    assert_own_lines(err)
     assert err == "" and "No batch of the export holds offset 0." in text and "the log start offset is" in text
     assert main([*before, "--format", "json"]) == EXIT_NOT_FOUND
     text, err = capsys.readouterr()
+    assert_own_lines(err)
     doc = json.loads(text)
     assert err == "" and doc["exit_code"] == EXIT_NOT_FOUND and doc["batches"] == [] and doc["nearest"]["above"]
     beyond = ["explain", out, "--topic", "retention-head", "--partition", "0", "--offset", str(10**12), "--format", "json"]
     assert main(beyond) == EXIT_NOT_FOUND
     text, err = capsys.readouterr()
+    assert_own_lines(err)
     assert err == "" and json.loads(text)["nearest"]["above"] is None
     held = doc["nearest"]["above"]["base_offset"]
     assert main([*before[:-1], str(held), "--format", "json"]) == EXIT_OK
     text, err = capsys.readouterr()
+    assert_own_lines(err)
     assert err == "" and json.loads(text)["exit_code"] == EXIT_OK and json.loads(text)["batches"]
 
 
@@ -258,6 +266,7 @@ def scenario_copy(audited, name: str, tmp_path) -> tuple:
 def json_of(code: int, capsys) -> dict:
     """The one JSON document on stdout (nothing else: it parses whole), stderr free of failures."""
     text, err = capsys.readouterr()
+    assert_own_lines(err)
     assert "Traceback" not in err and not [line for line in err.splitlines() if line.startswith("segaudit")], err
     doc = json.loads(text)
     assert doc["exit_code"] == code

@@ -17,6 +17,7 @@ from analytics.contract import EXIT_OK, EXIT_USAGE, EXIT_VIOLATION
 from analytics.errors import UsageError
 from expectations.suites import SUITE_TABLES, ValidationConfig
 from expectations.validate import read_results, validate
+from tests.commands import assert_own_lines
 
 pytestmark = pytest.mark.spark
 
@@ -155,17 +156,24 @@ def test_data_docs_show_the_rows_of_every_failed_check(validated, audited, name)
 
 def test_cli_exit_codes(spark, audited, capsys):
     assert cli.main(["validate", audited["clean"][1]]) == EXIT_OK
-    assert "expectations passed" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
+    assert "expectations passed" in out
     assert cli.main(["validate", audited["lost-batch"][1]]) == EXIT_VIOLATION
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
     assert "no_unexplained_sequence_gap" in out and "FAIL" in out
     assert cli.main(["validate", audited["lost-batch"][1], "--warn", "no_unexplained_sequence_gap"]) == EXIT_OK
-    assert "WARN" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert_own_lines(err)
+    assert "WARN" in out
 
 
 def test_validate_refuses_a_folder_without_an_audit(tmp_path, capsys):
     assert cli.main(["validate", str(tmp_path)]) == EXIT_USAGE
-    assert "no complete audit" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "no complete audit" in err
 
 
 def test_run_is_export_audit_and_validate(spark, tmp_path, capsys):
@@ -175,6 +183,7 @@ def test_run_is_export_audit_and_validate(spark, tmp_path, capsys):
     config = g.truth_dir / "audit.toml"
     code = cli.main(["run", str(g.log_dir), "--out", str(tmp_path / "out"), "--config", str(config)])
     captured = capsys.readouterr()
+    assert_own_lines(captured.err)
     assert code == EXIT_VIOLATION
     assert "DUPLICATE" in captured.out and "expectations passed" in captured.out
     assert "validating" in captured.err
