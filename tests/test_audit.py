@@ -196,7 +196,10 @@ def test_every_configuration_key_is_also_a_flag(audited, capsys):
 
     g, target = audited["state-loss-retry"]
     restart = load_config(g.truth_dir / "audit.toml").broker_restarts[0]
-    assert main(["audit", target, "--restart", f"{restart.topic}:{restart.partition}@offset={restart.offset}",
+    empty = g.truth_dir.parent / "no-settings.toml"  # the defaults, not the previous audit's configuration
+    empty.write_text("")
+    assert main(["audit", target, "--config", str(empty),
+                 "--restart", f"{restart.topic}:{restart.partition}@offset={restart.offset}",
                  "--cleanup-policy", "other=compact", "--log-start", "other:0=5", "--dedup-key", "key_value"]) == 0
     assert read_audit(target)["verdicts"]["DUPLICATE"] == 1
     explained = [r for r in pq.read_table(os.path.join(target, "anomalies")).to_pylist() if r["verdict"] == "DUPLICATE"]
@@ -402,8 +405,17 @@ def test_the_profile_is_recorded_and_an_unknown_one_refused(audited, capsys):
     err = capsys.readouterr().err
     assert_own_lines(err)
     assert "unknown profile 'latest'" in err
-    assert main(["audit", target]) == 0  # no configuration: the newest profile, its expiration default
-    assert_own_lines(capsys.readouterr().err)
+    assert main(["audit", target]) == 0  # no --config: the previous audit's configuration again, said so
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert err.startswith("audit: the configuration of the previous audit in OUT is used again (profile 3.9, "), err
+    assert read_audit(target)["configuration"]["profile"] == "3.9"
+    empty = g.truth_dir.parent / "empty.toml"
+    empty.write_text("")
+    assert main(["audit", target, "--config", str(empty)]) == 0  # an empty file: the defaults
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert err.startswith(f"audit: {empty} changes the configuration of the previous audit in OUT: profile 3.9 -> 4.x"), err
     recorded = read_audit(target)["configuration"]
     assert recorded["profile"] == "4.x" and recorded["producer_id_expiration_ms"] == 86_400_000
     assert main(["audit", target, "--config", config]) == 0

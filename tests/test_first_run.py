@@ -105,3 +105,15 @@ def test_ctrl_c_at_any_moment_is_one_line_and_leaves_no_out(home, tmp_path, mome
     assert re.match(r"segaudit: interrupted \(SIGINT\) (during run|before it started)", stderr.splitlines()[-1]), stderr
     assert [line for line in stderr.splitlines() if line.startswith("segaudit:")] == [stderr.splitlines()[-1]]
     assert not out.exists() or not any(out.iterdir()), sorted(out.iterdir())
+
+
+def test_a_jvm_that_cannot_start_is_one_line_with_its_reason(home, tmp_path):
+    out = tmp_path / "out"
+    done = segaudit(home, "export", str(SAMPLE), "--out", str(out), "--master", "local[1]",
+                    "--conf", "spark.driver.memory=lots")
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert_own_lines(done.stderr)
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("segaudit:")]
+    assert line.startswith("segaudit: Spark: the JVM exited as it started: Invalid maximum heap size: -Xmxlots "
+                           "(the JVM's log: "), line
+    assert not out.exists()

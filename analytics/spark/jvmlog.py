@@ -78,9 +78,15 @@ def _prune(logs: Path, keep: int = KEEP - 1) -> None:
             pass
 
 
-def last_line(path: Path | None = None, *, skip: tuple[str, ...] = ("WARNING: Using incubator modules",)) -> str | None:
-    """The last line of the log that says something (not a stack frame nor a known harmless warning):
-    why a JVM that exited at start did."""
+# Lines that say nothing of why: a harmless warning at every start, and HotSpot's own last words
+# after the reason it gives first ("Invalid maximum heap size: -Xmxabc").
+SAY_NOTHING = ("WARNING: Using incubator modules", "Error: Could not create the Java Virtual Machine",
+               "Error: A fatal exception has occurred")
+
+
+def last_line(path: Path | None = None, *, skip: tuple[str, ...] = SAY_NOTHING) -> str | None:
+    """The last line of the log that says something (not a stack frame nor a line of ``skip``): why a
+    JVM that exited at start did."""
     path = path or current()
     if path is None:
         return None
