@@ -43,3 +43,13 @@ def test_the_reason_a_jvm_gave_is_its_last_line_that_says_something(tmp_path):
     trace.write_text("java.lang.IllegalStateException: gone\n\tat a.b.C.d(C.java:1)\n\t... 3 more\n")
     assert jvmlog.last_line(trace) == "java.lang.IllegalStateException: gone"
     assert jvmlog.last_line(tmp_path / "none.log") is None
+
+
+def test_debug_shows_the_jvm_on_the_terminal_for_its_command_only(monkeypatch, capsys):
+    from analytics.cli.main import guarded
+
+    monkeypatch.delenv(jvmlog.SWITCH, raising=False)
+    seen = []
+    assert guarded(lambda: seen.append(jvmlog.to_terminal()) or 0, "export", debug=True) == 0
+    assert seen == [True]
+    assert not jvmlog.to_terminal() and jvmlog.SWITCH not in os.environ  # nor in what its children inherit

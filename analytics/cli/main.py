@@ -77,6 +77,7 @@ def guarded(action, command: str, *, debug: bool = False) -> int:
         return failure.exit_code
     finally:
         signals.restore()
+        jvmlog.show_on_terminal(False)
 
 
 def _failure(exc: BaseException, command: str) -> SegauditError | Interrupted:

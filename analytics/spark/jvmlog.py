@@ -7,8 +7,8 @@ traceback. All of it goes to one file per command, opened before the JVM starts 
 as its stdout and stderr, so nothing of it reaches the terminal or the command's data on stdout
 whatever threads are doing meanwhile. A failure the command reports names the file.
 
-``SEGAUDIT_JVM_LOG`` chooses: a file path, or ``-`` for the terminal's stderr (what ``--debug``
-sets). By default the file is ``<cache>/logs/<time>-<pid>.log`` (``SEGAUDIT_CACHE``, else
+``SEGAUDIT_JVM_LOG`` chooses: a file path, or ``-`` for the terminal's stderr (as ``--debug``
+does). By default the file is ``<cache>/logs/<time>-<pid>.log`` (``SEGAUDIT_CACHE``, else
 ``~/.cache/segaudit``); the newest ``KEEP`` files stay, older ones go when a new one is made.
 Under ``spark-submit`` or over Spark Connect no JVM is started here: its logging is the cluster's.
 """
@@ -16,6 +16,7 @@ Under ``spark-submit`` or over Spark Connect no JVM is started here: its logging
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -29,14 +30,21 @@ def folder() -> Path:
     return Path(os.environ.get("SEGAUDIT_CACHE") or Path.home() / ".cache" / "segaudit") / "logs"
 
 
+_terminal = threading.Event()
+
+
 def to_terminal() -> bool:
-    """Whether the JVM writes to the terminal's stderr (``SEGAUDIT_JVM_LOG=-``)."""
-    return os.environ.get(SWITCH, "").strip() == TERMINAL
+    """Whether the JVM writes to the terminal's stderr (``--debug``, or ``SEGAUDIT_JVM_LOG=-``)."""
+    return _terminal.is_set() or os.environ.get(SWITCH, "").strip() == TERMINAL
 
 
-def show_on_terminal() -> None:
-    """From now on, JVMs started by this process write to the terminal (``--debug``)."""
-    os.environ[SWITCH] = TERMINAL
+def show_on_terminal(on: bool = True) -> None:
+    """Whether a JVM this process starts from now on writes to the terminal (``--debug``); the
+    process's environment, which its children inherit, is left alone."""
+    if on:
+        _terminal.set()
+    else:
+        _terminal.clear()
 
 
 def current() -> Path | None:
