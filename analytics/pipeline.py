@@ -93,7 +93,7 @@ def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
     from analytics.spark.progress import watching
 
     require(out, EXPORT)
-    with watching(spark, progress or _quiet, "auditing"):
+    with watching(spark, progress, "auditing"):
         result = audit_stage(spark, out, config, continue_from=out if incremental else None, progress=progress)
     if history or prometheus_file:
         _record_metrics(spark, _metrics(spark, out, result), history, prometheus_file, result.finished_at_ms)
@@ -125,7 +125,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None, *,
     from expectations.validate import validate as validate_stage
 
     require(out, AUDIT, EXPORT)
-    with watching(spark, progress or _quiet, "validating"):
+    with watching(spark, progress, "validating"):
         return validate_stage(spark, out, validation)
 
 
@@ -203,12 +203,12 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
         spark = _ready(spark)
         auditing = f"auditing {exported.rows.get('batches', 0):,} batches"
         say(f"{auditing} ...")
-        with watching(spark, say, auditing):
+        with watching(spark, progress, auditing):
             audited = audit_stage(spark, staged.out, config, continue_from=out if incremental else None,
                                   progress=say)
         say("validating and reporting ...")
         history_path = history if history is not None else default_history_path(out)
-        with watching(spark, say, "validating and reporting"):
+        with watching(spark, progress, "validating and reporting"):
             validated, metrics, partitions, producers = _validate_and_report(
                 spark, staged.out, out, audited, validation, history_path)
         staged.publish()

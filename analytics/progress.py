@@ -32,10 +32,10 @@ def ticking() -> bool:
 
 class Ticker:
     """While the ``with`` block runs, every ``every`` seconds: ``say(describe(seconds))`` when
-    :func:`ticking`, the line is not None and differs from the last one said. ``describe`` gets the
+    :func:`ticking` and there is a ``say``, the line is not None and differs from the last one said. ``describe`` gets the
     seconds since the block started; an exception it raises ends the ticking, not the work."""
 
-    def __init__(self, describe: Callable[[float], str | None], say: Callable[[str], None], *,
+    def __init__(self, describe: Callable[[float], str | None], say: Callable[[str], None] | None, *,
                  every: float | None = None):
         self.describe = describe
         self.say = say
@@ -44,7 +44,7 @@ class Ticker:
         self.thread = threading.Thread(target=self._run, name="progress", daemon=True)
 
     def __enter__(self):
-        if ticking():
+        if self.say is not None and ticking():  # no one to tell: no thread
             self.thread.start()
         return self
 

@@ -76,7 +76,7 @@ def generate(log_dir: str | Path, scenario: str, *, seed: int = 0, scale: int = 
         step = f"scenario {len(done) + 1}/{len(names)}" if len(done) < len(names) else "writing the files"
         return f"  generating: {seconds:.0f} s, {step}, {batches:,} batches"
 
-    with Ticker(describe, progress or (lambda _line: None)):
+    with Ticker(describe, progress):
         for name in names:
             SCENARIOS[name](ctx)
             done.append(name)

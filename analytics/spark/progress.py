@@ -12,7 +12,7 @@ from collections.abc import Callable
 from analytics.progress import Ticker
 
 
-def watching(spark, say: Callable[[str], None], step: str, *, every: float | None = None) -> Ticker:
+def watching(spark, say: Callable[[str], None] | None, step: str, *, every: float | None = None) -> Ticker:
     """A :class:`~analytics.progress.Ticker` saying how far ``step`` (e.g. "auditing 670 batches")
     got while its ``with`` block runs Spark jobs on ``spark``."""
     tracker = _tracker(spark)
