@@ -71,10 +71,10 @@ def take_inventory(paths: Iterable[str | os.PathLike]) -> Inventory:
 def inventory_of_export(out: str) -> Inventory:
     """The same summary of an export's tables under ``out`` (pyarrow, no Spark). The batches are
     read a record batch at a time, so memory stays flat whatever the export's size."""
-    from analytics.publish import Store, read_manifest
+    from analytics.publish import published, read_manifest
 
     read_manifest(out, "export")
-    store = Store(out)
+    store = published(out)
 
     def rows(name: str, columns: list[str]) -> list[tuple]:
         parts = list(_parquet_parts(store, name, columns))

@@ -27,7 +27,7 @@ from analytics.audit.job import AuditResult
 from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT, REPORT, REPORT_DIR, VALIDATION_DIR
 from analytics.errors import OutOfStep, UsageError
 from analytics.export import ExportResult
-from analytics.publish import Store, out_of_step, publication, read_manifest, unit
+from analytics.publish import out_of_step, publication, published, read_manifest, unit
 from expectations.suites import ValidationConfig
 from expectations.validate import ValidationResult
 
@@ -143,7 +143,7 @@ def report(spark, out: str, history: str | None = None, *, shown_as: str | None 
                            shown_as=shown_as, pending=pending, sections=sections)
         write_report(data, run.path(REPORT_DIR, "index.html"))
         run.publish({})
-    return run.store.path(REPORT_DIR, "index.html")
+    return run.shown(REPORT_DIR, "index.html")
 
 
 def reconcile(spark, out: str, *, expected: str | None = None, bucket_ms: int | None = None,
@@ -213,10 +213,10 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
                 spark, staged.out, out, audited, validation, history_path)
         staged.publish()
     _record_metrics(spark, metrics, history, prometheus_file, audited.finished_at_ms)
-    store = Store(out)
+    store = published(out)
     exported, audited = replace(exported, out=out), replace(audited, out=out)
-    validated = replace(validated, out=out, data_docs=store.path(VALIDATION_DIR, "data_docs", "index.html"))
-    return RunResult(exported, audited, validated, store.path(REPORT_DIR, "index.html"), partitions, producers,
+    validated = replace(validated, out=out, data_docs=store.shown(VALIDATION_DIR, "data_docs", "index.html"))
+    return RunResult(exported, audited, validated, store.shown(REPORT_DIR, "index.html"), partitions, producers,
                      time.monotonic() - started)
 
 
@@ -231,7 +231,7 @@ def _validate_and_report(spark, staged: str, out: str, audited: AuditResult, val
     from analytics.spark.concurrent import concurrently
     from analytics.spark.tables import read_parquet
 
-    store = Store(staged)
+    store = published(staged)
 
     def metrics_and_sections():
         metrics = _metrics(spark, staged, audited)

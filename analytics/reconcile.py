@@ -2,9 +2,11 @@
 
 ``OUT/reconciliation`` has one row per log dir, topic, partition and bucket of record timestamps
 (``bucket_ms``, 10 minutes by default): the data records in the log, the repeated copies among them
-(``record_duplicates``: the dedup key of the audit, counted in the bucket of the copy), the
-distinct records, and, with producer-side counts, the records expected and those missing (expected
-minus distinct) or beyond what was expected (``surplus``). "How many did we lose or double, and
+(``record_duplicates``: the dedup key of the audit, counted in the bucket of the copy; ``duplicated``
+counts the copies a read_committed consumer receives twice, kind ``duplicate``), the distinct records
+(the records less every repeat, copies after or in an aborted transaction too), and, with
+producer-side counts, the records expected and those missing (expected minus distinct) or beyond
+what was expected (``surplus``). "How many did we lose or double, and
 when" has one answer; without expected counts the table still gives each bucket's counts and copies.
 
 Expected counts (CSV or Parquet): ``bucket_start`` (epoch milliseconds, or a timestamp) and
@@ -25,9 +27,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from analytics.contract import AUDIT, EXPORT, RECONCILE
+from analytics.contract import AUDIT, DUP_DUPLICATE, EXPORT, RECONCILE
 from analytics.errors import UsageError
-from analytics.publish import publication, read_manifest
+from analytics.publish import publication, published, read_manifest
 
 DEFAULT_BUCKET_MS = 10 * 60 * 1000
 LEVELS = ("partition", "topic", "all")  # what the expected counts are per
@@ -83,7 +85,7 @@ def reconcile(spark, out: str, *, expected: str | None = None, bucket_ms: int = 
     given = None if expected is None else _expected(spark, expected, bucket_ms)
     level = "partition" if given is None else given[1]
     with publication(out, RECONCILE, built_from={AUDIT: audit_manifest["run_id"]}) as run:
-        counts = _log_counts(spark, run.store.path(), level, bucket_ms)
+        counts = _log_counts(spark, out, level, bucket_ms)
         if given is None:
             rows = counts.withColumn("expected", F.lit(None).cast("long"))
         else:
@@ -120,15 +122,21 @@ def _log_counts(spark, out: str, level: str, bucket_ms: int):
     from analytics.spark.columns import with_log_dir
     from analytics.spark.tables import read_parquet
 
-    records = with_log_dir(read_parquet(spark, f"{out}/records")).where(~F.coalesce(F.col("is_control"), F.lit(False)))
-    copies = (read_parquet(spark, f"{out}/record_duplicates").select("log_dir", "topic", "partition", "offset")
-              .withColumn("copy", F.lit(1)))
+    view = published(out)
+    records = with_log_dir(read_parquet(spark, view.path("records"))).where(~F.coalesce(F.col("is_control"), F.lit(False)))
+    duplicates = read_parquet(spark, view.path("record_duplicates"))
+    # every repeat under the dedup key makes a record less distinct; only a copy delivered twice (kind
+    # "duplicate"; in an audit before kinds, every copy) is a record doubled
+    doubled = F.col("kind") == DUP_DUPLICATE if "kind" in duplicates.columns else F.lit(True)
+    copies = duplicates.select("log_dir", "topic", "partition", "offset", F.lit(1).alias("copy"),
+                               doubled.cast("int").alias("doubled"))
     keys = ["log_dir", *KEYS[level]]
     marked = records.join(copies, ["log_dir", "topic", "partition", "offset"], "left")
     bucketed = marked.withColumn("bucket_start", F.floor(F.col("timestamp") / F.lit(bucket_ms)).cast("long") * bucket_ms)
     return (bucketed.groupBy(*keys, "bucket_start").agg(
-        F.count(F.lit(1)).alias("records"), F.coalesce(F.sum("copy"), F.lit(0)).cast("long").alias("duplicated"))
-        .withColumn("distinct", F.col("records") - F.col("duplicated")))
+        F.count(F.lit(1)).alias("records"), F.coalesce(F.sum("copy"), F.lit(0)).cast("long").alias("copies"),
+        F.coalesce(F.sum("doubled"), F.lit(0)).cast("long").alias("duplicated"))
+        .withColumn("distinct", F.col("records") - F.col("copies")).drop("copies"))
 
 
 def _expected(spark, path: str, bucket_ms: int):

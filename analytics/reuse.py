@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from analytics.kafka.coordinator import TRANSACTION_STATE_TOPIC
+from analytics.kafka import sinks
 from analytics.kafka.fs import edge_crc, is_remote, open_file
 from analytics.kafka.model import SegmentInfo
 
@@ -108,14 +108,15 @@ def can_link(out: str) -> bool:
     return not is_remote(out)
 
 
-def link_parts(previous_out: str, staging: str, previous: dict, paths) -> int:
+def link_parts(where, staging: str, previous: dict, paths) -> int:
     """Links the Parquet files of the per-file tables of every read the ``previous`` manifest holds
-    of ``paths`` (the kept files and the grown ones, :func:`parts`) into ``staging``; returns how many."""
+    of ``paths`` (the kept files and the grown ones, :func:`parts`) into ``staging``; returns how many.
+    ``where``: the folder of a table of the previous export."""
     names = {f"part-{p['name']}.parquet" for path in paths
              for p in parts(previous["segment_files"][path], previous["run_id"])}
     linked = 0
     for table in PER_FILE_TABLES:
-        root = Path(previous_out, table)
+        root = Path(where(table))
         if not root.is_dir():
             continue
         for part in root.rglob("part-*.parquet"):
@@ -128,13 +129,8 @@ def link_parts(previous_out: str, staging: str, previous: dict, paths) -> int:
 
 
 def parquet_files(folder: str) -> list[str]:
-    """The Parquet files of a table folder, sorted (hidden and ``_`` entries left out: files being
-    written, and Spark's markers); none when there is no such folder."""
-    found = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
-        found += [os.path.join(root, n) for n in names if n.endswith(".parquet") and not n.startswith((".", "_"))]
-    return sorted(found)
+    """The Parquet files of a table folder, sorted (:func:`analytics.kafka.sinks.parquet_files`)."""
+    return sinks.parquet_files(folder)
 
 
 def parquet_rows(folder: str) -> int:
@@ -144,7 +140,7 @@ def parquet_rows(folder: str) -> int:
 
 def rows_of(files) -> int:
     """Rows of these Parquet files, from their footers."""
-    return sum(pq.read_metadata(f).num_rows for f in files)
+    return sum(sinks.read_metadata(f).num_rows for f in files)
 
 
 def link_tree(source: str, target: str) -> int:
@@ -158,12 +154,12 @@ def link_tree(source: str, target: str) -> int:
     return len(parts)
 
 
-def kept_rows(previous_out: str, table: str, kept: dict[str, str], schema: pa.Schema) -> pa.Table:
-    """The previous export's rows of ``table`` whose ``file`` is a kept one."""
-    files = parquet_files(os.path.join(previous_out, table))
+def kept_rows(folder: str, kept: dict[str, str], schema: pa.Schema) -> pa.Table:
+    """The previous export's rows of the table in ``folder`` whose ``file`` is a kept one."""
+    files = parquet_files(folder)
     if not files or not kept:
         return schema.empty_table()
-    return of_files(pa.concat_tables([pq.read_table(f, schema=schema) for f in files]), kept)
+    return of_files(pa.concat_tables([sinks.read_table(f, schema=schema) for f in files]), kept)
 
 
 def of_files(rows: pa.Table, files) -> pa.Table:

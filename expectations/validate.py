@@ -32,7 +32,7 @@ from analytics.audit.config import config_from_mapping
 from analytics.audit.job import read_audit
 from analytics.contract import AUDIT, REPORT_DIR, VALIDATE, VALIDATION_DIR
 from analytics.errors import InputError, UsageError
-from analytics.publish import Store, publication, read_manifest
+from analytics.publish import publication, published, read_manifest
 from analytics.spark.concurrent import concurrently
 from analytics.spark.tables import read_table
 from expectations.suites import TABLE_OF_SUITE, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
@@ -77,7 +77,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     import great_expectations as gx
 
     started = time.monotonic()
-    store = Store(out)
+    store = published(out)
     summary = read_audit(out)
     config = config_from_mapping(summary["configuration"])
     validation = validation or ValidationConfig()
@@ -102,7 +102,7 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
         with contextlib.redirect_stdout(io.StringIO()):
             results = _run_suites(gx, declared, frames, validation, docs, run.run_id)
         seconds = time.monotonic() - started
-        result = ValidationResult(out, results, seconds, store.path(VALIDATION_DIR, "data_docs", "index.html"))
+        result = ValidationResult(out, results, seconds, run.shown(VALIDATION_DIR, "data_docs", "index.html"))
         document = {
             "run_id": run.run_id,
             "audit_run_id": summary["run_id"],
@@ -312,7 +312,7 @@ def make_offline(site: str) -> None:
 def read_results(out: str) -> dict:
     """``results.json`` of the complete validation under ``out``."""
     read_manifest(out, VALIDATE)
-    return json.loads(Store(out).read_text(f"{VALIDATION_DIR}/results.json"))
+    return json.loads(published(out).read_text(f"{VALIDATION_DIR}/results.json"))
 
 
 def _raised(info) -> str | None:

@@ -1,35 +1,53 @@
-"""Publishing under OUT: a stage's outputs replace the previous ones whole, a set of stages commits
-as one unit, and a swap cut short at any step is finished by the next command, so a reader sees the
-previous complete outputs or the new ones, never a mix. Plain files, no Spark."""
+"""Publishing under OUT: each run writes a folder of its own and becomes visible through one commit
+object created last; a reader resolves the latest commit, so it sees the previous complete outputs
+or the new ones, never a mix, whenever a run is killed. Plain files, no Spark (the same mechanism in
+a bucket: tests/test_object_store.py)."""
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import signal
 import socket
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from analytics.contract import AUDIT, EXPORT, MANIFESTS
+from analytics.contract import AUDIT, EXPORT, MANIFESTS, REPORT, VALIDATE
 from analytics.errors import StageMissing
-from analytics.publish import JOURNAL, Store, publication, read_manifest, unit
+from analytics.publish import Conflict, publication, published, read_manifest, unit
+from analytics.publish import commits
+from analytics.publish.commits import COMMITS, RUNS
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def stage(out: str, name: str, tables: dict[str, str]) -> dict:
     """Publish ``tables`` (name -> the text of its one file) as stage ``name``; its manifest."""
     with publication(out, name) as run:
-        for table, text in tables.items():
-            Path(run.path(table)).mkdir(parents=True)
-            Path(run.path(table, "part-0")).write_text(text)
+        write(run, tables)
         return run.publish({"tables": sorted(tables)})
 
 
-def contents(out: Path) -> dict[str, str]:
-    """Every file under OUT by relative path (hidden ones too), with its text."""
-    return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()}
+def write(run, tables: dict[str, str]) -> None:
+    for table, text in tables.items():
+        Path(run.path(table)).mkdir(parents=True)
+        Path(run.path(table, "part-0")).write_text(text)
+
+
+def seen(out: str) -> dict[str, str]:
+    """What a reader sees: every published output's one file, resolved through the latest commit."""
+    view = published(out)
+    names = sorted({n for e in view.snapshot.stages.values() for n in e["outputs"]})
+    return {n: Path(view.path(n, "part-0")).read_text() for n in names}
+
+
+def through_links(out: Path) -> dict[str, str]:
+    """What another tool sees through OUT's links on a local disk."""
+    return {p.name: (p / "part-0").read_text() for p in sorted(out.iterdir()) if p.is_symlink() and p.is_dir()}
 
 
 def test_a_stage_replaces_its_previous_outputs_whole(tmp_path):
@@ -38,15 +56,16 @@ def test_a_stage_replaces_its_previous_outputs_whole(tmp_path):
     manifest = stage(out, EXPORT, {"batches": "new"})
     assert read_manifest(out, EXPORT) == manifest
     # records, which the second run did not write, went with the first run
-    assert contents(tmp_path / "out") == {"_export.json": (tmp_path / "out" / "_export.json").read_text(),
-                                          "batches/part-0": "new"}
+    assert seen(out) == {"batches": "new"} == through_links(tmp_path / "out")
+    assert json.loads((tmp_path / "out" / MANIFESTS[EXPORT]).read_text()) == manifest
+    assert commits.versions(commits.Store(out)) == [1, 2]
 
 
 def test_a_stage_cannot_publish_another_stages_table(tmp_path):
     out = str(tmp_path / "out")
     with pytest.raises(ValueError, match="does not own batch_verdicts"):
         stage(out, EXPORT, {"batch_verdicts": "x"})
-    assert not (tmp_path / "out" / "batch_verdicts").exists() and not (tmp_path / "out" / JOURNAL).exists()
+    assert not (tmp_path / "out").exists()  # nothing committed, and the OUT this run made is gone
 
 
 @pytest.fixture
@@ -55,7 +74,7 @@ def two_sets(tmp_path):
     out = str(tmp_path / "out")
     stage(out, EXPORT, {"batches": "old", "records": "old"})
     stage(out, AUDIT, {"batch_verdicts": "old", "summary.json": "old"})
-    before = contents(tmp_path / "out")
+    before = seen(out)
 
     def commit_new():
         with unit(out) as u:
@@ -66,86 +85,176 @@ def two_sets(tmp_path):
     return out, before, commit_new
 
 
-def new_set(out: Path) -> dict[str, str]:
-    return {k: v for k, v in contents(out).items() if not k.startswith("_")}
-
-
 def test_a_unit_commits_every_stage_at_once(two_sets, tmp_path):
     out, _before, commit_new = two_sets
     manifests = commit_new()
-    assert new_set(tmp_path / "out") == {"batches/part-0": "new", "segments/part-0": "new",
-                                         "batch_verdicts/part-0": "new"}
+    assert seen(out) == {"batches": "new", "segments": "new", "batch_verdicts": "new"}
+    assert through_links(tmp_path / "out") == seen(out)
     assert read_manifest(out, AUDIT) == manifests[AUDIT]
     assert manifests[AUDIT]["built_from"] == {EXPORT: manifests[EXPORT]["run_id"]}
-    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith((".", "_"))) == \
-        sorted([MANIFESTS[EXPORT], MANIFESTS[AUDIT]])
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.is_symlink()) == [COMMITS, RUNS]
 
 
 def test_a_unit_left_early_leaves_the_previous_set(two_sets, tmp_path):
     out, before, _commit = two_sets
+    runs = sorted(os.listdir(tmp_path / "out" / RUNS))
     with pytest.raises(RuntimeError), unit(out) as u:
         stage(u.out, EXPORT, {"batches": "new"})
         raise RuntimeError("the audit failed")
-    assert contents(tmp_path / "out") == before
+    assert seen(out) == before
+    assert sorted(os.listdir(tmp_path / "out" / RUNS)) == runs  # its folder went with it
 
 
-def test_a_swap_cut_short_at_any_step_is_finished_by_the_next_reader(two_sets, tmp_path, monkeypatch):
-    """The process dies at the n-th rename of the commit: before the journal, OUT is the old set;
-    after it, the next reader completes the new set. Every n up to the last rename."""
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    from analytics.contract import AUDIT, EXPORT
+    from analytics.publish import commits, publication, unit
+    from analytics.publish import store as stores
+
+    out, when = sys.argv[1], sys.argv[2]
+    top = os.path.join(out, "_commits")  # the unit's own commit, not those of its stages inside it
+
+    def dying(real, is_top):
+        def call(*args, **kwargs):
+            if is_top(*args):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(*args, **kwargs)
+        return call
+
+    if when == "before":      # every output written, the commit object not begun
+        commits.commit = dying(commits.commit, lambda store, *_: store.root == out)
+    elif when == "during":    # the commit object's bytes written, not yet under its name
+        stores.os.link = dying(os.link, lambda src, dst: dst.startswith(top))
+    elif when == "after":     # the commit object created; OUT's links and the garbage not yet done
+        commits.refresh_views = dying(commits.refresh_views, lambda store, snap: store.root == out and snap.version > 2)
+
+    def stage(o, name, tables):
+        with publication(o, name) as run:
+            for table, text in tables.items():
+                Path(run.path(table)).mkdir(parents=True)
+                Path(run.path(table, "part-0")).write_text(text)
+            run.publish({})
+
+    with unit(out) as u:
+        stage(u.out, EXPORT, {"batches": "new", "segments": "new"})
+        stage(u.out, AUDIT, {"batch_verdicts": "new"})
+        u.publish([EXPORT, AUDIT])
+""")
+
+
+@pytest.mark.parametrize("when", ["before", "during", "after"])
+def test_a_run_killed_around_its_commit_shows_the_old_set_or_the_new_one(two_sets, tmp_path, when):
+    """kill -9 before, during and after the commit object is created: a reader sees the old set or the
+    new one whole; the next run removes the killed run's leftovers and puts OUT's links right."""
     out, before, commit_new = two_sets
-    real_move, n = Store.move, 0
-    while True:
-        n += 1
-        moves = 0
-
-        def dying_move(self, src, dst, _n=n):
-            nonlocal moves
-            moves += 1
-            if moves == _n:
-                raise OSError("killed")
-            return real_move(self, src, dst)
-
-        work = tmp_path / f"cut{n}"
-        shutil.copytree(tmp_path / "out", work)
-        monkeypatch.setattr(Store, "move", dying_move)
-        try:
-            with unit(str(work)) as u:
-                monkeypatch.setattr(Store, "move", real_move)
-                stage(u.out, EXPORT, {"batches": "new", "segments": "new"})
-                stage(u.out, AUDIT, {"batch_verdicts": "new"})
-                monkeypatch.setattr(Store, "move", dying_move)
-                u.publish([EXPORT, AUDIT])
-            finished = True
-        except OSError:
-            finished = False
-        monkeypatch.setattr(Store, "move", real_move)
-        committed = (work / JOURNAL).exists() or finished
-        read_manifest(str(work), EXPORT)  # a reader settles OUT first
-        got = {k: v for k, v in contents(work).items() if not k.startswith("_")}
-        if committed:
-            assert got == {"batches/part-0": "new", "segments/part-0": "new", "batch_verdicts/part-0": "new"}, n
-            assert not [p for p in work.iterdir() if p.name.startswith((".", JOURNAL))], n
-        else:
-            assert got == {k: v for k, v in before.items() if not k.startswith("_")}, n
-            assert json.loads((work / "_audit.json").read_text()) == json.loads((tmp_path / "out" / "_audit.json").read_text())
-        if finished:
-            break
-    assert n > 5  # the journal, the old outputs to trash, the new ones in, the manifests
+    done = subprocess.run([sys.executable, "-c", CHILD, out, when], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    new = {"batches": "new", "segments": "new", "batch_verdicts": "new"}
+    assert seen(out) == (before if when in ("before", "during") else new)
+    leftovers = [p for p in (tmp_path / "out" / COMMITS).iterdir() if ".tmp-" in p.name]
+    assert len(leftovers) == (1 if when == "during" else 0)  # never under a commit's name, never read
+    commit_new()  # the next run: the killed one's folder is garbage (its process is gone)
+    assert seen(out) == new == through_links(tmp_path / "out")
+    named = published(out).snapshot.runs() | commits.read(commits.Store(out), commits.versions(commits.Store(out))[-2]).runs()
+    assert {f"{RUNS}/{n}" for n in os.listdir(tmp_path / "out" / RUNS)} == named
 
 
-def test_a_swap_in_progress_elsewhere_is_not_read(two_sets, tmp_path):
-    """A journal left by a live process (here: a sleeping child) means a swap is under way."""
+def test_of_two_runs_of_the_same_stages_one_commits(two_sets, tmp_path):
+    out, _before, commit_new = two_sets
+    with pytest.raises(Conflict, match="published by another run") as failed, unit(out) as late:
+        stage(late.out, EXPORT, {"batches": "late"})
+        stage(late.out, AUDIT, {"batch_verdicts": "late"})
+        first = commit_new()  # another run commits meanwhile
+        late.publish([EXPORT, AUDIT])
+    assert first[EXPORT]["run_id"] in str(failed.value)
+    assert seen(out) == {"batches": "new", "segments": "new", "batch_verdicts": "new"}  # nothing mixed
+    assert not (tmp_path / "out" / RUNS / late.run_id).exists()
+
+
+def test_runs_of_independent_stages_both_commit(two_sets):
+    """A validation and a report of the same audit, at once: neither changes what the other reads."""
     out, _before, _commit = two_sets
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        (tmp_path / "out" / JOURNAL).write_text(json.dumps({
-            "staging": ".staging-run-x", "run_id": "x", "outputs": [], "manifests": {},
-            "host": socket.gethostname(), "pid": child.pid}))
-        with pytest.raises(StageMissing, match="being published by run x"):
-            read_manifest(out, EXPORT)
-    finally:
-        child.kill()
-        child.wait()
-    # once that process is gone, its journal is finished by the next reader
-    assert read_manifest(out, EXPORT)["stage"] == EXPORT
-    assert not (tmp_path / "out" / JOURNAL).exists()
+    with publication(out, VALIDATE) as validation, publication(out, REPORT) as report:
+        write(validation, {"validation": "v"})
+        write(report, {"report": "r"})
+        report.publish({})
+        validation.publish({})
+    assert seen(out)["validation"] == "v" and seen(out)["report"] == "r"
+
+
+def test_a_stage_whose_input_changed_meanwhile_does_not_commit(two_sets):
+    out, _before, _commit = two_sets
+    with pytest.raises(Conflict, match="audit"), publication(out, VALIDATE) as validation:
+        write(validation, {"validation": "v"})
+        stage(out, AUDIT, {"batch_verdicts": "newer"})  # the audit it validated is replaced meanwhile
+        validation.publish({})
+    assert not published(out).has("validation")
+
+
+def test_old_runs_are_collected_and_the_previous_commit_is_kept(tmp_path, monkeypatch):
+    out = str(tmp_path / "out")
+    for n in range(5):
+        stage(out, EXPORT, {"batches": str(n)})
+    store = commits.Store(out)
+    assert commits.versions(store) == [4, 5]
+    assert len(os.listdir(tmp_path / "out" / RUNS)) == 2  # the latest run and the one before
+    monkeypatch.setenv("SEGAUDIT_KEEP_COMMITS", "3")
+    stage(out, EXPORT, {"batches": "5"})
+    stage(out, EXPORT, {"batches": "6"})
+    assert commits.versions(store) == [5, 6, 7] and len(os.listdir(tmp_path / "out" / RUNS)) == 3
+    assert seen(out) == {"batches": "6"}
+
+
+def test_a_folder_of_a_run_on_another_host_is_kept_until_it_is_old(two_sets, tmp_path):
+    out, _before, commit_new = two_sets
+    elsewhere = tmp_path / "out" / RUNS / "20260101T000000-elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "_owner.json").write_text(json.dumps({"host": "other-host", "pid": 1,
+                                                        "started_at_ms": int(__import__("time").time() * 1000)}))
+    commit_new()
+    assert elsewhere.exists()  # perhaps still running there
+    (elsewhere / "_owner.json").write_text(json.dumps({"host": "other-host", "pid": 1, "started_at_ms": 0}))
+    commit_new()
+    assert not elsewhere.exists()
+
+
+def test_an_out_of_an_older_segaudit_is_read_and_then_converted(tmp_path):
+    """Outputs at OUT's root with manifests beside them (before commits): read as they are; the next
+    run moves them into run folders and commits them first, so nothing is lost."""
+    out = tmp_path / "out"
+    (out / "batches").mkdir(parents=True)
+    (out / "batches" / "part-0").write_text("legacy")
+    (out / MANIFESTS[EXPORT]).write_text(json.dumps({"run_id": "r0", "stage": EXPORT}))
+    assert seen(str(out)) == {"batches": "legacy"} and read_manifest(str(out), EXPORT)["run_id"] == "r0"
+    stage(str(out), AUDIT, {"batch_verdicts": "a"})
+    assert seen(str(out)) == {"batches": "legacy", "batch_verdicts": "a"} == through_links(out)
+    assert read_manifest(str(out), AUDIT)["built_from"] == {EXPORT: "r0"}
+
+
+def test_a_missing_out_or_stage_is_one_line(tmp_path):
+    with pytest.raises(StageMissing, match="no such directory"):
+        read_manifest(str(tmp_path / "nothing"), EXPORT)
+    stage(str(tmp_path / "out"), EXPORT, {"batches": "x"})
+    with pytest.raises(StageMissing, match="segaudit audit"):
+        read_manifest(str(tmp_path / "out"), AUDIT)
+
+
+def test_a_commit_is_created_once(tmp_path):
+    store = commits.Store(str(tmp_path))
+    assert store.create_text("_commits/x.json", "first")
+    assert not store.create_text("_commits/x.json", "second")
+    assert (tmp_path / "_commits" / "x.json").read_text() == "first"
+    assert [p.name for p in (tmp_path / "_commits").iterdir()] == ["x.json"]
+
+
+def test_a_file_in_place_of_a_link_is_never_replaced(two_sets, tmp_path):
+    """A user's own folder where a link would go is left alone (never delete what segaudit did not make)."""
+    out, _before, commit_new = two_sets
+    os.unlink(tmp_path / "out" / "batches")
+    (tmp_path / "out" / "batches").mkdir()
+    (tmp_path / "out" / "batches" / "mine").write_text("keep")
+    commit_new()
+    assert (tmp_path / "out" / "batches" / "mine").read_text() == "keep"
+    assert seen(out)["batches"] == "new"  # readers resolve the commit, not the folder
+    assert socket.gethostname()

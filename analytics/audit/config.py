@@ -34,7 +34,6 @@ from analytics.replay.broker import LATEST_PROFILE_NAME, Profile, resolve_profil
 # Batches of a partition's history replayed in one task (analytics.audit.ranges): work, not results;
 # every verdict is the same whatever the cut.
 DEFAULT_RANGE_BATCHES = 250_000
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata", "__share_group_state"})
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from analytics.audit import tables
 from analytics.audit.config import AuditConfig
 from analytics.contract import (
     AUDIT,
+    DUP_DUPLICATE,
+    DUPLICATE_KINDS,
     EXPORT,
     SEV_OK,
     SEVERITIES,
@@ -31,7 +33,7 @@ from analytics.contract import (
     TXN_STATUSES,
     VERDICTS,
 )
-from analytics.publish import Store, publication, read_manifest
+from analytics.publish import publication, published, read_manifest
 from analytics.spark.columns import conform, count_of, observed
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import read_parquet
@@ -79,7 +81,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
     from analytics.spark.tables import read_table
 
     started = time.monotonic()
-    store = Store(out)
+    store = published(out)
     export_manifest = read_manifest(out, EXPORT)
     batches = read_parquet(spark, store.path("batches"))
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
@@ -136,13 +138,13 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             plain_columns(watched.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
             if linked:  # the new rows (perhaps none) beside the previous files
                 new_files.extend(reuse.parquet_files(path))
-                reuse.link_tree(Store(continue_from).path("batch_verdicts"), path)
-            return read_table(spark, path, run.store.size(f"{run.staging}/batch_verdicts"), conformed.schema), counted()
+                reuse.link_tree(published(continue_from).path("batch_verdicts"), path)
+            return read_table(spark, path, run.store.size(f"{run.folder}/batch_verdicts"), conformed.schema), counted()
 
         def write_beside(name: str, df):
             """``name``'s new rows, then the previous audit's files of it (a linked incremental audit)."""
             conform(df, name).write.parquet(run.path(name))
-            reuse.link_tree(Store(continue_from).path(name), run.path(name))
+            reuse.link_tree(published(continue_from).path(name), run.path(name))
 
         replay_tables = {
             "batch_verdicts": write_verdicts,
@@ -152,13 +154,14 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         }
         if records is not None:  # record duplicates read records only: they run beside the replay
             replay_tables["record_duplicates"] = lambda: write_counted(
-                "record_duplicates", tables.record_duplicates(records, config.dedup_key), {"rows": F.count(F.lit(1))})["rows"]
+                "record_duplicates", tables.record_duplicates(records, config.dedup_key, batches), count_of("kind", DUPLICATE_KINDS))
         try:
             tables_written = concurrently(spark, replay_tables)
         finally:
             for frame in held:
                 frame.unpersist()
-        (written, now), duplicates = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
+        (written, now), duplicate_kinds = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
+        duplicates = None if duplicate_kinds is None else duplicate_kinds.get(DUP_DUPLICATE, 0)  # copies delivered twice
         # the counts of the verdict rows written now: every verdict, unless an incremental audit linked
         # the previous audit's files beside them
         counted_now = ({v: now[f"verdict:{v}"] for v in VERDICTS}, {s: now[f"severity:{s}"] for s in SEVERITIES})
@@ -205,7 +208,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
             "transactions": lambda: write_counted("transactions", (
                 tables.transactions(written, config, export_time, coordinator) if added is None
-                else tables.transactions_merged(read_parquet(spark, Store(continue_from).path("transactions")),
+                else tables.transactions_merged(read_parquet(spark, published(continue_from).path("transactions")),
                                                 added, config, export_time, coordinator)), count_of("status", TXN_STATUSES)),
             "snapshot_checks": lambda: write_counted("snapshot_checks", tables.snapshot_checks(
                 written, per_file, snapshots), count_of("status", SNAPSHOT_STATUSES)),
@@ -228,6 +231,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "severities": {s: severities.get(s, 0) for s in SEVERITIES},
             "transactions": {s: txns.get(s, 0) for s in TXN_STATUSES},
             "record_duplicates": duplicates,
+            "record_duplicate_kinds": None if duplicate_kinds is None else {k: duplicate_kinds.get(k, 0) for k in DUPLICATE_KINDS},
             "snapshot_checks": {s: checks.get(s, 0) for s in SNAPSHOT_STATUSES},
             # topic-partitions exported from several log dirs, and their divergent offset ranges by severity
             "replicated_partitions": replicated,
@@ -246,7 +250,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                 "files_read": None if since is None else since.files},
             "finished_at_ms": int(time.time() * 1000),
         }
-        run.store.write_text(f"{run.staging}/{SUMMARY}", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        run.store.write_text(f"{run.folder}/{SUMMARY}", json.dumps(summary, indent=2, sort_keys=True) + "\n")
         run.publish({"summary": SUMMARY})
     return AuditResult(out, run.run_id, summary["verdicts"], summary["severities"], summary["transactions"],
                        duplicates, summary["snapshot_checks"], seconds, summary["finished_at_ms"])
@@ -259,7 +263,7 @@ def _previous(spark, out: str, config: AuditConfig, say):
     from analytics.audit.increment import Previous
     from analytics.errors import StageMissing
 
-    store = Store(out)
+    store = published(out)
     try:
         manifest = read_manifest(out, AUDIT)
         summary = json.loads(store.read_text(SUMMARY))
@@ -350,4 +354,4 @@ def _jsonable(value):
 def read_audit(out: str) -> dict:
     """The summary of the complete audit under ``out``; :class:`~analytics.errors.StageMissing` when there is none."""
     read_manifest(out, AUDIT)
-    return json.loads(Store(out).read_text(SUMMARY))
+    return json.loads(published(out).read_text(SUMMARY))

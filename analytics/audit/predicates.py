@@ -22,13 +22,13 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+from analytics.audit.config import AuditConfig
 from analytics.contract.vocabulary import (
-    COMPACTION, CONTROL_MARKER, COORDINATOR_EPOCH_REGRESSION, CORRUPT, DUPLICATE, EPOCH_BUMP,
+    CHECK_REPLAY, COMPACTION, CONTROL_MARKER, COORDINATOR_EPOCH_REGRESSION, CORRUPT, DUPLICATE, EPOCH_BUMP,
     EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INFO_VERDICTS, INT_MAX, INVALID_TXN_STATE,
     MARKER_EPOCH_REGRESSION, NEVER_EXPLAINED, NON_IDEMPOTENT, OK, OK_VERDICTS, PARTIAL_HISTORY,
     PRODUCER_EXPIRATION, SEQ_SPACE, SEQUENCE_GAP, SEQUENCE_REGRESSION, SEQUENCE_VERDICTS, SEV_EXPLAINED,
-    SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, VERDICT_MEANING,
+    SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, VERDICT_MEANING, topics_exempt,
 )
 
 
@@ -78,9 +78,19 @@ def has_state() -> Column:
 
 
 def is_replayed() -> Column:
-    """Batches whose sequences are validated: those with state, outside the internal topics (whose
-    appends come from coordinators, not clients)."""
-    return has_state() & ~F.col("topic").isin(*INTERNAL_TOPICS)
+    """Batches whose sequences are validated: those with state, in topics the replay applies to
+    (``contract.TOPIC_KINDS``: not the internal topics, whose appends come from coordinators)."""
+    return has_state() & checked(CHECK_REPLAY)
+
+
+def checked(check: str) -> Column:
+    """Rows of topics ``check`` (a name of ``contract.TOPIC_CHECKS``) applies to, by the treatment of
+    their topic (``contract.topic_kind``): exact names, then one regular expression when some kind has one."""
+    names, pattern = topics_exempt(check)
+    exempt = F.col("topic").isin(*names) if names else F.lit(False)
+    if pattern is not None:
+        exempt = exempt | F.col("topic").rlike(pattern)
+    return ~exempt
 
 
 # -- the state before a batch, and the state it leaves -------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+from analytics.audit.config import AuditConfig
 from analytics.contract import (
     COMPACTION,
     CONTROL_MARKER,
@@ -35,6 +35,7 @@ from analytics.contract import (
     SEQUENCE_VERDICTS,
     STATE_LOSS,
     log_dir_of,
+    topic_kind,
 )
 from analytics.kafka.util import in_sequence, sequence_ahead
 from analytics.replay.severity import severity
@@ -97,7 +98,7 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
             cum_holes = b["base_offset"] - first_offset - carried
             carried += b["last_offset"] - b["base_offset"] + 1
             tracked = (b["magic"] == 2 and b["producer_id"] >= 0 and not (b["is_control"] and b["record_count"] == 0)
-                       and topic not in INTERNAL_TOPICS)
+                       and topic_kind(topic).replay)
             if not tracked:
                 verdict = (CONTROL_MARKER if b["is_control"] and b["magic"] == 2
                            else NON_IDEMPOTENT if b["producer_id"] < 0 or b["magic"] < 2 else OK)

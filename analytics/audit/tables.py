@@ -9,10 +9,14 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from analytics.audit.config import AuditConfig
-from analytics.audit.predicates import has_state, is_data
+from analytics.audit.predicates import checked, has_state, is_data
 from analytics.contract import (
     ABORTED,
+    CHECK_RECORD_DUPLICATES,
     COMMITTED,
+    DUP_ABORTED,
+    DUP_AFTER_ABORT,
+    DUP_DUPLICATE,
     HANGING,
     LATE_TRANSACTION_BUFFER_MS,
     MATCH,
@@ -202,10 +206,17 @@ def snapshot_checks(v, per_file, snapshots):
     )
 
 
-def record_duplicates(records, dedup_key: str):
+def record_duplicates(records, dedup_key: str, batches=None):
     """Every repeated occurrence (not the first) of a dedup key within a partition's data records,
     per log dir: the replicas of a partition are compared with each other by ``replica_divergence``,
-    not counted as copies. (Records exported before they named their ``file`` have no log dir.)"""
+    not counted as copies. (Records exported before they named their ``file`` have no log dir.)
+
+    Topics the record-duplicate check does not apply to (``contract.topic_kind``: the coordinators'
+    and the controller's logs, Streams changelogs, Connect's topics) are left out. Each row's ``kind``
+    says what a read_committed consumer makes of it (``contract.DUPLICATE_KINDS``): ``duplicate``, an
+    earlier copy was delivered; ``after_abort``, every earlier copy lies in an aborted transaction;
+    ``aborted``, the copy itself does. Aborted transactions are read from ``batches`` (a producer's
+    transactional data up to its ABORT marker); without ``batches`` every row is a ``duplicate``."""
 
     if dedup_key == "key_value":
         key = F.concat_ws(":", F.coalesce(F.hex("key"), F.lit("null")), F.coalesce(F.col("value_hash").cast("string"), F.lit("null")))
@@ -213,12 +224,39 @@ def record_duplicates(records, dedup_key: str):
         name = dedup_key[len("header:"):]
         key = F.hex(F.element_at(F.filter("headers", lambda h: h["key"] == F.lit(name)), 1)["value"])
     located = with_log_dir(records) if "file" in records.columns else records.withColumn("log_dir", F.lit(None).cast("string"))
-    data = located.where(~F.coalesce(F.col("is_control"), F.lit(False))).withColumn("dedup_key", key).where(F.col("dedup_key").isNotNull())
+    data = located.where(~F.coalesce(F.col("is_control"), F.lit(False)) & checked(CHECK_RECORD_DUPLICATES)).withColumn(
+        "dedup_key", key).where(F.col("dedup_key").isNotNull())
     w = Window.partitionBy("log_dir", "topic", "partition", "dedup_key").orderBy("offset")
-    ranked = data.withColumn("rank", F.row_number().over(w)).withColumn(
-        "first_offset", F.first("offset").over(w)).withColumn("first_producer_id", F.first("producer_id").over(w))
-    return ranked.where(F.col("rank") > 1).select(
-        "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id", "log_dir")
+    # every copy of a repeated key, the first included: few rows, which alone meet the aborted ranges
+    repeated = data.select(
+        "*", F.row_number().over(w).alias("rank"), F.first("offset").over(w).alias("first_offset"),
+        F.first("producer_id").over(w).alias("first_producer_id"),
+        F.count(F.lit(1)).over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias("copies"),
+    ).where(F.col("copies") > 1)
+    if batches is None:
+        flagged = repeated.withColumn("aborted", F.lit(False))
+    else:
+        keys = ["log_dir", "topic", "partition", "producer_id"] if "file" in records.columns else [
+            "topic", "partition", "producer_id"]
+        ranges = aborted_ranges(batches).select(*keys, "txn_first", "txn_end")
+        inside = [repeated[k] == ranges[k] for k in keys] + [
+            repeated["offset"] >= ranges["txn_first"], repeated["offset"] < ranges["txn_end"]]
+        flagged = repeated.join(ranges, inside, "left").select(
+            repeated["*"], ranges["txn_first"].isNotNull().alias("aborted"))
+    delivered_before = F.max((~F.col("aborted")).cast("int")).over(w.rowsBetween(Window.unboundedPreceding, -1))
+    kind = (F.when(F.col("aborted"), DUP_ABORTED).when(delivered_before == 1, DUP_DUPLICATE).otherwise(DUP_AFTER_ABORT))
+    return flagged.withColumn("kind", kind).where(F.col("rank") > 1).select(
+        "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id", "log_dir",
+        "kind")
+
+
+def aborted_ranges(batches):
+    """The offsets of each aborted transaction: ``TXN_PRODUCER``, ``txn_first`` (its first data batch's
+    base offset) and ``txn_end`` (its ABORT marker's offset): the producer's records from ``txn_first``
+    up to before ``txn_end`` are what a read_committed consumer never receives."""
+    opened, markers = _opened_and_markers(batches)
+    return opened.join(markers.where(F.col("control_type") == "ABORT"), TXN_KEYS).select(
+        *TXN_PRODUCER, F.col("first_offset").alias("txn_first"), F.col("end_offset").alias("txn_end"))
 
 
 TXN_PRODUCER = ["log_dir", "topic", "partition", "producer_id"]

@@ -333,6 +333,9 @@ RECORD_DUPLICATES = pa.schema(
         ("producer_id", pa.int64()),
         ("first_producer_id", pa.int64()),
         ("log_dir", pa.string()),  # extension: copies are counted within one log dir (replica)
+        # extension: what a read_committed consumer makes of the copy (vocabulary.DUPLICATE_KINDS): only
+        # "duplicate" rows are received twice (no_duplicate_record, summary.json's record_duplicates)
+        ("kind", pa.string()),
     ]
 )
 

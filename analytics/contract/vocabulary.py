@@ -8,6 +8,9 @@ the generator import it without Spark.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 # -- sequences -------------------------------------------------------------------------------
 INT_MAX = 2**31 - 1
 SEQ_SPACE = INT_MAX + 1  # sequences run mod 2^31 (DefaultRecordBatch.incrementSequence)
@@ -128,6 +131,149 @@ DIVERGENCE_MEANING = {
     TRUNCATED_TAIL: "offsets past the other replica's end: a follower behind (info), or a tail written under an "
                     "older leader epoch than the other replica's at that offset, which the broker truncates (violation)",
 }
+
+# -- record_duplicates.kind: what a read_committed consumer makes of a repeat -------------------------
+# Only ``duplicate`` rows are copies a consumer receives twice: they fail ``no_duplicate_record`` and are
+# ``summary.json``'s ``record_duplicates``. The others are information (``record_duplicate_kinds``).
+DUP_DUPLICATE = "duplicate"  # an earlier copy outside any aborted transaction exists: delivered twice
+DUP_AFTER_ABORT = "after_abort"  # every earlier copy was in an aborted transaction: reprocessed after an abort
+DUP_ABORTED = "aborted"  # the repeat itself is in an aborted transaction: no read_committed consumer gets it
+DUPLICATE_KINDS = (DUP_DUPLICATE, DUP_AFTER_ABORT, DUP_ABORTED)
+DUPLICATE_KIND_MEANING = {
+    DUP_DUPLICATE: "an earlier copy outside any aborted transaction exists: a consumer receives the record twice",
+    DUP_AFTER_ABORT: "reprocessed after an abort: every earlier copy was in an aborted transaction, which "
+                     "read_committed consumers never receive",
+    DUP_ABORTED: "the copy is in an aborted transaction: read_committed consumers never receive it",
+}
+
+
+# -- internal and framework topics: which checks apply to each, and why --------------------------------
+# Checks named by the fields of TopicKind (the treatment of a topic, docs/internal-topics.md)
+CHECK_REPLAY, CHECK_RECORD_DUPLICATES, CHECK_SNAPSHOTS, CHECK_TRANSACTIONS = (
+    "replay", "record_duplicates", "snapshots", "transactions")
+TOPIC_CHECKS = (CHECK_REPLAY, CHECK_RECORD_DUPLICATES, CHECK_SNAPSHOTS, CHECK_TRANSACTIONS)
+
+
+@dataclass(frozen=True)
+class TopicKind:
+    """The treatment of a kind of topic: who writes it and which checks apply to it.
+
+    ``names``: exact topic names; ``pattern``: a regular expression the whole name matches, written so
+    that Python's ``re`` and Java's (Spark's ``rlike``) read it alike. The checks: ``replay``, the
+    producer-state replay validates its batches' sequences (``is_replayed``); ``record_duplicates``,
+    its repeated records are counted by ``record_duplicates`` and ``no_duplicate_record``;
+    ``snapshots``, its producer snapshots have entries to compare (``snapshot_checks``);
+    ``transactions``, transaction markers can close transactions in it (``transactions``). The last
+    two run on every topic; they say whether there is anything for them to find."""
+
+    kind: str
+    written_by: str
+    replay: bool
+    record_duplicates: bool
+    snapshots: bool
+    transactions: bool
+    why: str
+    names: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def applies(self, check: str) -> bool:
+        """Whether ``check`` (one of ``TOPIC_CHECKS``) applies to this kind of topic."""
+        if check not in TOPIC_CHECKS:
+            raise ValueError(f"unknown check {check!r}: one of {', '.join(TOPIC_CHECKS)}")
+        return getattr(self, check)
+
+
+# Connect's topics are named by the worker's config.storage.topic, offset.storage.topic and
+# status.storage.topic, which have no default: these patterns take the names of Kafka's sample
+# connect-distributed.properties (connect-configs, connect-offsets, connect-status), the names with more
+# around "connect" (Strimzi's connect-cluster-configs, docker-connect-offsets) and MirrorMaker 2's
+# (mm2-status.<source>.internal). A Connect topic named otherwise is audited as a user topic.
+CONNECT_PATTERN = r"(?:.+-)?connect(?:-.+)?-(?:configs|offsets|status)|mm2-(?:configs|offsets|status)\..+\.internal"
+TOPIC_KINDS = (
+    TopicKind(
+        "cluster_metadata", "the KRaft controller quorum (the Raft leader's appends), producer id -1",
+        replay=False, record_duplicates=False, snapshots=False, transactions=False, names=("__cluster_metadata",),
+        why="The metadata log repeats identical records by design: a NoOpRecord every "
+            "metadata.max.idle.interval.ms, the same PartitionChangeRecord at each restart. No producer ids, so no "
+            "producer state, snapshot entry or Kafka transaction (its BeginTransactionRecord is a metadata record)."),
+    TopicKind(
+        "consumer_offsets", "the group coordinator (coordinator origin): producer id -1, or the producer id and "
+        "epoch of a transactional offset commit (sendOffsetsToTransaction)",
+        replay=False, record_duplicates=False, snapshots=True, transactions=True, names=("__consumer_offsets",),
+        why="The leader skips sequence checks for coordinator appends: every transactional offset commit starts at "
+            "sequence 0. Those commits are closed by COMMIT/ABORT markers and leave producer state the broker "
+            "snapshots. A member committing the same offset twice in one millisecond writes byte-identical records: "
+            "the log is the groups' state, read last-wins by key, not data delivered."),
+    TopicKind(
+        "transaction_state", "the transaction coordinator, producer id -1",
+        replay=False, record_duplicates=False, snapshots=False, transactions=False, names=("__transaction_state",),
+        why="The coordinator's state changes, read last-wins by transactional id (segaudit reads them into "
+            "transactional_ids). No producer ids: nothing to replay, snapshot or close."),
+    TopicKind(
+        "share_group_state", "the share coordinator (KIP-932), producer id -1",
+        replay=False, record_duplicates=False, snapshots=False, transactions=False, names=("__share_group_state",),
+        why="The share groups' state, read last-wins by key, written by a coordinator with no producer id."),
+    TopicKind(
+        "remote_log_metadata", "the brokers' remote log metadata manager (KIP-405), through a producer of its own",
+        replay=True, record_duplicates=False, snapshots=True, transactions=False, names=("__remote_log_metadata",),
+        why="Its producer is a client of the leader (client origin): its sequences are validated like any client's. "
+            "The records are events about remote segments, applied as state by segment id: a repeat changes "
+            "nothing. It is not transactional."),
+    TopicKind(
+        "streams_changelog", "Kafka Streams' producer (transactional under exactly_once_v2)",
+        replay=True, record_duplicates=False, snapshots=True, transactions=True, pattern=r".+-changelog",
+        why="A client like any other for the broker's rules. A changelog is a state store's log, compacted and "
+            "restored last-write-wins by key: writing the same value for a key again (an unchanged put, a restore "
+            "after a crash under at_least_once) is no second delivery. A user topic whose name ends in -changelog "
+            "is treated so too."),
+    TopicKind(
+        "streams_repartition", "Kafka Streams' producer (transactional under exactly_once_v2)",
+        replay=True, record_duplicates=True, snapshots=True, transactions=True, pattern=r".+-repartition",
+        why="The application's records on their way to the next sub-topology, which processes each one it reads: "
+            "a repeat is processed twice, so every check applies. Streams deletes what it consumed "
+            "(DeleteRecords): histories start past offset 0 (partial_history)."),
+    TopicKind(
+        "connect_internal", "Kafka Connect workers' producers (transactional for exactly-once source connectors)",
+        replay=True, record_duplicates=False, snapshots=True, transactions=True, pattern=CONNECT_PATTERN,
+        why="Clients for the broker's rules. Configs, source offsets and statuses are state keyed by connector and "
+            "task, read last-wins; workers write the same status and task configs again at rebalances and "
+            "restarts. The names are the worker's to choose (config.storage.topic, offset.storage.topic, "
+            "status.storage.topic): only the usual ones are recognised."),
+)
+USER_TOPIC = TopicKind(
+    "user", "applications' producers", replay=True, record_duplicates=True, snapshots=True, transactions=True,
+    why="Data that consumers read: every check applies.")
+
+
+def topic_kind(topic: str) -> TopicKind:
+    """The treatment of ``topic``: the first of ``TOPIC_KINDS`` naming it or whose pattern its whole
+    name matches, else ``USER_TOPIC``.
+
+    >>> topic_kind("__consumer_offsets").kind, topic_kind("app-store-changelog").kind, topic_kind("orders").kind
+    ('consumer_offsets', 'streams_changelog', 'user')
+    >>> [topic_kind(t).kind for t in ("connect-offsets", "connect-cluster-status", "mm2-configs.eu.internal")]
+    ['connect_internal', 'connect_internal', 'connect_internal']
+    >>> topic_kind("payments-status").record_duplicates, topic_kind("__cluster_metadata").applies("replay")
+    (True, False)
+    """
+    for k in TOPIC_KINDS:
+        if topic in k.names or (k.pattern is not None and re.fullmatch(k.pattern, topic)):
+            return k
+    return USER_TOPIC
+
+
+def topics_exempt(check: str) -> tuple[tuple[str, ...], str | None]:
+    """The topics ``check`` does not apply to: their exact names, and one regular expression of the
+    whole name (None: no pattern), for a Spark predicate (``analytics.audit.predicates.checked``).
+
+    >>> topics_exempt("replay")
+    (('__cluster_metadata', '__consumer_offsets', '__transaction_state', '__share_group_state'), None)
+    """
+    exempt = [k for k in TOPIC_KINDS if not k.applies(check)]
+    patterns = [k.pattern for k in exempt if k.pattern is not None]
+    names = tuple(n for k in exempt for n in k.names)
+    return names, ("^(?:" + "|".join(f"(?:{p})" for p in patterns) + ")$") if patterns else None
+
 
 # -- parse_errors.error_kind --------------------------------------------------------------------
 # Kinds marked "stops the file" end the walk of a segment: after them the framing cannot be

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from analytics import reuse
 from analytics.contract import EXPORT, SIDECAR_TABLES
 from analytics.contract import schemas as schema
 from analytics.errors import InputError
+from analytics.kafka import sinks
 from analytics.kafka.fs import is_remote, local_path
 from analytics.kafka.model import SegmentInfo
 from analytics.progress import Ticker
-from analytics.publish import publication
+from analytics.publish import publication, published
 
 if TYPE_CHECKING:
     from analytics.spark.files import FileTask
@@ -89,7 +89,7 @@ def export(
     say = progress or (lambda _msg: None)
     min_tasks = 0 if spark is None else 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
-    before = None if previous is None else _read_parts(os.path.join(continue_from, "segments"), schema.SEGMENTS)
+    before = None if previous is None else _read_parts(published(continue_from).path("segments"), schema.SEGMENTS)
     kept = _kept(previous, files)
     grown = _grown(previous, files, kept, before)
     with publication(out, EXPORT) as run:
@@ -101,7 +101,7 @@ def export(
         else:
             say(f"exporting {len(read)} new or changed files of {len(files)} ({len(grown)} of them grown: only "
                 f"their new bytes), {sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
-                f"{reuse.link_parts(continue_from, staging, previous, [*kept, *grown])} Parquet files kept")
+                f"{reuse.link_parts(published(continue_from).path, staging, previous, [*kept, *grown])} Parquet files kept")
 
         def writing(table: str, **more: str) -> dict[str, str]:
             """The options of a read of one of the data source's tables that write: tables to
@@ -122,8 +122,7 @@ def export(
                 spark.read.format("kafka-segments").options(**segments, minTasks=str(min_tasks)).load() \
                     .repartition(1).write.parquet(run.path("segments"))
         if kept:
-            pq.write_table(reuse.of_files(before, kept),
-                           run.path("segments", "part-kept.parquet"))
+            sinks.write_parquet(reuse.of_files(before, kept), run.path("segments", "part-kept.parquet"))
         if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
             sidecars = writing(SidecarExportTask.table)
             if spark is None:
@@ -135,7 +134,7 @@ def export(
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
         parse_errors = _read_parts(errors, schema.PARSE_ERRORS)
         if kept:
-            parse_errors = pa.concat_tables([parse_errors, reuse.kept_rows(continue_from, "parse_errors", kept, schema.PARSE_ERRORS)])
+            parse_errors = pa.concat_tables([parse_errors, reuse.kept_rows(published(continue_from).path("parse_errors"), kept, schema.PARSE_ERRORS)])
         _write_small(run.path("parse_errors"), parse_errors)
         checkpoints = _read_parts(run.path("checkpoints"), schema.CHECKPOINTS)
         starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], LOG_START_OFFSET))
@@ -222,18 +221,17 @@ def write_missing_tables(run, records: bool) -> None:
     empty.update({table: schema.READ_SCHEMAS[table] for table in SIDECAR_TABLES})
     empty.update(transactional_ids=schema.TRANSACTIONAL_IDS, coordinator_transactions=schema.COORDINATOR_TRANSACTIONS)
     for table, target in empty.items():
-        if not os.path.isdir(run.path(table)):
+        if not sinks.is_dir(run.path(table)):
             _write_small(run.path(table), target.empty_table())
 
 
 def _read_parts(folder: str, target: pa.Schema) -> pa.Table:
-    files = reuse.parquet_files(folder)
-    return pa.concat_tables([pq.read_table(f, schema=target) for f in files]) if files else target.empty_table()
+    files = sinks.parquet_files(folder)
+    return pa.concat_tables([sinks.read_table(f, schema=target) for f in files]) if files else target.empty_table()
 
 
 def _write_small(folder: str, table: pa.Table) -> None:
-    os.makedirs(folder, exist_ok=True)
-    pq.write_table(table, os.path.join(folder, "part-00000.parquet"))
+    sinks.write_parquet(table, sinks.join(folder, "part-00000.parquet"))
 
 
 def _files_read(folder: str, files: list[FileTask], say: Callable[[str], None]) -> Ticker:
@@ -246,8 +244,8 @@ def _files_read(folder: str, files: list[FileTask], say: Callable[[str], None]) 
 
     def describe(_seconds: float) -> str | None:
         try:
-            done = [n for n in os.listdir(folder) if n in sizes]
-        except FileNotFoundError:
+            done = [n for n in sinks.names(folder) if n in sizes]
+        except OSError:
             return None
         return f"  read {len(done)}/{len(sizes)} files, {sum(sizes[n] for n in done) / 1e6:,.1f}/{total / 1e6:,.1f} MB"
 

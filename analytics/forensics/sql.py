@@ -7,7 +7,7 @@ import re
 from analytics.contract import TABLES
 from analytics.errors import unknown
 from analytics.forensics.tables import NotFound
-from analytics.publish import Store
+from analytics.publish import published
 
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.S)
 # FROM inside a call (EXTRACT(x FROM y), TRIM(... FROM y), SUBSTRING(s FROM n)) or after DISTINCT
@@ -38,7 +38,7 @@ def referenced_tables(query: str) -> set[str]:
 def check_tables(out: str, query: str) -> None:
     """:class:`NotFound` naming the closest table when the query reads one OUT does not hold
     (before any Spark starts)."""
-    present = [name for name in TABLES if Store(out).is_dir(name)]
+    present = [name for name in TABLES if published(out).is_dir(name)]
     for name in sorted(referenced_tables(query)):
         if name.lower() not in present:
             raise NotFound(unknown("table", name, present))
@@ -50,8 +50,8 @@ def register_views(spark, out: str) -> list[str]:
 
     names = []
     for name in TABLES:
-        path = Store(out).path(name)
-        if Store(out).is_dir(name):
+        path = published(out).path(name)
+        if published(out).is_dir(name):
             read_parquet(spark, path).createOrReplaceTempView(name)
             names.append(name)
     return names

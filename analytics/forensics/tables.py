@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 
 from analytics.contract import AUDIT, EXPORT, SUMMARY
 from analytics.errors import OutOfStep, UsageError, unknown
-from analytics.publish import Store, out_of_step
+from analytics.publish import out_of_step, published
 
 VERDICTS = "batch_verdicts"
 TOPIC_FOLDER = "topic="  # the Hive-style folder of each topic of batch_verdicts
@@ -54,7 +54,7 @@ class Audit:
         why = out_of_step(out, (AUDIT, EXPORT))
         if why:
             raise OutOfStep(why)
-        self.store = Store(out)
+        self.store = published(out)
         self.config = json.loads(self.store.read_text(SUMMARY))["configuration"]
 
     def topics(self) -> list[str]:

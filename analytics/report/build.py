@@ -19,7 +19,7 @@ from analytics.contract import (
     SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
 )
 from analytics.errors import StageMissing
-from analytics.publish import Store
+from analytics.publish import published
 from analytics.report.history import read_history, verdict_column
 from analytics.spark.tables import read_parquet
 
@@ -77,7 +77,7 @@ def report_sections(spark, out: str, history: str | None = None, *, pending=None
     from analytics.spark.tables import read_table
 
     summary = read_audit(out)
-    store = Store(out)
+    store = published(out)
     v = with_log_dir(read_table(spark, store.path("batch_verdicts"), store.size("batch_verdicts")))
     errors = with_log_dir(read_parquet(spark, store.path("parse_errors")))
     sections = concurrently(spark, {
@@ -164,8 +164,8 @@ def _snapshot_checks(spark, out: str, summary: dict) -> dict | None:
     """The producers whose replayed state disagrees with a broker snapshot, mismatches first."""
     from pyspark.sql import functions as F
 
-    path = Store(out).path("snapshot_checks")
-    if not Store(out).is_dir("snapshot_checks"):
+    path = published(out).path("snapshot_checks")
+    if not published(out).is_dir("snapshot_checks"):
         return None
     status = F.col("status")
     order = F.when(status == MISMATCH, 0).when(status == NOT_IN_LOG, 1).otherwise(2)
@@ -262,7 +262,7 @@ def _idle(spark, out: str, v) -> list[dict]:
 
     cols = ["topic", "partition", "producer_id", F.col("base_offset").alias("offset"), "idle_ms", "verdict", "severity",
             "explained_by"]
-    found = read_parquet(spark, Store(out).path("anomalies")).where(
+    found = read_parquet(spark, published(out).path("anomalies")).where(
         F.col("severity").isin(*FINDING_SEVERITIES) & F.col("idle_ms").isNotNull()
     ).select(*cols).limit(MAX_IDLE // 2)
     longest = v.where(F.col("idle_ms").isNotNull()).select(*cols).orderBy(F.col("idle_ms").desc()).limit(MAX_IDLE // 2)
@@ -273,7 +273,7 @@ def _idle(spark, out: str, v) -> list[dict]:
 def _transactions(spark, out: str, summary: dict) -> dict:
     from pyspark.sql import functions as F
 
-    t = read_parquet(spark, Store(out).path("transactions"))
+    t = read_parquet(spark, published(out).path("transactions"))
     status = F.col("status")  # the unfinished first
     order = F.when(status == HANGING, 0).when(status == OPEN, 1).when(status == ABORTED, 2).otherwise(3)
     rows = t.orderBy(order, "topic", "partition", "first_offset").limit(MAX_TRANSACTIONS).select(
@@ -284,8 +284,8 @@ def _transactions(spark, out: str, summary: dict) -> dict:
 
 def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
     """The first copies in offset order, each with its key decoded for reading (the dedup key is hex)."""
-    path = Store(out).path("record_duplicates")
-    if not Store(out).is_dir("record_duplicates"):
+    path = published(out).path("record_duplicates")
+    if not published(out).is_dir("record_duplicates"):
         return None
     rows = read_parquet(spark, path).orderBy("topic", "partition", "log_dir", "offset").limit(MAX_DUPLICATES).collect()
     return {"dedup_key": summary["configuration"].get("dedup_key"), "rows_total": summary.get("record_duplicates"),
@@ -296,10 +296,10 @@ def _replicas(spark, out: str, summary: dict) -> dict | None:
     """The divergent ranges between replicas, violations first (None: no partition has replicas)."""
     from pyspark.sql import functions as F
 
-    if not summary.get("replicated_partitions") or not Store(out).is_dir("replica_divergence"):
+    if not summary.get("replicated_partitions") or not published(out).is_dir("replica_divergence"):
         return None
     rank = F.when(F.col("severity") == SEV_VIOLATION, 0).when(F.col("severity") == SEV_EXPLAINED, 1).otherwise(2)
-    rows = read_parquet(spark, Store(out).path("replica_divergence")).orderBy(
+    rows = read_parquet(spark, published(out).path("replica_divergence")).orderBy(
         rank, "topic", "partition", "log_dir", "other_log_dir", "first_offset").limit(MAX_DUPLICATES).collect()
     counts = summary.get("replica_divergence") or {}
     return {"partitions": summary["replicated_partitions"], "counts": counts,

@@ -14,7 +14,7 @@ import os
 import pyarrow as pa
 
 from analytics.contract import HANGING, HISTORY_KEY, SEQUENCE_GAP, SEV_EXPLAINED, SEV_VIOLATION, VERDICTS
-from analytics.publish import Store
+from analytics.publish import Store, published
 
 # Per-partition counts, in order; one column per verdict follows (its name in lower case).
 COUNT_COLUMNS = ("batches", "records", "violations", "explained", "explained_gaps", "hanging_transactions")
@@ -46,7 +46,7 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
     from analytics.spark.tables import read_parquet
 
     keys = list(HISTORY_KEY)
-    v = with_log_dir(read_parquet(spark, Store(out).path("batch_verdicts")))
+    v = with_log_dir(read_parquet(spark, published(out).path("batch_verdicts")))
     counts = v.groupBy(*keys).agg(
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
@@ -56,7 +56,7 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
         .alias("explained_gaps"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(verdict_column(name)) for name in VERDICTS],
     )
-    hanging = read_parquet(spark, Store(out).path("transactions")).where(F.col("status") == HANGING) \
+    hanging = read_parquet(spark, published(out).path("transactions")).where(F.col("status") == HANGING) \
         .groupBy(*keys).agg(F.count("*").alias("hanging_transactions"))
     return counts.join(hanging, keys, "left").select(
         F.lit(run_time_ms).cast("long").alias("run_time_ms"), F.lit(run_id).alias("run_id"), *keys,

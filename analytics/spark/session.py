@@ -12,10 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
-from analytics.spark import classdata, jvmlog
+from analytics.spark import classdata, jvmlog, objectstore
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
@@ -171,12 +172,14 @@ CO_PARTITION_ON_KEY_PREFIX = ("spark.sql.requireAllClusterKeysForCoPartition", "
 
 
 def get_spark(master: str | None = None, *, remote: str | None = None, app_name: str = "segaudit", conf: dict | None = None,
-              input_bytes: int | None = None, whole_input: bool = True):
+              input_bytes: int | None = None, whole_input: bool = True, storage: Iterable[str] = ()):
     """The active session if there is one, else a new one (``local[*]`` unless told otherwise).
     ``input_bytes``, the size of what the session will read when known, picks a new local JVM's
     compiler (:func:`jit_options`) and, when it is the whole of the input (``whole_input``; not the
     new segments of an incremental run, which joins them with the tables of the whole log), how the
-    session evaluates queries (:func:`evaluation_conf`)."""
+    session evaluates queries (:func:`evaluation_conf`). ``storage``, the paths the command reads and
+    writes (inputs, OUT), adds the S3 connector when one is on S3 (:func:`objectstore.spark_conf`,
+    under ``conf``: the user's settings win); a Spark Connect server brings its own."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -214,6 +217,7 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             options |= evaluation_conf(tiny, cores)
         options |= {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
         options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
+        options |= objectstore.spark_conf(storage)
     options |= dict([CO_PARTITION_ON_KEY_PREFIX])
     options |= {key: str(value) for key, value in (conf or {}).items()}
     builder = builder.config(map=options)

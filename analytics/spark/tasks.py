@@ -45,6 +45,7 @@ from analytics.contract.schemas import BATCHES, OUT_SCHEMAS, PARSE_ERRORS, RECOR
 from analytics.contract.vocabulary import SIDECAR_TABLES
 from analytics.kafka.coordinator import TRANSACTION_STATE_TOPIC, decode_change
 from analytics.kafka.errors import KafkaFormatError
+from analytics.kafka import sinks
 from analytics.kafka.fs import RemotePath, is_remote
 from analytics.kafka.logdir import SIDECAR_TABLE_OF, row_dict
 from analytics.kafka.model import ParseError, SegmentInfo
@@ -168,8 +169,8 @@ def export_chunks(tables_out: str, errors_out: str, name: str, errors_file: str,
     too; then the input's parse errors (``errors_of()``, complete once the chunks are) as
     ``errors_out/errors_file``."""
     changes: list = []
-    batches_out = _TopicParquet(os.path.join(tables_out, "batches"), name, BATCHES)
-    records_out = _TopicParquet(os.path.join(tables_out, "records"), name, RECORDS) if records else nullcontext()
+    batches_out = _TopicParquet(sinks.join(tables_out, "batches"), name, BATCHES)
+    records_out = _TopicParquet(sinks.join(tables_out, "records"), name, RECORDS) if records else nullcontext()
     with batches_out as batch_sink, records_out as record_sink:
         for chunk in chunks:
             if chunk.batches.num_rows:
@@ -181,7 +182,7 @@ def export_chunks(tables_out: str, errors_out: str, name: str, errors_file: str,
     errors = list(errors_of())
     if coordinator:
         errors += [c for c in changes if isinstance(c, ParseError)]
-        write_rows(os.path.join(tables_out, "transactional_ids"), f"part-{name}.parquet",
+        write_rows(sinks.join(tables_out, "transactional_ids"), f"part-{name}.parquet",
                    [c for c in changes if not isinstance(c, ParseError)], TRANSACTIONAL_IDS)
     write_rows(errors_out, errors_file, errors, PARSE_ERRORS)
 
@@ -208,7 +209,7 @@ class SidecarExportTask:
         for row in result.rows:
             by_table.setdefault(SIDECAR_TABLE_OF[type(row).__name__], []).append(row)
         for table, rows in by_table.items():
-            write_rows(os.path.join(self.tables_out, table), f"part-{file.output_name}.parquet", rows,
+            write_rows(sinks.join(self.tables_out, table), f"part-{file.output_name}.parquet", rows,
                        OUT_SCHEMAS[table])
         write_rows(self.errors_out, f"sidecar-{file.output_name}.parquet", result.errors, PARSE_ERRORS)
         summary = {"file": file.path, "rows": len(result.rows), "errors": len(result.errors)}
@@ -273,12 +274,9 @@ def _files_of(records: pa.RecordBatch, batches: pa.RecordBatch) -> pa.Array:
 
 
 def write_rows(directory: str, name: str, rows: list, target: pa.Schema) -> None:
-    """Row objects as one Parquet file ``directory/name`` (written under a temporary name, then renamed)."""
-    os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, name)
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    pq.write_table(pa.Table.from_pylist([row_dict(r, target) for r in rows], schema=target), tmp)
-    os.replace(tmp, final)
+    """Row objects as one Parquet file ``directory/name``, appearing whole (:mod:`analytics.kafka.sinks`)."""
+    sinks.write_parquet(pa.Table.from_pylist([row_dict(r, target) for r in rows], schema=target),
+                        sinks.join(directory, name))
 
 
 def log_task(file: FileTask, table: str) -> None:
@@ -303,25 +301,25 @@ def log_task(file: FileTask, table: str) -> None:
 
 
 class _TopicParquet:
-    """One task's Parquet files of a table partitioned by topic, ``folder/topic=<topic>/part-<name>.parquet``:
-    written under temporary names, renamed into place when the file is done (removed if it failed)."""
+    """One task's Parquet files of a table partitioned by topic, ``folder/topic=<topic>/part-<name>.parquet``,
+    each appearing whole when done, none when the task failed (:class:`analytics.kafka.sinks.Whole`)."""
 
     def __init__(self, folder: str, name: str, target: pa.Schema):
         self.folder = folder
         self.name = name
         self.schema = pa.schema([f for f in target if f.name != "topic"])
-        self.writers: dict[str, tuple[pq.ParquetWriter, str, str]] = {}
+        self.writers: dict[str, tuple[pq.ParquetWriter, sinks.Whole]] = {}
 
     def __enter__(self) -> _TopicParquet:
         return self
 
     def __exit__(self, failure, *_) -> None:
-        for writer, tmp, final in self.writers.values():
+        for writer, whole in self.writers.values():
             writer.close()
             if failure is None:
-                os.replace(tmp, final)
+                whole.done()
             else:
-                os.remove(tmp)
+                whole.discard()
 
     def write(self, batch: pa.RecordBatch) -> None:
         topics = batch.column("topic")
@@ -335,11 +333,8 @@ class _TopicParquet:
 
     def _writer(self, topic: str) -> pq.ParquetWriter:
         if topic not in self.writers:
-            directory = os.path.join(self.folder, f"topic={topic}")
-            os.makedirs(directory, exist_ok=True)
-            final = os.path.join(directory, f"part-{self.name}.parquet")
-            tmp = os.path.join(directory, f".part-{self.name}.{os.getpid()}.tmp")
-            self.writers[topic] = (pq.ParquetWriter(tmp, self.schema), tmp, final)
+            whole = sinks.Whole(sinks.join(self.folder, f"topic={topic}", f"part-{self.name}.parquet"))
+            self.writers[topic] = (pq.ParquetWriter(whole.where, self.schema, filesystem=whole.fs), whole)
         return self.writers[topic][0]
 
 
