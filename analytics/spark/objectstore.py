@@ -1,0 +1,299 @@
+"""Spark on S3 (``s3://`` and ``s3a://`` paths): Hadoop's S3A connector, fetched once, and its settings.
+
+The pyspark wheel holds no S3 support. :func:`s3a_jars` fetches what S3A needs, matching the Hadoop
+inside the installed Spark (read from its ``hadoop-client-api-<version>.jar``), straight from Maven
+Central with ``urllib`` (no Maven needed) into ``~/.cache/segaudit/jars`` (``SEGAUDIT_CACHE`` moves
+it), each file checked against the ``.sha1`` Central serves, written under a temporary name and
+renamed: once; later calls only look at the files. The jars: ``hadoop-aws``, Spark's cloud committer
+glue (``spark-hadoop-cloud``) and the AWS SDK v2 as its separate modules, not the 612 MiB ``bundle``
+``hadoop-aws`` names (about 11 MiB in all; the SDK's own dependencies on Apache HttpClient, Netty and
+SLF4J are Spark's jars). Anything missing fails as :class:`ConnectorUnavailable`, saying what.
+
+:func:`spark_conf` is the Spark configuration of a session whose input or OUT is on S3: the jars,
+``s3://`` served by S3A, the S3A "magic" committer (a job's files appear at its commit and
+``_SUCCESS`` lists them as JSON), and the endpoint, addressing and region of the standard AWS
+environment (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION`` /
+``AWS_DEFAULT_REGION``). Credentials never enter the configuration (Spark shows it in its UI and
+logs): the JVM inherits this process's environment and the SDK's default chain reads them there
+(``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), from ``AWS_PROFILE``'s
+profile, a web identity token, or the container's or instance's role. These are defaults: the
+caller applies the user's own ``--conf`` after them, so a ``spark.hadoop.fs.s3a.*`` the user sets
+wins (Hadoop's per-bucket ``fs.s3a.bucket.<name>.*`` settings win over both). A profile's own
+``endpoint_url`` is not read: an endpoint comes from the environment or ``--conf``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import queue
+import re
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from analytics.errors import SegauditError
+
+MAVEN = "https://repo1.maven.org/maven2/"
+SCHEMES = ("s3", "s3a")
+
+# Hadoop inside pyspark -> the AWS SDK v2 its hadoop-aws was built with (hadoop-project's
+# aws-java-sdk-v2.version). 3.4.1 names 2.24.6, but s3-transfer-manager 2.24.6 was never published
+# to Central: 2.24.8, a patch release later, has every module.
+SDK_VERSIONS = {"3.4.2": "2.29.52", "3.4.1": "2.24.8"}
+# The SDK modules hadoop-aws needs: s3, s3-transfer-manager (copies, uploads of local files) and sts
+# (assumed roles, web identity tokens) with their SDK dependencies, and the HTTP clients S3A binds:
+# apache-client (every request) and netty-nio-client (the transfer manager's async client). From
+# `mvn dependency:list` of s3 + s3-transfer-manager + sts; their other dependencies are in Spark's
+# jars (httpclient, httpcore, commons-codec, jcl-over-slf4j, slf4j-api, netty).
+SDK_MODULES = (
+    "annotations", "apache-client", "arns", "auth", "aws-core", "aws-query-protocol", "aws-xml-protocol",
+    "checksums", "checksums-spi", "crt-core", "endpoints-spi", "http-auth", "http-auth-aws", "http-auth-spi",
+    "http-client-spi", "identity-spi", "json-utils", "metrics-spi", "netty-nio-client", "profiles",
+    "protocol-core", "regions", "s3", "s3-transfer-manager", "sdk-core", "sts", "third-party-jackson-core",
+    "utils",
+)
+SDK_MODULES_SINCE = {"2.29.52": ("http-auth-aws-eventstream", "retries", "retries-spi")}
+THIRD_PARTY = ("org.reactivestreams:reactive-streams:1.0.4", "software.amazon.eventstream:eventstream:1.0.1")
+# spark-hadoop-cloud (PathOutputCommitProtocol, BindingParquetOutputCommitter) as published on
+# Central: Spark's own version when it is there, else the newest of its line that was checked.
+SPARK_CLOUD_PUBLISHED = ("4.0.0", "4.0.1", "4.0.2", "4.1.1", "4.1.2")
+SPARK_CLOUD_DEFAULT = {"4.0": "4.0.2", "4.1": "4.1.1"}
+
+COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
+# Keys set in the configuration (fs.s3a.access.key) first, then the SDK's default chain: environment,
+# system properties, web identity token, AWS_PROFILE's profile, container role, instance role.
+CREDENTIALS = ",".join((
+    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+))
+
+
+class ConnectorUnavailable(SegauditError):
+    """The S3 connector's jars could not be fetched or do not match this Spark."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SEGAUDIT_CACHE") or Path.home() / ".cache" / "segaudit") / "jars"
+
+
+def pyspark_jars() -> Path:
+    """The jars folder of the Spark a session starts: ``$SPARK_HOME/jars``, else the pyspark package's."""
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        return Path(home) / "jars"
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConnectorUnavailable("pyspark is not installed and SPARK_HOME is not set")
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
+
+
+def _version_of(jars: Path, prefix: str) -> str:
+    for jar in sorted(jars.glob(f"{prefix}-*.jar")):
+        found = re.fullmatch(re.escape(prefix) + r"-(\d+\.\d+\.\d+)\.jar", jar.name)
+        if found:
+            return found.group(1)
+    raise ConnectorUnavailable(f"no {prefix}-<version>.jar in {jars}: cannot tell which S3 connector matches")
+
+
+def coordinates(jars: Path | None = None) -> list[str]:
+    """The Maven coordinates (group:artifact:version) S3A needs with the Spark whose jars are ``jars``.
+
+    >>> [c for c in coordinates() if not c.startswith("software.amazon.awssdk:")][:2]  # doctest: +ELLIPSIS
+    ['org.apache.hadoop:hadoop-aws:3.4...', 'org.apache.spark:spark-hadoop-cloud_2.13:4...']
+    """
+    jars = jars or pyspark_jars()
+    hadoop = _version_of(jars, "hadoop-client-api")
+    spark = _version_of(jars, "spark-core_2.13")
+    sdk = SDK_VERSIONS.get(hadoop)
+    if sdk is None:
+        raise ConnectorUnavailable(f"no S3 connector is known for Hadoop {hadoop} (Spark {spark}); "
+                                   f"known: Hadoop {', '.join(SDK_VERSIONS)}")
+    cloud = spark if spark in SPARK_CLOUD_PUBLISHED else SPARK_CLOUD_DEFAULT.get(spark.rpartition(".")[0])
+    if cloud is None:
+        raise ConnectorUnavailable(f"no spark-hadoop-cloud is known for Spark {spark}")
+    modules = sorted(SDK_MODULES + SDK_MODULES_SINCE.get(sdk, ()))
+    return [f"org.apache.hadoop:hadoop-aws:{hadoop}", f"org.apache.spark:spark-hadoop-cloud_2.13:{cloud}",
+            *(f"software.amazon.awssdk:{m}:{sdk}" for m in modules), *THIRD_PARTY]
+
+
+def _url(coordinate: str) -> str:
+    group, artifact, version = coordinate.split(":")
+    return f"{MAVEN}{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+
+
+class _Central:
+    """HTTPS connections to Maven Central, kept open across requests and opened one after another
+    (name lookups made in parallel stalled 5 s each with this machine's resolver); through
+    ``urllib`` when an HTTPS proxy is configured."""
+
+    def __init__(self, count: int):
+        self.host = urlsplit(MAVEN).hostname
+        self.proxied = bool(urllib.request.getproxies().get("https"))
+        self._idle: queue.Queue = queue.Queue()
+        for _ in range(count):
+            connection = None if self.proxied else http.client.HTTPSConnection(self.host, timeout=60)
+            if connection is not None:
+                connection.connect()
+            self._idle.put(connection)
+
+    def request(self, method: str, url: str, write=None) -> tuple[int, bytes]:
+        """(Content-Length, body) of ``url``; the body goes to ``write`` in pieces when given."""
+        headers = {"User-Agent": "segaudit"}
+        connection = self._idle.get()
+        try:
+            if connection is None:
+                answer = urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers),
+                                                timeout=60)
+            else:
+                for attempt in (1, 2):  # the server may have closed a connection left idle
+                    try:
+                        connection.request(method, urlsplit(url).path, headers=headers)
+                        answer = connection.getresponse()
+                        break
+                    except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                        connection.close()
+                        if attempt == 2:
+                            raise
+            with answer:
+                if answer.status != 200:
+                    raise OSError(f"HTTP {answer.status} for {url}")
+                size = int(answer.headers.get("Content-Length") or 0)
+                if method == "HEAD" or write is None:
+                    return size, answer.read()
+                while chunk := answer.read(1 << 20):
+                    write(chunk)
+                return size, b""
+        except BaseException:
+            if connection is not None:
+                connection.close()  # opened again by its next request
+            raise
+        finally:
+            self._idle.put(connection)
+
+    def close(self) -> None:
+        while not self._idle.empty():
+            connection = self._idle.get()
+            if connection is not None:
+                connection.close()
+
+
+def _expected(central: _Central, url: str) -> tuple[str, int]:
+    """The SHA-1 Central serves for ``url`` and the file's size."""
+    sha1 = central.request("GET", url + ".sha1")[1].decode("ascii", "replace").split()[0].lower()
+    return sha1, central.request("HEAD", url)[0]
+
+
+def _download(central: _Central, url: str, sha1: str, target: Path) -> None:
+    """``url`` into ``target``, through a temporary file renamed once its SHA-1 is ``sha1``."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        digest = hashlib.sha1()
+        with os.fdopen(fd, "wb") as out:
+            def write(chunk: bytes) -> None:
+                digest.update(chunk)
+                out.write(chunk)
+
+            central.request("GET", url, write)
+        if digest.hexdigest() != sha1:
+            raise ConnectorUnavailable(f"{url} does not match its .sha1 ({digest.hexdigest()} != {sha1})")
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def s3a_jars(jars: Path | None = None) -> list[Path]:
+    """The jars S3A needs with this Spark, fetched from Maven Central the first time (see the module)."""
+    wanted = coordinates(jars)
+    folder = cache_dir()
+    paths = [folder / _url(c).rpartition("/")[2] for c in wanted]
+    missing = [(c, p) for c, p in zip(wanted, paths) if not p.is_file()]
+    if missing:
+        _fetch([_url(c) for c, _ in missing], [p for _, p in missing], folder)
+    return paths
+
+
+def _fetch(urls: list[str], targets: list[Path], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    central = None
+    try:
+        central = _Central(min(4, len(urls)))
+        with ThreadPoolExecutor(max_workers=min(4, len(urls))) as pool:
+            expected = list(pool.map(partial(_expected, central), urls))
+            shown = str(folder).replace(str(Path.home()), "~", 1)
+            print(f"segaudit: fetching the S3 connector's jars ({sum(size for _, size in expected) / 2**20:.0f} MiB, "
+                  f"once) into {shown}", file=sys.stderr, flush=True)
+            list(pool.map(partial(_download, central), urls, [sha1 for sha1, _ in expected], targets))
+    except (OSError, http.client.HTTPException) as e:  # URLError and HTTPError are OSErrors
+        raise ConnectorUnavailable(f"could not fetch the S3 connector's jars from {MAVEN}: {e} "
+                                   f"(or put {', '.join(t.name for t in targets)} into {folder})") from e
+    finally:
+        if central is not None:
+            central.close()
+
+
+def uses_s3(paths: Iterable[str]) -> bool:
+    """Whether any of ``paths`` is an ``s3://`` or ``s3a://`` URI.
+
+    >>> uses_s3(["/data/logs", "s3a://bucket/out"]), uses_s3(["file:///x", "gs://b/y"])
+    (True, False)
+    """
+    return any(urlsplit(str(p)).scheme.lower() in SCHEMES for p in paths)
+
+
+def endpoint_conf(environ=os.environ) -> dict[str, str]:
+    """The S3A settings of the standard AWS environment: endpoint (path-style, TLS as its URL says)
+    and region. Never a credential.
+
+    >>> endpoint_conf({"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_DEFAULT_REGION": "eu-west-1"})
+    {'fs.s3a.endpoint': 'http://127.0.0.1:9000', 'fs.s3a.path.style.access': 'true', \
+'fs.s3a.connection.ssl.enabled': 'false', 'fs.s3a.endpoint.region': 'eu-west-1'}
+    >>> endpoint_conf({"AWS_SECRET_ACCESS_KEY": "x"})
+    {}
+    """
+    conf = {}
+    endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf["fs.s3a.endpoint"] = endpoint
+        conf["fs.s3a.path.style.access"] = "true"
+        scheme = urlsplit(endpoint).scheme.lower()
+        if scheme in ("http", "https"):
+            conf["fs.s3a.connection.ssl.enabled"] = str(scheme == "https").lower()
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if region:
+        conf["fs.s3a.endpoint.region"] = region
+    return conf
+
+
+def spark_conf(paths: Iterable[str], environ=os.environ) -> dict[str, str]:
+    """The default Spark configuration of a session that reads or writes ``paths``: empty unless one
+    is on S3. The caller applies the user's configuration after it (the user's keys win)."""
+    paths = list(paths)
+    if not uses_s3(paths):
+        return {}
+    hadoop = {
+        "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",  # s3:// URIs as they are, served by S3A
+        "fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        "fs.s3a.aws.credentials.provider": CREDENTIALS,
+        "fs.s3a.committer.name": "magic",
+        "fs.s3a.committer.magic.enabled": "true",
+        "mapreduce.outputcommitter.factory.scheme.s3": COMMITTER_FACTORY,
+        "mapreduce.outputcommitter.factory.scheme.s3a": COMMITTER_FACTORY,
+    } | endpoint_conf(environ)
+    return {
+        "spark.jars": ",".join(str(p) for p in s3a_jars()),
+        "spark.sql.sources.commitProtocolClass": "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol",
+        "spark.sql.parquet.output.committer.class":
+            "org.apache.spark.internal.io.cloud.BindingParquetOutputCommitter",
+        **{f"spark.hadoop.{key}": value for key, value in hadoop.items()},
+    }
