@@ -13,4 +13,9 @@ case " $* " in
        exit 2
      } ;;
 esac
+# The object-storage tests serve S3 with versitygw, built once with Go into ~/.cache/segaudit/bin.
+case " $* " in
+  *"not s3"*) ;;
+  *) bash scripts/versitygw.sh ;;
+esac
 exec .venv/bin/python -m pytest "$@"

@@ -25,6 +25,30 @@ def corpus_dir() -> Path:
     return CORPUS
 
 
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory):
+    """A real S3 server on loopback for a test module (versitygw, :mod:`tests.s3_server`), its AWS
+    environment in ``os.environ`` while the module runs (every other ``AWS_*`` variable out of the
+    way: no profile, no ``~/.aws``), put back afterwards. Skips, saying how to get it, when
+    ``bash scripts/versitygw.sh`` has not built versitygw; ``.ci/run`` fails when it sees that."""
+    from tests.s3_server import BINARY, UNAVAILABLE, S3Server
+
+    if not BINARY.is_file():
+        pytest.skip(f"{UNAVAILABLE}: run bash scripts/versitygw.sh")
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    saved = {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
+    for key in saved:
+        del os.environ[key]
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for key in [key for key in os.environ if key.startswith("AWS_")]:
+            del os.environ[key]
+        os.environ.update(saved)
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one Spark session of the test run: local, two cores, few shuffle partitions, no UI. Its

@@ -2,7 +2,11 @@
 
 A path with a scheme (``s3://bucket/kafka-logs``) is opened through
 ``pyarrow.fs.FileSystem.from_uri`` (S3, GCS, HDFS, ...); a plain path or ``file://`` URI stays
-local. Remote files are :class:`RemotePath` strings, which have the few ``pathlib`` members the
+local. For ``s3://`` (and ``s3a://``, Hadoop's name) pyarrow honours the standard AWS environment
+itself: ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (path-style addressing), ``AWS_REGION``
+(else the bucket's region is asked), the keys and ``AWS_SESSION_TOKEN``, and ``AWS_PROFILE``'s
+credentials, though not a profile's ``endpoint_url`` (pyarrow 26 against versitygw). Clients are
+cached per bucket and per ``AWS_*`` environment. :func:`open_uri` gives the filesystem of any path. Remote files are :class:`RemotePath` strings, which have the few ``pathlib`` members the
 readers use (``name``, ``read_bytes``, ``stat``), so discovery, the segment reader and the sidecar
 reader work on them unchanged. :func:`open_file` opens either kind for reads by position.
 """
@@ -35,8 +39,14 @@ def local_path(path) -> str:
     return text[len("file://"):] if text.startswith("file://") else text
 
 
+def _aws_environment() -> tuple:
+    """The ``AWS_*`` environment an S3 client reads when made: a changed endpoint, profile or key
+    gets a new client."""
+    return tuple(sorted((key, value) for key, value in os.environ.items() if key.startswith("AWS_")))
+
+
 @lru_cache(maxsize=16)
-def _filesystem(root: str):
+def _filesystem(root: str, environment: tuple = ()):
     """The filesystem of a URI and the URI's prefix up to its path (cached: clients are costly)."""
     from pyarrow import fs
 
@@ -45,12 +55,27 @@ def _filesystem(root: str):
 
 
 def filesystem(uri: str):
-    """(pyarrow filesystem, path inside it) of a remote URI."""
+    """(pyarrow filesystem, path inside it) of a remote URI (``s3a://`` read as ``s3://``)."""
     scheme, rest = uri.split("://", 1)
+    scheme = "s3" if scheme.lower() == "s3a" else scheme
     netloc = rest.split("/", 1)[0]
-    fs, _ = _filesystem(f"{scheme}://{netloc}")
+    fs, _ = _filesystem(f"{scheme}://{netloc}", _aws_environment() if scheme == "s3" else ())
     path = rest[len(netloc):] if scheme in ("hdfs", "viewfs") else rest
     return fs, path.lstrip("/") if scheme not in ("hdfs", "viewfs") else path
+
+
+def open_uri(uri) -> tuple:
+    """(pyarrow filesystem, path inside it) of any path or URI: a remote one as :func:`filesystem`
+    opens it, a plain path or ``file://`` URI on the local filesystem (made absolute).
+
+    >>> type(open_uri("/tmp/out")[0]).__name__, open_uri("file:///tmp/out")[1]
+    ('LocalFileSystem', '/tmp/out')
+    """
+    if is_remote(uri):
+        return filesystem(str(uri))
+    from pyarrow import fs
+
+    return fs.LocalFileSystem(), os.path.abspath(local_path(uri))
 
 
 @dataclass(frozen=True)
