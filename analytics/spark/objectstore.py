@@ -6,8 +6,8 @@ Central with ``urllib`` (no Maven needed) into ``~/.cache/segaudit/jars`` (``SEG
 it), each file checked against the ``.sha1`` Central serves, written under a temporary name and
 renamed: once; later calls only look at the files. The jars: ``hadoop-aws``, Spark's cloud committer
 glue (``spark-hadoop-cloud``) and the AWS SDK v2 as its separate modules, not the 612 MiB ``bundle``
-``hadoop-aws`` names (about 11 MiB in all; the SDK's own dependencies on Apache HttpClient, Netty and
-SLF4J are Spark's jars). Anything missing fails as :class:`ConnectorUnavailable`, saying what.
+``hadoop-aws`` names (9.5 MiB in all, fetched in about a second; the SDK's own dependencies on
+Apache HttpClient, Netty and SLF4J are Spark's jars). Anything missing fails as :class:`ConnectorUnavailable`, saying what.
 
 :func:`spark_conf` is the Spark configuration of a session whose input or OUT is on S3: the jars,
 ``s3://`` served by S3A, the S3A "magic" committer (a job's files appear at its commit and
@@ -51,7 +51,9 @@ SDK_VERSIONS = {"3.4.2": "2.29.52", "3.4.1": "2.24.8"}
 # (assumed roles, web identity tokens) with their SDK dependencies, and the HTTP clients S3A binds:
 # apache-client (every request) and netty-nio-client (the transfer manager's async client). From
 # `mvn dependency:list` of s3 + s3-transfer-manager + sts; their other dependencies are in Spark's
-# jars (httpclient, httpcore, commons-codec, jcl-over-slf4j, slf4j-api, netty).
+# jars (httpclient, httpcore, commons-codec, jcl-over-slf4j, slf4j-api, netty). Against versitygw the
+# first write fails without s3-transfer-manager or aws-query-protocol, copyFromLocalFile without
+# netty-nio-client; sts and the eventstream pair (0.5 MiB) are for roles and S3 Select.
 SDK_MODULES = (
     "annotations", "apache-client", "arns", "auth", "aws-core", "aws-query-protocol", "aws-xml-protocol",
     "checksums", "checksums-spi", "crt-core", "endpoints-spi", "http-auth", "http-auth-aws", "http-auth-spi",
