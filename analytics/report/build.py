@@ -15,7 +15,7 @@ import time
 
 from analytics.audit.job import read_audit
 from analytics.contract import (
-    ABORTED, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN,
+    ABORTED, DUP_DUPLICATE, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN,
     SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
 )
 from analytics.errors import StageMissing
@@ -287,8 +287,17 @@ def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
     path = published(out).path("record_duplicates")
     if not published(out).is_dir("record_duplicates"):
         return None
-    rows = read_parquet(spark, path).orderBy("topic", "partition", "log_dir", "offset").limit(MAX_DUPLICATES).collect()
+    from pyspark.sql import functions as F
+
+    copies = read_parquet(spark, path)
+    if "kind" not in copies.columns:  # an audit before kinds: every copy counted
+        copies = copies.withColumn("kind", F.lit(DUP_DUPLICATE))
+    twice = F.col("kind") == DUP_DUPLICATE
+    # the copies consumers receive twice; apart, fewer of those around aborted transactions (information)
+    rows = [r for part, most in ((twice, MAX_DUPLICATES), (~twice, MAX_DUPLICATES // 4))
+            for r in copies.where(part).orderBy("topic", "partition", "log_dir", "offset").limit(most).collect()]
     return {"dedup_key": summary["configuration"].get("dedup_key"), "rows_total": summary.get("record_duplicates"),
+            "kinds": summary.get("record_duplicate_kinds"),
             "rows": [r.asDict() | {"key_text": key_text(r["dedup_key"])} for r in rows]}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 
 from analytics.contract import (
-    ABORTED, COMMITTED, HANGING, MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, OPEN, REPORT_DIR, SEV_EXPLAINED,
+    ABORTED, COMMITTED, DUP_DUPLICATE, DUPLICATE_KIND_MEANING, DUPLICATE_KINDS, HANGING, MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, OPEN, REPORT_DIR, SEV_EXPLAINED,
     SEV_INFO, SEV_OK, SEV_VIOLATION, SNAPSHOT_STATUSES, TEMPORARY_FILE, TRUNCATED, TXN_STATUSES, VALIDATION_DIR,
     ZERO_FILLED,
 )
@@ -250,22 +250,37 @@ def transactions(data: dict) -> str:
 
 def record_duplicates(data: dict) -> str:
     """Extra copies of records (``record_duplicates``), with the key decoded as text: keys are
-    arbitrary bytes from producers, so they reach the page only through ``esc``."""
+    arbitrary bytes from producers, so they reach the page only through ``esc``. The copies a
+    consumer receives twice (kind ``duplicate``) first; the repeats around aborted transactions apart,
+    as information (``DUPLICATE_KIND_MEANING``)."""
     dup = as_dict(data.get("record_duplicates"))
     rows = [as_dict(r) for r in as_list(dup.get("rows"))]
+    twice = [r for r in rows if r.get("kind", DUP_DUPLICATE) == DUP_DUPLICATE]
+    apart = [r for r in rows if r.get("kind", DUP_DUPLICATE) != DUP_DUPLICATE]
     if not rows:
         what = "no records exported (export with records)" if not dup else "no record repeats its dedup key"
         return section("duplicates", "Record duplicates", nothing(what))
     headers = ["topic", "partition", "log dir", "offset", "first copy at", "producer", "first producer", "key (as text)"]
-    cells = table(headers, [
-        [esc(r.get("topic", "")), fmt_id(r.get("partition")), span("mono", esc(r.get("log_dir") or "")),
-         fmt(r.get("offset")), fmt(r.get("first_offset")), fmt_id(r.get("producer_id")),
-         fmt_id(r.get("first_producer_id")), span("mono", esc(r.get("key_text", "")))]
-        for r in rows])
+
+    def cells(r: dict) -> list[str]:
+        return [esc(r.get("topic", "")), fmt_id(r.get("partition")), span("mono", esc(r.get("log_dir") or "")),
+                fmt(r.get("offset")), fmt(r.get("first_offset")), fmt_id(r.get("producer_id")),
+                fmt_id(r.get("first_producer_id")), span("mono", esc(r.get("key_text", "")))]
+
     note = (f"<p>dedup key: {span('mono', esc(dup.get('dedup_key', '')))}; copies are counted within each log "
-            "dir, and the total sums over log dirs (replicas of a partition are compared under Replicas)</p>")
-    shown = showing(len(rows), dup.get("rows_total"), "copies")
-    return section("duplicates", "Record duplicates", note + shown + cells)
+            "dir, and the total sums over log dirs (replicas of a partition are compared under Replicas); internal "
+            "and framework topics are not checked (docs/internal-topics.md)</p>")
+    body = note + (showing(len(twice), dup.get("rows_total"), "copies") + table(headers, [cells(r) for r in twice])
+                   if twice else nothing("no copy a read_committed consumer receives twice"))
+    if apart:
+        kinds = as_dict(dup.get("kinds"))
+        counts = ", ".join(f"{fmt(as_int(kinds.get(k)))} {esc(k)}" for k in DUPLICATE_KINDS if k != DUP_DUPLICATE)
+        meaning = "; ".join(f"{span('mono', esc(k))}: {esc(DUPLICATE_KIND_MEANING[k])}"
+                            for k in DUPLICATE_KINDS if k != DUP_DUPLICATE)
+        body += (f"<h3>Repeats around aborted transactions (information, not counted)</h3><p>{counts}. {meaning}</p>"
+                 + showing(len(apart), sum(as_int(kinds.get(k)) for k in DUPLICATE_KINDS if k != DUP_DUPLICATE), "repeats")
+                 + table(["kind", *headers], [[badge(r.get("kind", ""), SEV_INFO), *cells(r)] for r in apart]))
+    return section("duplicates", "Record duplicates", body)
 
 
 def replicas(data: dict) -> str:

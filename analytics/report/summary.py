@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from analytics.contract import BROKER_ANSWER, BROKER_QUESTION, DATA_ANSWER, DATA_QUESTION
 from analytics.contract import (
-    DUPLICATE, FENCED_ZOMBIE_WRITE, FINDING_SEVERITIES, HANGING, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT,
+    DUP_DUPLICATE, DUPLICATE, FENCED_ZOMBIE_WRITE, FINDING_SEVERITIES, HANGING, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT,
     SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES, VERDICTS,
 )
 from analytics.report.markup import badge, nothing, section, span, table
@@ -97,12 +97,20 @@ def _data_cards(data: dict) -> str:
          else "not validated (segaudit validate OUT)"),
         ("hanging transactions", as_int(txn.get(HANGING)), SEV_VIOLATION, "open past the timeout"),
         ("record duplicates", record_dups if is_num(record_dups) else None, SEV_VIOLATION,
-         "extra record copies" if is_num(record_dups) else "not computed (export without --records)"),
+         "copies a consumer receives twice" + _around_aborts(s) if is_num(record_dups)
+         else "not computed (export without --records)"),
         ("parse errors", as_int(errors.get("rows_total")) if errors else None, SEV_VIOLATION,
          f"{sum(as_int(k.get('bytes')) for k in map(as_dict, as_dict(errors.get('kinds')).values())):,} bytes affected"
          if errors else "not read"),
         ("snapshot mismatches", as_int(snap.get(MISMATCH)), SEV_VIOLATION, snap_other),
     ])
+
+
+def _around_aborts(s: dict) -> str:
+    """The repeats of records around aborted transactions, which the card does not count."""
+    kinds = as_dict(s.get("record_duplicate_kinds"))
+    n = sum(as_int(v) for k, v in kinds.items() if k != DUP_DUPLICATE)
+    return f"; {n:,} more around aborted transactions (information)" if n else ""
 
 
 def _cards(cards: list[tuple]) -> str:
