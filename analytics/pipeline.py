@@ -135,13 +135,13 @@ def report(spark, out: str, history: str | None = None, *, shown_as: str | None 
     ``shown_as``, ``pending`` and ``sections``: see :func:`analytics.report.build.report_data`."""
     from analytics.report.build import report_data
     from analytics.report.history import default_history_path
-    from analytics.report.render import write_report
+    from analytics.report.render import render
 
     manifests = require(out, AUDIT, EXPORT)
     with publication(out, REPORT, built_from={AUDIT: manifests[AUDIT]["run_id"]}) as run:
         data = report_data(spark, out, history if history is not None else default_history_path(out),
                            shown_as=shown_as, pending=pending, sections=sections)
-        write_report(data, run.path(REPORT_DIR, "index.html"))
+        run.store.write_text(f"{run.folder}/{REPORT_DIR}/index.html", render(data))
         run.publish({})
     return run.shown(REPORT_DIR, "index.html")
 

@@ -24,6 +24,7 @@ import os
 import posixpath
 import re
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,8 +96,9 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
     for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
     with publication(out, VALIDATE, built_from={AUDIT: read_manifest(out, AUDIT)["run_id"]}) as run:
-        docs = run.path(VALIDATION_DIR, "data_docs")
-        os.makedirs(docs)
+        # GX builds the site in a local folder: OUT's own, or a temporary one uploaded into a bucket
+        docs = run.path(VALIDATION_DIR, "data_docs") if not run.store.remote else tempfile.mkdtemp(prefix="segaudit-docs-")
+        os.makedirs(docs, exist_ok=True)
         # GX prints to stdout (a notice for every query that reads a second table); stdout is
         # the command's data, so the GX section runs with stdout set aside.
         with contextlib.redirect_stdout(io.StringIO()):
@@ -118,7 +120,10 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
             "seconds": round(seconds, 3),
         }
         make_offline(docs)
-        Path(run.path(VALIDATION_DIR, "results.json")).write_text(json.dumps(document, indent=2, default=str) + "\n")
+        if run.store.remote:
+            run.store.upload(docs, f"{run.folder}/{VALIDATION_DIR}/data_docs")
+            shutil.rmtree(docs, ignore_errors=True)
+        run.store.write_text(f"{run.folder}/{VALIDATION_DIR}/results.json", json.dumps(document, indent=2, default=str) + "\n")
         run.publish({"success": result.success})
     return result
 

@@ -170,7 +170,7 @@ def audited(spark, tmp_path_factory, shared_dir) -> Scenarios:
                 (built / "generated.json").write_text(json.dumps([g.batches, g.verdicts]))
         batches, verdicts = json.loads((built / "generated.json").read_text())
         target = root / name / "out"
-        shutil.copytree(built / "out", target)
+        shutil.copytree(built / "out", target, symlinks=True)
         return Generated(built / "logs", truth_dir_for(built / "logs"), batches, verdicts), str(target)
 
     return Scenarios(one, [name for name in SCENARIO_NAMES if name != "mixed"])

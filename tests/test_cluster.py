@@ -80,7 +80,8 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
 
     proc = subprocess.Popen([*base, str(big)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
-    while not any(d.startswith(".staging-") for d in os.listdir(out)):  # the run has started writing
+    runs = set(os.listdir(out / "_runs"))
+    while not set(os.listdir(out / "_runs")) - runs:  # the run has started writing
         assert proc.poll() is None and time.monotonic() < deadline, "the export ended before it could be killed"
         time.sleep(0.05)
     time.sleep(1.0)  # into the Spark jobs
@@ -90,11 +91,12 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
 
     assert read_manifest(str(out), EXPORT) == before
     assert sorted(p.name for p in (out / "batches").rglob("*.parquet")) == batches_before
-    assert any(d.startswith(".staging-") for d in os.listdir(out))  # the killed run's leftovers, hidden
+    killed = set(os.listdir(out / "_runs")) - runs
+    assert killed  # the killed run's leftovers, which no commit names
 
     again = subprocess.run([*base, str(SAMPLE)], check=True, capture_output=True, text=True, timeout=600)
     assert_own_lines(again.stderr)
-    assert [d for d in os.listdir(out) if d.startswith(".")] == []
+    assert not killed & set(os.listdir(out / "_runs"))  # gone with the next run
 
 
 def test_spark_submit_runs_the_export_job_on_the_cluster(cluster, tmp_path):

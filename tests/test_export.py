@@ -71,9 +71,10 @@ def test_the_manifest_is_written_last_and_names_every_table(sample_export):
     out, result = sample_export
     manifest = read_manifest(out, EXPORT)
     assert manifest["run_id"] == result.run_id and manifest["files"] == 37
-    assert set(manifest["rows"]) == {p.name for p in Path(out).iterdir() if p.is_dir() and not p.name.startswith(".")}
+    assert set(manifest["rows"]) == {p.name for p in Path(out).iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
     assert manifest["rows"]["batches"] == 670 and manifest["rows"]["parse_errors"] == 4
-    assert [p.name for p in Path(out).iterdir() if p.name.startswith(".")] == []  # no staging left behind
+    assert [p.name for p in Path(out).iterdir() if p.name.startswith(".")] == []  # no temporary link left behind
+    assert os.listdir(Path(out, "_runs")) == [result.run_id]  # the one run, nothing else
     assert {p.name for p in (Path(out) / "batches").iterdir() if p.is_dir()} >= {"topic=clean", "topic=torn-tails"}
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from analytics.cli import main
 from tests.commands import assert_own_lines
+from tests.outs import copy_out, edit_manifest, table_dir
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parent.parent
@@ -52,8 +53,7 @@ def one_audit(audited, tmp_path) -> str:
     a small scenario."""
     _g, out = audited["clean"]
     copy = tmp_path / "out"
-    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("validation"))
-    return str(copy)
+    return copy_out(out, copy, without=("validate", "report"))
 
 
 def test_a_spark_analysis_error_is_one_line(spark, tmp_path, capsys):
@@ -66,12 +66,12 @@ def test_a_spark_analysis_error_is_one_line(spark, tmp_path, capsys):
     assert main(["audit", str(out), "--no-history"]) == 2
     line = one_line(capsys.readouterr().err)
     assert "Spark" in line and "file" in line  # the missing column is named
-    assert not [p for p in os.listdir(out) if p.startswith(".staging")]  # nothing half-published
+    assert not list(out.glob("_runs/*"))  # nothing half-published
 
 
 def test_a_great_expectations_failure_is_one_line(one_audit, capsys):
     """The checks' queries cannot run over an anomalies table without its verdict columns."""
-    anomalies = Path(one_audit, "anomalies")
+    anomalies = table_dir(one_audit, "anomalies")
     shutil.rmtree(anomalies)
     anomalies.mkdir()
     pq.write_table(pa.table({"topic": ["t"], "partition": pa.array([0], pa.int32())}), anomalies / "part-0.parquet")
@@ -104,16 +104,14 @@ def test_a_full_disk_is_one_line(one_audit, tmp_path, capsys):
         line = one_line(capsys.readouterr().err)
         assert "No space left on device" in line
         assert not (out / "_audit.json").exists()
-        assert not [p for p in os.listdir(out) if p.startswith(".staging")]
+        assert not list(out.glob("_runs/*"))
     finally:
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
 
 
 def test_a_stale_audit_is_refused(one_audit, capsys):
     """An audit built from another export than the one in OUT: readers refuse and say what to re-run."""
-    manifest = Path(one_audit, "_export.json")
-    doc = json.loads(manifest.read_text())
-    manifest.write_text(json.dumps(doc | {"run_id": "a-newer-export"}))
+    edit_manifest(one_audit, "export", run_id="a-newer-export")
     assert main(["explain", one_audit, "--topic", "t", "--partition", "0", "--offset", "0"]) == 2
     line = one_line(capsys.readouterr().err)
     assert "a-newer-export" in line and "segaudit audit" in line
@@ -142,8 +140,8 @@ def test_a_signal_during_a_stage_leaves_the_previous_run(one_audit, command, sig
                                env={**os.environ, "SEGAUDIT_TASK_LOG": str(task_log)})
     deadline = time.monotonic() + 180
     # run stages all four stages in one folder: its signal comes once the audit (the second) has started
-    staging = ".staging-run-*/.staging-audit-*" if command == "run" else f".staging-{command}-*"
-    while not list(Path(one_audit).glob(staging)):
+    started = _started(one_audit, "_runs/*/_export.json" if command == "run" else "_runs/*/_owner.json")
+    while not started():
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -198,6 +196,12 @@ def test_a_signal_whose_exception_python_drops_still_publishes_nothing(tmp_path,
     assert not out.exists()  # neither the outputs nor a manifest nor the staging, nor the OUT the stage made
 
 
+def _started(out: str, pattern: str):
+    """A test of whether a new run has begun writing: a file matching ``pattern`` that was not there before."""
+    before = set(Path(out).glob(pattern))
+    return lambda: bool(set(Path(out).glob(pattern)) - before)
+
+
 def _verdict_rows(out: str) -> list:
     table = pq.read_table(os.path.join(out, "batch_verdicts"))
     return sorted(table.select(sorted(table.column_names)).to_pylist(), key=repr)
@@ -213,7 +217,8 @@ def test_a_killed_incremental_run_leaves_the_previous_run_and_the_next_one_conti
     previous = json.loads(Path(one_audit, "_audit.json").read_text())["run_id"]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     deadline = time.monotonic() + 180
-    while not list(Path(one_audit).glob(".staging-run-*/.staging-audit-*")):
+    started = _started(one_audit, "_runs/*/_export.json")
+    while not started():
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.05)

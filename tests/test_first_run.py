@@ -90,8 +90,8 @@ def _after(seconds: float):
 
 
 def _writing_verdicts(out: Path):
-    """True once the audit has started writing its verdicts in the run's staging folder."""
-    return lambda: any(out.glob(".staging-run-*/batch_verdicts"))
+    """True once the audit has started writing its verdicts in the run's folder."""
+    return lambda: any(out.glob("_runs/*/_runs/*/batch_verdicts"))
 
 
 @pytest.mark.parametrize("moment", ["0.5 s", "2 s", "the audit's write"])

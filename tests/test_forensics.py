@@ -91,7 +91,7 @@ def test_explain_reads_only_its_topic(audited, tmp_path):
     """The other topics' folders of batch_verdicts are never opened: removing them changes nothing."""
     g, out = audited["fenced-zombie"]
     copy = tmp_path / "out"
-    shutil.copytree(out, copy)
+    shutil.copytree(out, copy, symlinks=True)
     before = explain(str(copy), "fenced-zombie", 0, 25)
     for folder in (copy / "batch_verdicts").iterdir():
         if folder.name.startswith("topic=") and folder.name != "topic=fenced-zombie":

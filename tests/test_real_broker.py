@@ -239,6 +239,22 @@ def test_no_violation_anywhere_and_only_the_plain_producers_duplicates_fail(brok
     results = json.loads(Path(out, "validation", "results.json").read_text())
     failed = sorted(c["id"] for s in results["suites"].values() for c in s["checks"] if not c["success"])
     assert failed == ["no_duplicate_record"] and code == 1
+    _only_the_plain_producers_copies_count(spark, out)
+
+
+def _only_the_plain_producers_copies_count(spark, out: str) -> None:
+    """The copies ``no_duplicate_record`` fails on, per topic: the plain lost-ACK producers' retries
+    alone. The controller's and the coordinators' repeats (``__cluster_metadata``'s NoOpRecords,
+    ``__consumer_offsets``' identical commits) are not counted, nor listed (docs/internal-topics.md)."""
+    from analytics.contract import DUP_DUPLICATE, topic_kind
+
+    counted = {r["topic"]: r["n"] for r in _rows(
+        spark, out, f"SELECT topic, count(*) AS n FROM record_duplicates WHERE kind = '{DUP_DUPLICATE}' GROUP BY topic")}
+    assert set(counted) == {t for t, (_, idempotent) in LOST_ACKS.items() if not idempotent}, counted
+    listed = {r["topic"] for r in _rows(spark, out, "SELECT DISTINCT topic FROM record_duplicates")}
+    assert all(topic_kind(t).record_duplicates for t in listed), listed
+    exported = {r["topic"] for r in _rows(spark, out, "SELECT DISTINCT topic FROM records")}
+    assert {"__consumer_offsets", "__transaction_state"} <= exported  # the internal topics were there to count
 
 
 # -- lost ACKs ---------------------------------------------------------------------------------
@@ -513,7 +529,7 @@ def test_each_profile_reads_the_log_as_its_broker_would(broker_run, audits, spar
 
     _, final = audits["final"]
     out = str(tmp_path / "out")
-    shutil.copytree(final, out)
+    shutil.copytree(final, out, symlinks=True)
     assert _segaudit(["audit", out, "--config", str(broker_run.config), "--profile", "3.9", "--no-history"]) == 0
     query = "SELECT topic, base_offset, verdict, explained_by, explanation FROM batch_verdicts"
     seen = {name: {(r["topic"], r["base_offset"]): (r["verdict"], r["explained_by"], r["explanation"] or "")
@@ -576,6 +592,7 @@ def test_the_export_over_the_protocol_accounts_for_every_byte_and_passes_the_sam
     results = json.loads(Path(out, "validation", "results.json").read_text())
     failed = sorted(c["id"] for s in results["suites"].values() for c in s["checks"] if not c["success"])
     assert failed == ["no_duplicate_record"] and code == 1  # the plain producers' copies, as in the log dir
+    _only_the_plain_producers_copies_count(spark, out)
     errors = _rows(spark, out, "SELECT count(*) AS n FROM parse_errors")[0]["n"]
     fetched = _rows(spark, out, "SELECT sum(size_bytes) AS s, sum(valid_bytes) AS v FROM segments")[0]
     assert errors == 0 and fetched["s"] == fetched["v"] > 0

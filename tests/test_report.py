@@ -303,7 +303,8 @@ def test_every_link_of_the_report_reaches_one_element(reported):
     targets = set(re.findall(r'href="#([^"]+)"', page))
     assert len(targets) > 20 and targets <= set(ids)
     docs = re.findall(r'href="(\.\./[^"]+)"', page)  # the one link out of the page: the Data Docs beside it
-    assert docs and all(Path(reported[0], "report", d).resolve().is_file() for d in docs)
+    # resolved as a browser resolves it, by the URL's path (OUT/report is a link into the run's folder)
+    assert docs and all(Path(os.path.normpath(Path(reported[0], "report", d))).is_file() for d in docs)
 
 
 # Injected into a copy of the page (the report itself has no script): what the browser laid out.
@@ -379,7 +380,7 @@ def test_the_data_docs_index_names_the_failed_checks_and_links_the_report(report
     for _, page, suite in listed:
         assert Path(index.parent, page).is_file() and f"/{suite}/" in page
     [report] = re.findall(r'<a class="segaudit-report" href="([^"]+)">', summary)
-    assert Path(index.parent, report).resolve() == Path(out, "report", "index.html").resolve()
+    assert Path(os.path.normpath(Path(index.parent, report))) == Path(out, "report", "index.html")
     assert "Showing 1 to 5 of 5 rows" in dom  # GX's own table still built below it
     shot = tmp_path / DATA_DOCS_SCREENSHOT.name
     _chromium(f"--screenshot={shot}", "--window-size=1400,900", "--hide-scrollbars", "--virtual-time-budget=5000",

@@ -156,7 +156,7 @@ def _slowly(spark, cluster: KafkaCluster, out: str, topics: str, rate: int, mean
     tracker = spark.sparkContext.statusTracker()
 
     def fetching() -> bool:
-        return bool(list(Path(out).glob(".staging-export-*"))) and any(
+        return bool(list(Path(out).glob("_runs/*/_owner.json"))) and any(
             (info := tracker.getStageInfo(stage)) is not None and info.numActiveTasks > 0
             for stage in tracker.getActiveStageIds())
 

@@ -15,6 +15,7 @@ import re
 import shlex
 
 from analytics.errors import UsageError, did_you_mean
+from analytics.contract.vocabulary import OUT_SCHEMES
 
 Invalid = argparse.ArgumentTypeError
 
@@ -187,13 +188,13 @@ def _checked(parse, text: str):
 # -- OUT: an export, never a Kafka log directory ---------------------------------------------------------
 
 def shared_folder(text: str) -> str:
-    """``OUT`` must be a folder the driver and the executors share (local, NFS, a mounted HDFS): its
-    stages publish by renames, which object storage does not have. Refused before any work when it
-    is another URI (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``), which only LOGDIR may be."""
+    """``OUT`` is a local folder (on a cluster: one the driver and the executors share) or a bucket
+    (``s3://``): what a commit can be created in (``analytics.publish``). Another URI (``gs://``,
+    ``abfs://``, ``hdfs://``) is refused before any work."""
     scheme, sep, _ = text.partition("://")
-    if sep and scheme.lower() != "file":
-        raise Invalid(f"{text}: OUT in object storage or on a URI is not supported yet; give a folder that the "
-                      "driver and executors share (local, NFS, a mounted HDFS). LOGDIR may be read from a bucket")
+    if sep and scheme.lower() != "file" and scheme.lower() not in OUT_SCHEMES:
+        raise Invalid(f"{text}: OUT on {scheme}:// is not supported yet; give a local folder or an s3:// bucket "
+                      "(LOGDIR may be read from any URI pyarrow opens)")
     return text
 
 

@@ -250,11 +250,10 @@ def _summary(out: str) -> dict:
 def _paths(out: str, *, validated=None, report: str | None = None, history: str | None = None,
            prometheus_file: str | None = None) -> dict:
     """The files a command wrote under (or beside) ``out``; null for what it did not write."""
-    from analytics.publish import published
+    from analytics.publish import shown_path
 
-    store = published(out)
-    return {"summary": store.path(SUMMARY),
-            "results": store.path(VALIDATION_DIR, "results.json") if validated else None,
+    return {"summary": shown_path(out, SUMMARY),
+            "results": shown_path(out, VALIDATION_DIR, "results.json") if validated else None,
             "data_docs": validated.data_docs if validated else None,
             "report": report, "history": history, "prometheus_file": prometheus_file}
 

@@ -121,8 +121,9 @@ def spark_session(args, size=UNKNOWN):
     if size is UNKNOWN:
         size = input_bytes(args)
     try:
+        storage = [*(getattr(args, "logdirs", None) or []), *filter(None, [getattr(args, "out", None)])]
         session = get_spark(args.master, remote=args.remote, conf=conf, input_bytes=size,
-                            whole_input=not getattr(args, "incremental", False))
+                            whole_input=not getattr(args, "incremental", False), storage=storage)
     except JavaMissing as exc:
         raise UsageError(str(exc)) from exc
     signals.install()  # again: the new SparkContext put PySpark's own SIGINT handler in place

@@ -326,6 +326,10 @@ REPORT_DIR = "report"
 # partition folder.
 HISTORY_KEY = ("log_dir", "topic", "partition")
 
+# URI schemes an OUT may have besides a local path: object stores whose conditional create (the commit
+# of analytics.publish) is implemented. gs:// and abfs:// have the same primitive and are not wired yet.
+OUT_SCHEMES = ("s3", "s3a")
+
 
 def log_dir_of(file: str, levels: int = 2) -> str:
     """The log dir of a file path: ``file`` without its last ``levels`` components (a segment's:

@@ -70,13 +70,14 @@ class Audit:
         are read dictionary-encoded (each distinct value decoded once: ``file`` repeats a path a row)."""
         self.require_topic(topic)
         parquet = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=dictionary))
-        return Table(ds.dataset(self.store.path(VERDICTS, TOPIC_FOLDER + topic), format=parquet), topic=topic)
+        return Table(ds.dataset(self.store._p(f"{VERDICTS}/{TOPIC_FOLDER}{topic}"), filesystem=self.store.fs,
+                                format=parquet), topic=topic)
 
     def table(self, name: str) -> Table | None:
         """A table that is not partitioned; None when the audit holds none of that name."""
         if not self.store.is_dir(name):
             return None
-        return Table(ds.dataset(self.store.path(name), format="parquet"))
+        return Table(ds.dataset(self.store._p(name), filesystem=self.store.fs, format="parquet"))
 
 
 class Table:

@@ -121,6 +121,13 @@ def published(out: str) -> Published:
     return Published(store, snapshot)
 
 
+def shown_path(out: str, *parts: str) -> str:
+    """A published output's path as an operator is told it (:meth:`Published.shown`): on a local disk
+    ``OUT``'s link, found without reading the commit."""
+    store = Store(out)
+    return store.path(*parts) if not store.remote else published(out).path(*parts)
+
+
 def read_manifest(out: str, stage: str) -> dict:
     """The manifest of a stage's complete output under ``out``; :class:`StageMissing` when there is none."""
     return published(out).manifest(stage)
@@ -149,7 +156,9 @@ class _Run:
     def __exit__(self, *exc) -> None:
         if not self.published:
             self.store.delete(self.folder)
-            if self.made_root and self.store.names() in ([], [RUNS]):
+            if not self.store.names(RUNS):
+                self.store.delete(RUNS)
+            if self.made_root and not self.store.names():
                 self.store.delete("")
 
     def _commit(self, changes: dict) -> Snapshot:

@@ -21,12 +21,13 @@ import uuid
 
 import pyarrow.fs as pafs
 
+from analytics.contract.vocabulary import OUT_SCHEMES
 from analytics.errors import UsageError
 from analytics.kafka.fs import filesystem, is_remote, local_path
 
 # Object stores whose conditional create is implemented (a commit needs one). gs:// and abfs:// have
 # the same primitive (GCS ``ifGenerationMatch=0``, Azure ``If-None-Match: *``) and would plug in here.
-COMMIT_SCHEMES = ("s3", "s3a")
+COMMIT_SCHEMES = OUT_SCHEMES
 
 
 class Store:
@@ -151,6 +152,11 @@ class Store:
             os.link(local_path(source), target)
         except OSError:  # another device: a copy
             shutil.copyfile(local_path(source), target)
+
+    def upload(self, local_folder: str, name: str) -> None:
+        """Every file of a local folder, copied to ``name`` (an object store's, or a local one)."""
+        pafs.copy_files(local_folder, self._p(name), source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=self.fs)
 
     def link(self, name: str, target: str) -> None:
         """Point the symbolic link ``name`` at ``target`` (relative to the root), replacing what link was

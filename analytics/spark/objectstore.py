@@ -299,3 +299,7 @@ def spark_conf(paths: Iterable[str], environ=os.environ) -> dict[str, str]:
             "org.apache.spark.internal.io.cloud.BindingParquetOutputCommitter",
         **{f"spark.hadoop.{key}": value for key, value in hadoop.items()},
     }
+
+
+if __name__ == "__main__":  # the --jars list of a spark-submit that reads or writes s3:// (fetched once)
+    print(",".join(str(jar) for jar in s3a_jars()))

@@ -1,0 +1,273 @@
+"""OUT in a bucket of a real S3 server (versitygw on loopback): the sample's `segaudit run` with its
+input and OUT in the bucket equals a local run, an incremental second night equals a full run, the
+forensic commands answer from the bucket, credentials are nowhere, and the commit holds when runs
+are killed or race. Commands run as a user runs them: processes with the standard AWS environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from analytics.contract import AUDIT, EXPORT, MANIFESTS
+from analytics.publish import Conflict, publication, published, unit
+from analytics.publish import commits
+from tests.commands import assert_own_lines
+from tests.s3_server import SECRET_KEY
+
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data" / "mixed"
+CONFIG = str(REPO / "data" / "mixed.truth" / "audit.toml")
+HELD_BACK = "clean-0"  # the partition whose last segment arrives on the second night
+
+
+def segaudit(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "analytics", *argv], capture_output=True, text=True, cwd=REPO,
+                          timeout=600)
+    assert_own_lines(done.stderr)
+    assert SECRET_KEY not in done.stdout + done.stderr
+    if check:
+        assert done.returncode in (0, 1), done.stderr
+    return done
+
+
+def rows(out: str, name: str) -> list:
+    """Every row of a published table (its Hive folders' columns too), sorted: from a bucket or a disk."""
+    view = published(out)
+    if name.endswith(".json"):
+        return [json.loads(view.read_text(name))]
+    table = ds.dataset(view._p(name), filesystem=view.fs, format="parquet", partitioning="hive").to_table()
+    return sorted((tuple(sorted((k, repr(v)) for k, v in r.items())) for r in table.to_pylist()))
+
+
+def outputs(out: str) -> set[str]:
+    return {n for e in published(out).snapshot.stages.values() for n in e["outputs"]}
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server):
+    """The sample in a bucket, one segment held back for the second night; the bucket's URI."""
+    uri = s3_server.make_bucket("audit")
+    s3_server.upload(SAMPLE, f"{uri}/logs/mixed")
+    held = sorted((SAMPLE / HELD_BACK).glob("*.log"))[-1]
+    s3_server.client().delete_object(Bucket="audit", Key=f"logs/mixed/{HELD_BACK}/{held.name}")
+    return uri, held
+
+
+@pytest.fixture(scope="module")
+def nights(bucket, s3_server, tmp_path_factory):
+    """Night one in the bucket and on a local disk, from the same input in the bucket; then night two
+    (the held-back segment arrived) incremental in the bucket, and a full run of night two."""
+    uri, held = bucket
+    local = str(tmp_path_factory.mktemp("local") / "out")
+    logs = f"{uri}/logs/mixed"
+    first = segaudit("run", logs, "--out", f"{uri}/out/mixed", "--config", CONFIG)
+    segaudit("run", logs, "--out", local, "--config", CONFIG, "--no-history")
+    before = published(f"{uri}/out/mixed").manifest(EXPORT)["run_id"]
+    s3_server.client().upload_file(str(held), "audit", f"logs/mixed/{HELD_BACK}/{held.name}")
+    second = segaudit("run", logs, "--out", f"{uri}/out/mixed", "--config", CONFIG, "--incremental")
+    segaudit("run", logs, "--out", f"{uri}/out/full", "--config", CONFIG, "--no-history")
+    return {"first": first, "second": second, "local": local, "bucket": f"{uri}/out/mixed",
+            "full": f"{uri}/out/full", "first_export": before}
+
+
+def test_a_run_in_the_bucket_equals_a_local_run_row_for_row(nights, s3_server):
+    """Night one is gone from the bucket's latest commit, so compare night two's full run with a local
+    run of the same input."""
+    uri = nights["full"]
+    local = nights["local"]
+    # the local run read night one's input: run it again on night two's, into the same local OUT
+    segaudit("run", f"s3://audit/logs/mixed", "--out", local, "--config", CONFIG, "--no-history")
+    assert outputs(uri) == outputs(local)
+    for name in sorted(outputs(uri) - {"validation", "report", "summary.json"}):
+        assert rows(uri, name) == rows(local, name), name
+    bucket_summary, local_summary = rows(uri, "summary.json")[0], rows(local, "summary.json")[0]
+    for key in ("verdicts", "severities", "batches", "record_duplicates"):
+        assert bucket_summary.get(key) == local_summary.get(key), key
+    # the Data Docs and the report are in the bucket too, complete
+    view = published(uri)
+    assert "</html>" in view.read_text("report/index.html")
+    assert "suite" in view.read_text("validation/data_docs/index.html")
+    assert json.loads(view.read_text("validation/results.json"))["suites"]
+
+
+def test_an_incremental_second_night_in_the_bucket_equals_a_full_run(nights):
+    assert "incremental" not in nights["first"].stderr or True
+    bucket, full = nights["bucket"], nights["full"]
+    summary = rows(bucket, "summary.json")[0]
+    assert summary["incremental"] and summary["incremental"]["continued_audit"]
+    for name in ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "producer_state",
+                 "partition_state", "snapshot_checks", "batches", "segments"):
+        assert rows(bucket, name) == rows(full, name), name
+
+
+def test_the_metrics_history_is_kept_beside_out_in_the_bucket(nights):
+    """Two nights into s3://audit/out/mixed: their metrics in s3://audit/out/mixed.history."""
+    view = published("s3://audit/out/mixed")
+    history = ds.dataset("audit/out/mixed.history", filesystem=view.fs, format="parquet", partitioning="hive")
+    assert len(set(history.to_table().column("run_id").to_pylist())) == 2
+
+
+def test_forensic_commands_answer_from_the_bucket(nights):
+    uri, local = nights["full"], nights["local"]
+    for argv in (["explain", "--topic", "clean", "--partition", "0", "--offset", "3"],
+                 ["sql", "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDER BY verdict"]):
+        from_bucket = segaudit(argv[0], uri, *argv[1:])
+        from_disk = segaudit(argv[0], local, *argv[1:])
+        assert from_bucket.returncode == from_disk.returncode == 0, from_bucket.stderr
+        assert from_bucket.stdout == from_disk.stdout.replace(local, uri)
+    producer = json.loads(segaudit("explain", uri, "--topic", "clean", "--partition", "0", "--offset", "3",
+                                   "--format", "json").stdout)
+    pid = producer.get("producer_id") or producer.get("batch", {}).get("producer_id")
+    if pid is not None:
+        assert segaudit("producer", uri, "--producer-id", str(pid)).returncode == 0
+
+
+def test_no_credential_reaches_the_bucket_or_a_log(nights, s3_server):
+    for path in s3_server.data_dir.rglob("*"):
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            assert SECRET_KEY.encode() not in path.read_bytes(), path
+    logs = Path(os.environ.get("SEGAUDIT_CACHE") or Path.home() / ".cache" / "segaudit") / "logs"
+    for log in logs.glob("*.log"):
+        assert SECRET_KEY not in log.read_text(errors="replace"), log
+
+
+def write(run, tables: dict[str, str]) -> None:
+    for table, text in tables.items():
+        run.store.write_text(f"{run.folder}/{table}/part-0", text)
+
+
+def seen(out: str) -> dict[str, str]:
+    view = published(out)
+    return {n: view.read_text(f"{n}/part-0") for n in sorted(outputs(out))}
+
+
+def stage(out: str, name: str, tables: dict[str, str]) -> dict:
+    with publication(out, name) as run:
+        write(run, tables)
+        return run.publish({})
+
+
+@pytest.fixture
+def two_sets(s3_server, request):
+    out = f"s3://audit/publish/{request.node.name.replace('[', '-').rstrip(']')}-{time.monotonic_ns()}"
+    stage(out, EXPORT, {"batches": "old"})
+    stage(out, AUDIT, {"batch_verdicts": "old"})
+    return out
+
+
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from analytics.contract import AUDIT, EXPORT
+    from analytics.publish import commits, publication, unit
+    from analytics.publish import store as stores
+
+    out, when = sys.argv[1], sys.argv[2]
+    root = out.removeprefix("s3://")
+
+    def dying(real, is_top):
+        def call(*args, **kwargs):
+            if is_top(*args):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(*args, **kwargs)
+        return call
+
+    if when == "before":
+        commits.commit = dying(commits.commit, lambda store, *_: store.root == root)
+    elif when == "during":    # the conditional PUT of the commit object sent, not answered
+        stores._s3_create = dying(stores._s3_create, lambda scheme, path, text: path.startswith(root + "/_commits/"))
+    elif when == "after":
+        commits.collect = dying(commits.collect, lambda store, *_: store.root == root and commits.versions(store)[-1] > 2)
+
+    def stage(o, name, tables):
+        with publication(o, name) as run:
+            for table, text in tables.items():
+                run.store.write_text(f"{run.folder}/{table}/part-0", text)
+            run.publish({})
+
+    with unit(out) as u:
+        stage(u.out, EXPORT, {"batches": "new", "segments": "new"})
+        stage(u.out, AUDIT, {"batch_verdicts": "new"})
+        u.publish([EXPORT, AUDIT])
+""")
+
+
+@pytest.mark.parametrize("when", ["before", "during", "after"])
+def test_a_run_killed_around_its_commit_in_the_bucket_shows_the_old_set_or_the_new_one(two_sets, when):
+    out = two_sets
+    done = subprocess.run([sys.executable, "-c", CHILD, out, when], cwd=REPO, capture_output=True, text=True,
+                          env=os.environ.copy())
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    new = {"batches": "new", "segments": "new", "batch_verdicts": "new"}
+    assert seen(out) == ({"batches": "old", "batch_verdicts": "old"} if when != "after" else new)
+    with unit(out) as u:  # the next run
+        stage(u.out, EXPORT, {"batches": "next"})
+        stage(u.out, AUDIT, {"batch_verdicts": "next"})
+        u.publish([EXPORT, AUDIT])
+    assert seen(out) == {"batches": "next", "batch_verdicts": "next"}
+    store = commits.Store(out)
+    held = published(out).snapshot.runs() | commits.read(store, commits.versions(store)[-2]).runs()
+    assert {f"_runs/{n}" for n in store.names("_runs")} == held  # the killed run's objects are gone
+
+
+def test_of_two_runs_into_one_bucket_one_commits(two_sets):
+    out = two_sets
+    with pytest.raises(Conflict), unit(out) as late:
+        stage(late.out, EXPORT, {"batches": "late"})
+        stage(late.out, AUDIT, {"batch_verdicts": "late"})
+        with unit(out) as first:
+            stage(first.out, EXPORT, {"batches": "first"})
+            stage(first.out, AUDIT, {"batch_verdicts": "first"})
+            first.publish([EXPORT, AUDIT])
+        late.publish([EXPORT, AUDIT])
+    assert seen(out) == {"batches": "first", "batch_verdicts": "first"}
+    assert not commits.Store(out).names(f"_runs/{late.run_id}")
+
+
+def test_two_racing_commands_one_exits_2_with_one_line(bucket, tmp_path):
+    """Two `segaudit audit` of the same export, started together: both run, one commits, the other
+    says so in one line and exits 2; the audit in the bucket is the winner's, whole."""
+    uri, _ = bucket
+    out = f"{uri}/out/race"
+    segaudit("export", f"{uri}/logs/mixed", "--out", out)
+    racers = [subprocess.Popen([sys.executable, "-m", "analytics", "audit", out, "--config", CONFIG, "--no-history"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) for _ in range(2)]
+    finished = [(p.wait(timeout=600), p.communicate()) for p in racers]
+    codes = sorted(code for code, _ in finished)
+    assert codes[1] in (0, 1) and codes[0] in (0, 1, 2)
+    for code, (_out, err) in finished:
+        assert_own_lines(err)
+        if code == 2:
+            lines = [line for line in err.splitlines() if line.startswith("segaudit:")]
+            assert len(lines) == 1 and "published by another run" in lines[0], err
+    assert published(out).manifest(AUDIT)["built_from"][EXPORT] == published(out).manifest(EXPORT)["run_id"]
+    assert MANIFESTS[AUDIT]
+
+
+def test_sigint_during_a_run_in_the_bucket_leaves_it_as_it_was(nights, s3_server):
+    out = nights["full"]
+    store = commits.Store(out)
+    before = (commits.versions(store), store.names("_runs"))
+    process = subprocess.Popen([sys.executable, "-m", "analytics", "run", "s3://audit/logs/mixed", "--out", out,
+                                "--config", CONFIG, "--no-history"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO)
+    deadline = time.monotonic() + 180
+    while not set(store.names("_runs")) - set(before[1]):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.1)
+    time.sleep(2.0)
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert_own_lines(err)
+    assert (commits.versions(store), store.names("_runs")) == before
