@@ -20,16 +20,14 @@ to, so that an audit can tell the rows it audited from the rows read since.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analytics.kafka.coordinator import TRANSACTION_STATE_TOPIC
 from analytics.kafka import sinks
-from analytics.kafka.fs import edge_crc, is_remote, open_file
+from analytics.kafka.fs import edge_crc, open_file
 from analytics.kafka.model import SegmentInfo
 
 FINGERPRINT_THREADS = 16
@@ -104,8 +102,9 @@ def segment_files(segments: pa.Table, read, previous: dict | None, kept: dict[st
 
 
 def can_link(out: str) -> bool:
-    """Kept files are hard-linked: OUT must be a local folder."""
-    return not is_remote(out)
+    """Whether files can be kept in place of a new write: hard links on a local disk, the store's own
+    copies in a bucket (:func:`analytics.kafka.sinks.keep`)."""
+    return sinks.can_keep(out)
 
 
 def link_parts(where, staging: str, previous: dict, paths) -> int:
@@ -116,14 +115,10 @@ def link_parts(where, staging: str, previous: dict, paths) -> int:
              for p in parts(previous["segment_files"][path], previous["run_id"])}
     linked = 0
     for table in PER_FILE_TABLES:
-        root = Path(where(table))
-        if not root.is_dir():
-            continue
-        for part in root.rglob("part-*.parquet"):
-            if part.name in names:
-                target = Path(staging, table, part.relative_to(root))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.link(part, target)
+        root = where(table)
+        for part in sinks.parquet_files(root):
+            if sinks.basename(part) in names:
+                sinks.keep(part, sinks.join(staging, table, sinks.relative(part, root)))
                 linked += 1
     return linked
 
@@ -148,9 +143,7 @@ def link_tree(source: str, target: str) -> int:
     e.g. ``topic=t/part-....parquet``); returns how many."""
     parts = parquet_files(source)
     for part in parts:
-        destination = Path(target, os.path.relpath(part, source))
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        os.link(part, destination)
+        sinks.keep(part, sinks.join(target, sinks.relative(part, source)))
     return len(parts)
 
 

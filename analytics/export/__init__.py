@@ -169,7 +169,7 @@ def _previous(out: str, paths: list[str], input_format: str, records: bool, say)
     from analytics.publish import read_manifest
 
     if not reuse.can_link(out):
-        say("an incremental export keeps files by hard links: OUT is not local, so every file is read")
+        say("an incremental export keeps files by links or a store's copies, which OUT has not: every file is read")
         return None
     try:
         manifest = read_manifest(out, EXPORT)

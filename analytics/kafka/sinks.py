@@ -66,6 +66,39 @@ def write_parquet(table: pa.Table, path: str) -> None:
     whole.done()
 
 
+def can_keep(folder: str) -> bool:
+    """Whether a file under ``folder`` can be kept for a new run without being written again: a hard
+    link on a local disk, a server-side copy in an S3 bucket."""
+    return not is_remote(folder) or folder.startswith(("s3://", "s3a://"))
+
+
+def keep(source: str, target: str) -> None:
+    """The file ``source`` kept as ``target`` (same disk or same store): hard-linked locally (copied when
+    on another device), copied by the store in a bucket."""
+    if is_remote(target):
+        store, path = filesystem(target)
+        store.copy_file(filesystem(source)[1], path)
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(source, target)
+
+
+def basename(path: str) -> str:
+    return posixpath.basename(path) if is_remote(path) else os.path.basename(path)
+
+
+def relative(path: str, folder: str) -> str:
+    """``path`` relative to ``folder`` (``topic=t/part-x.parquet``)."""
+    if is_remote(path):
+        return path[len(folder.rstrip("/")) + 1:]
+    return os.path.relpath(path, folder)
+
+
 def parquet_files(folder: str) -> list[str]:
     """The Parquet files of a table folder, sorted (hidden and ``_`` entries left out: files being
     written, and Spark's markers); none when there is no such folder."""

@@ -94,12 +94,31 @@ class Store:
             return
         info = self.fs.get_file_info(self._p(name))
         try:
-            if info.type == pafs.FileType.Directory:
+            if info.type == pafs.FileType.Directory and self.remote:
+                self._delete_objects(self._p(name))
+            elif info.type == pafs.FileType.Directory:
                 self.fs.delete_dir(self._p(name))
             elif info.type == pafs.FileType.File:
                 self.fs.delete_file(self._p(name))
         except FileNotFoundError:  # removed meanwhile
             pass
+
+    def _delete_objects(self, path: str) -> None:
+        """Every object under a prefix, then the folders' marker objects deepest first: a store that keeps
+        folders (versitygw over a POSIX folder) refuses a marker whose folder still holds objects."""
+        infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=True))
+        files = [i.path for i in infos if i.type == pafs.FileType.File]
+        bucket = path.split("/", 1)[0]
+        for start in range(0, len(files), 1000):  # DeleteObjects takes 1,000 keys a request
+            keys = [{"Key": f.split("/", 1)[1]} for f in files[start:start + 1000]]
+            s3_client().delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        folders = [i.path for i in infos if i.type == pafs.FileType.Directory] + [path]
+        for folder in sorted(folders, key=lambda p: -p.count("/")):
+            try:
+                self.fs.delete_dir(folder)
+            except (FileNotFoundError, OSError):
+                if self.fs.get_file_info(folder).type != pafs.FileType.NotFound:
+                    raise
 
     def read_text(self, name: str) -> str:
         with self.fs.open_input_stream(self._p(name)) as f:
