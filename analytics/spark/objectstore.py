@@ -301,5 +301,14 @@ def spark_conf(paths: Iterable[str], environ=os.environ) -> dict[str, str]:
     }
 
 
-if __name__ == "__main__":  # the --jars list of a spark-submit that reads or writes s3:// (fetched once)
-    print(",".join(str(jar) for jar in s3a_jars()))
+def submit_arguments(environ=os.environ) -> list[str]:
+    """The ``spark-submit`` arguments of a job that reads or writes ``s3://``: ``--jars`` (fetched once)
+    and a ``--conf`` per setting of :func:`spark_conf`, from this environment (never a credential)."""
+    args = []
+    for key, value in spark_conf(["s3://"], environ).items():
+        args += ["--jars", value] if key == "spark.jars" else ["--conf", f"{key}={value}"]
+    return args
+
+
+if __name__ == "__main__":  # `spark-submit $(python -m analytics.spark.objectstore) job.py ...`
+    print(" ".join(submit_arguments()))
