@@ -5,8 +5,8 @@ side by side, in one session on the same machine.
     .venv/bin/python bench/bench_object_store.py [--batches N] [--repeat R]
 
 Rows: the sample's cold `segaudit run` (input in the bucket for both, so only OUT differs); an
-`audit` of a generated log of N batches exported to each OUT; a cold `explain` from each OUT.
-Medians of R runs. Needs versitygw (bash scripts/versitygw.sh).
+`audit` of a generated log of N batches (default 4M) exported from the local disk to each OUT; a
+cold `explain` from each OUT. Medians of R runs. Needs versitygw (bash scripts/versitygw.sh).
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ def median(runs: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--batches", type=int, default=1_000_000, help="batches of the generated log to audit")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=4_000_000, help="batches of the generated log to audit")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the sample and of explain (medians)")
+    parser.add_argument("--audit-repeat", type=int, default=1, help="audits of the generated log (medians)")
     args = parser.parse_args()
     from analytics.generate import generate
 
@@ -55,13 +56,12 @@ def main() -> None:
         server.upload(SAMPLE, f"{bucket}/logs/mixed")
         big = work / "big"
         g = generate(big, "clean", scale=max(1, args.batches // 60))
-        server.upload(g.log_dir, f"{bucket}/logs/big")
         rows = []
         for where, out in (("local disk", str(work / "out")), ("bucket", f"{bucket}/out")):
             runs = [timed("run", f"{bucket}/logs/mixed", "--out", f"{out}/mixed-{i}", "--config", CONFIG, "--no-history")
                     for i in range(args.repeat)]
             timed("export", str(g.log_dir), "--out", f"{out}/big", "--master", "local[*]")
-            audits = [timed("audit", f"{out}/big", "--no-history") for _ in range(args.repeat)]
+            audits = [timed("audit", f"{out}/big", "--no-history") for _ in range(args.audit_repeat)]
             explains = [timed("explain", f"{out}/mixed-0", "--topic", "clean", "--partition", "0", "--offset", "3")
                         for _ in range(args.repeat)]
             rows.append((where, runs, audits, explains))
