@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
-from analytics.spark import classdata, jvmlog, objectstore
+from analytics.spark import classdata, jvmlog, memory, objectstore
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
@@ -179,7 +179,10 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     new segments of an incremental run, which joins them with the tables of the whole log), how the
     session evaluates queries (:func:`evaluation_conf`). ``storage``, the paths the command reads and
     writes (inputs, OUT), adds the S3 connector when one is on S3 (:func:`objectstore.spark_conf`,
-    under ``conf``: the user's settings win); a Spark Connect server brings its own."""
+    under ``conf``: the user's settings win); a Spark Connect server brings its own. A new JVM of a
+    local master (none, ``local``, ``local[...]``) gets a share of the machine's memory as its heap
+    unless the user set it (:func:`memory.driver_memory_conf`); under spark-submit, over Spark Connect
+    and on a cluster manager's master the heap stays theirs."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -215,6 +218,9 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             tiny = input_bytes if local and whole_input else None
             cores = local_cores(master or "local[*]") if local else 1
             options |= evaluation_conf(tiny, cores)
+            # The heap of the one JVM that plans and runs the tasks: a share of the machine unless the
+            # user set it (a --conf, PYSPARK_SUBMIT_ARGS, spark-defaults.conf, SPARK_DRIVER_MEMORY).
+            options |= memory.driver_memory_conf(master, conf)
         options |= {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
         options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
         options |= objectstore.spark_conf(storage)
