@@ -12,10 +12,16 @@ export's ``batches`` table:
 - ``Spark classify``: ``analytics.audit.rules.classify`` alone, writing ``batch_verdicts``, the
   same output as the two cases below;
 - ``DuckDB``: the same classification in SQL (``bench/classify_duckdb.sql``), threads = cores;
+- ``lean window replay`` (``bench/lean_replay.py``, issue 46): one sort in producer order, one
+  duplicate sort, lags, a running high-water mark and the verdict, every ``batches`` column carried
+  through and written as Parquet partitioned by topic, in the same session after the audit, twice
+  (the steady run counts); printed beside the steady ``segaudit audit`` in seconds and µs per batch,
+  and with two sizes or more the marginal µs per batch between them (which cancels start-up), with
+  the audit's ratio to it;
 - ``pure Python``: the reference replay (``analytics.audit.reference``), one topic-partition at
   a time, including reading the rows with pyarrow (skipped above ``--python-max`` batches);
 - ``default memory``: ``segaudit audit`` in a fresh driver at Spark's default driver memory
-  (1 GiB) and ``spark.driver.maxResultSize=8m``, twice: in local mode (the driver is the executor,
+  (1 GiB, set explicitly: a local session's own default is a share of the machine) and ``spark.driver.maxResultSize=8m``, twice: in local mode (the driver is the executor,
   so 1 GiB also holds every sort buffer) and against a standalone cluster started by the script
   (executors with ``--executor-memory``; the driver only plans and receives counts). The cluster
   run completes only if nothing large is collected to the driver. Its peak is the resident memory
@@ -46,8 +52,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_export import tree_rss_kib
 
-from analytics.audit.config import INTERNAL_TOPICS, AuditConfig
+from lean_replay import LABEL as LEAN, lean_case, print_side_by_side
+
+from analytics.audit.config import AuditConfig
 from analytics.audit.steps import REPLAY_COLUMNS
+from analytics.contract.vocabulary import CHECK_REPLAY, topics_exempt
 from analytics.spark.standalone import standalone_cluster
 
 
@@ -96,7 +105,7 @@ def duckdb_case(out: Path, config: AuditConfig, threads: int) -> tuple[float, Co
     sql = (ROOT / "bench" / "classify_duckdb.sql").read_text().format(
         batches=out / "batches", log_starts=out / "log_start_offsets", out=target,
         expiration_ms=config.expiration_ms, compacted=quote(config.compacted_topics()),
-        internal=quote(sorted(INTERNAL_TOPICS)),
+        internal=quote(sorted(topics_exempt(CHECK_REPLAY)[0])),  # the topics the replay skips (none by pattern)
     )
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
@@ -139,6 +148,8 @@ def default_memory_case(out: Path, master: str | None = None, conf: dict[str, st
     args = [sys.executable, "-m", "analytics", "audit", str(out), "--conf", "spark.driver.maxResultSize=8m"]
     if master:
         args += ["--master", master]
+    else:  # a local session would otherwise get a share of the machine (analytics.spark.memory)
+        args += ["--conf", "spark.driver.memory=1g"]
     for key, value in (conf or {}).items():
         args += ["--conf", f"{key}={value}"]
     t0 = time.perf_counter()
@@ -164,7 +175,7 @@ def default_memory_case(out: Path, master: str | None = None, conf: dict[str, st
 def print_default_memory(total: int, label: str, result: tuple[float, float, int]) -> None:
     seconds, peak, code = result
     status = "completed" if code == 0 else f"FAILED (exit {code})"
-    print(f"{total:>11,} {label:<26} {seconds:>8.1f} {total / seconds:>10,.0f}   {status}, driver peak RSS {peak:,.0f} MiB",
+    print(f"{total:>11,} {label:<30} {seconds:>8.1f} {total / seconds:>10,.0f}   {status}, driver peak RSS {peak:,.0f} MiB",
           flush=True)
 
 
@@ -187,11 +198,16 @@ def main(argv: list[str] | None = None) -> None:
     spark = get_spark(conf={"spark.driver.memory": args.driver_memory, **conf})
     config = AuditConfig()
     print(f"{cores} cores; Spark local[*], driver memory {args.driver_memory}; DuckDB threads {cores}")
-    print(f"{'batches':>11} {'case':<26} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")
+    print(f"{'batches':>11} {'case':<30} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")
+    side_by_side = []
     for n in args.batches:
         out, total = prepare(args.work, n)
         times, spark_counts = spark_cases(spark, out, config)
         assert sum(spark_counts.values()) == total, (spark_counts, total)
+        for label in (f"{LEAN} (first)", f"{LEAN} (steady)"):
+            times[label], lean_counts = lean_case(spark, out)
+        assert lean_counts == spark_counts, ("the lean replay and Spark disagree", lean_counts, spark_counts)
+        side_by_side.append((total, times["segaudit audit (steady)"], times[f"{LEAN} (steady)"]))
         duck_seconds, duck_counts = duckdb_case(out, config, cores)
         assert duck_counts == spark_counts, ("DuckDB and Spark disagree", duck_counts, spark_counts)
         times["DuckDB"] = duck_seconds
@@ -201,12 +217,13 @@ def main(argv: list[str] | None = None) -> None:
             times["pure Python"] = py_seconds
         base = times["Spark classify"]
         for label, seconds in times.items():
-            print(f"{total:>11,} {label:<26} {seconds:>8.1f} {total / seconds:>10,.0f} {seconds / base:>17.2f}x", flush=True)
+            print(f"{total:>11,} {label:<30} {seconds:>8.1f} {total / seconds:>10,.0f} {seconds / base:>17.2f}x", flush=True)
         if not args.skip_default_memory:
             print_default_memory(total, "local, 1 GiB in all", default_memory_case(out))
             with standalone_cluster(args.work / "cluster", cores=cores, memory=args.executor_memory) as master:
                 print_default_memory(total, "cluster, 1 GiB driver", default_memory_case(
                     out, master, {"spark.executor.memory": args.executor_memory, "spark.cores.max": str(cores)}))
+    print_side_by_side(side_by_side, "segaudit audit (steady)")
 
 
 if __name__ == "__main__":
