@@ -64,7 +64,8 @@ def take_inventory(paths: Iterable[str | os.PathLike]) -> Inventory:
 
     tables = read_log_dirs(paths)
     segments = [(s.file, s.topic, s.partition, s.size_bytes, s.valid_bytes) for s in tables.segments]
-    snapshots = [(e.file, e.topic, e.partition) for e in tables.producer_snapshots]
+    snapshots = [(e.file, e.topic, e.partition) for e in tables.producer_snapshots
+                 if e.producer_id is not None]  # an empty .snapshot's marker row is no entry
     return _summarise([tables.table("batches")], segments, snapshots, tables.parse_errors)
 
 
@@ -82,7 +83,9 @@ def inventory_of_export(out: str) -> Inventory:
 
     batches = _parquet_parts(store, "batches", BATCH_COLUMNS, dictionary=("file", "compression"))
     segments = rows("segments", ["file", "topic", "partition", "size_bytes", "valid_bytes"])
-    snapshots = rows("producer_snapshots", ["file", "topic", "partition"])
+    # an empty .snapshot file's marker row (null producer_id) is no producer entry
+    snapshots = [r[:3] for r in rows("producer_snapshots", ["file", "topic", "partition", "producer_id"])
+                 if r[3] is not None]
     errors = sorted((ParseError(*r) for r in rows("parse_errors", list(ParseError.__slots__))),
                     key=lambda e: (e.file, e.file_position))
     return _summarise(batches, segments, snapshots, errors)

@@ -211,6 +211,69 @@ def test_every_configuration_key_is_also_a_flag(audited, capsys):
     assert "offset=N or time=MS" in err
 
 
+def _empty_snapshot_case(spark, tmp_path):
+    """One partition's verdicts and its two snapshot files as the export reads them (``read_sidecar``):
+    at 20 one entry (producer 2), at 27 none, written by the project's writer. Producer 1's batches
+    all lie below the log start 17, producer 2's from 18 to 24, producer 3's at 30 (after both)."""
+    from analytics.kafka.sidecars import read_sidecar, write_snapshot
+    from analytics.kafka.logdir import row_dict
+    from analytics.spark.source import spark_schema
+
+    part = tmp_path / "b1" / "t-0"
+    part.mkdir(parents=True)
+    (part / f"{20:020d}.snapshot").write_bytes(write_snapshot([(2, 0, 1, 19, 0, 0, -1, -1)]))
+    (part / f"{27:020d}.snapshot").write_bytes(write_snapshot([]))
+    rows = [row_dict(r, schema.PRODUCER_SNAPSHOTS) for name in (20, 27)
+            for r in read_sidecar(part / f"{name:020d}.snapshot", topic="t", partition=0).rows]
+    assert [r["producer_id"] for r in rows] == [2, None]  # the empty file: its marker row
+    snapshots = spark.createDataFrame(rows, spark_schema(schema.PRODUCER_SNAPSHOTS))
+    log = str(part / f"{0:020d}.log")
+    batches = [(1, 0, 0), (1, 5, 1), (1, 10, 2), (2, 18, 0), (2, 19, 1), (2, 24, 2), (3, 30, 0)]
+    v = spark.createDataFrame(
+        [(log, "t", 0, pid, offset, i * 70, 0, seq, offset) for i, (pid, offset, seq) in enumerate(batches)],
+        "file string, topic string, partition int, producer_id long, base_offset long, file_position long, "
+        "producer_epoch short, state_last_sequence int, state_last_offset long").selectExpr(
+        "*", "2 AS magic", "false AS is_control", "1 AS record_count", "0L AS max_timestamp", "base_offset AS last_offset",
+        "state_last_sequence AS base_sequence", "state_last_sequence AS last_sequence", "'OK' AS verdict",
+        "true AS crc_valid")
+    log_starts = spark.createDataFrame(
+        [("t", 0, 17, str(tmp_path / "b1" / "log-start-offset-checkpoint"))], spark_schema(schema.LOG_START_OFFSETS))
+    return v, snapshots, log_starts
+
+
+def test_an_empty_snapshot_lacks_the_producers_the_replay_holds_there(spark, tmp_path):
+    """An empty .snapshot (every producer expired, or dropped) still has an offset: each producer the
+    replay holds below it is ``not_in_snapshot``, except one whose last offset lies below the log start
+    offset, which the broker drops (expected absent: no row)."""
+    from analytics.audit.tables import per_file as _per_file, snapshot_checks as _snapshot_checks
+
+    v, snapshots, log_starts = _empty_snapshot_case(spark, tmp_path)
+
+    def checks(starts):
+        return {(r["snapshot_offset"], r["producer_id"]): (r["status"], r["replayed_last_sequence"],
+                                                          r["replayed_last_offset"], r["log_dir"])
+                for r in _snapshot_checks(v, _per_file(v), snapshots, starts).collect()}
+
+    log_dir = str(tmp_path / "b1")
+    assert checks(log_starts) == {
+        (20, 2): ("match", 1, 19, log_dir),
+        (27, 2): ("not_in_snapshot", 2, 24, log_dir),
+    }
+    # without the log start, producer 1 is one the broker lost, at both offsets
+    assert checks(None) == {
+        (20, 1): ("not_in_snapshot", 2, 10, log_dir),
+        (20, 2): ("match", 1, 19, log_dir),
+        (27, 1): ("not_in_snapshot", 2, 10, log_dir),
+        (27, 2): ("not_in_snapshot", 2, 24, log_dir),
+    }
+    # a producer the snapshot holds is compared even below the log start
+    snap = str(tmp_path / "b1" / "t-0" / f"{27:020d}.snapshot")
+    held = spark.createDataFrame([("t", 0, 27, 1, 0, 2, 10, 0, 0, -1, -1, snap)], snapshots.schema)
+    got = {(r["snapshot_offset"], r["producer_id"]): r["status"]
+           for r in _snapshot_checks(v, _per_file(v), snapshots.unionByName(held), log_starts).collect()}
+    assert got == {(20, 2): "match", (27, 1): "match", (27, 2): "not_in_snapshot"}
+
+
 def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark):
     """Dozens of snapshot offsets per partition (the binary search over them), some at a batch's own
     offset, some before the first and past the last batch, in two log dirs of the same partition (six

@@ -450,12 +450,24 @@ def test_compaction_holes_are_explained(broker_run, audits, spark):
 def test_every_snapshot_the_broker_wrote_agrees_with_the_replay(broker_run, audits, spark):
     _, out = audits["final"]
     rows = _rows(spark, out, "SELECT c.topic, c.snapshot_offset, c.producer_id, c.status, c.expected_last_offset, "
-                             "s.log_start_offset FROM snapshot_checks c JOIN log_start_offsets s USING (topic, partition) "
-                             "WHERE c.status != 'match'")
-    # the only other answer: an entry for batches that DeleteRecords or retention removed since
-    assert all(r["status"] == "not_in_log" and r["expected_last_offset"] < r["log_start_offset"] for r in rows), rows
-    # every entry of every snapshot file got an answer (producers expired by then are in no snapshot)
-    entries = _rows(spark, out, "SELECT count(*) AS n FROM producer_snapshots")[0]["n"]
+                             "s.log_start_offset, e.file AS empty_file, b.last FROM snapshot_checks c "
+                             "JOIN log_start_offsets s USING (topic, partition) LEFT JOIN (SELECT topic, partition, "
+                             "snapshot_offset, file FROM producer_snapshots WHERE producer_id IS NULL) e "
+                             "USING (topic, partition, snapshot_offset) LEFT JOIN (SELECT topic, partition, producer_id, "
+                             "max(max_timestamp) AS last FROM batches GROUP BY topic, partition, producer_id) b "
+                             "USING (topic, partition, producer_id) WHERE c.status != 'match'")
+    # the other answers: an entry for batches that DeleteRecords or retention removed since; and at an
+    # empty snapshot (the broker's at shutdown, every producer expired: its marker row), each producer
+    # the replay holds there, idle past producer.id.expiration.ms when the broker wrote the file
+    lost = [r for r in rows if r["status"] == "not_in_log"]
+    assert all(r["expected_last_offset"] < r["log_start_offset"] for r in lost), rows
+    absent = [r for r in rows if r["status"] == "not_in_snapshot"]
+    assert all(r["empty_file"] and Path(r["empty_file"]).stat().st_mtime * 1000 - r["last"] >= sc.PRODUCER_ID_EXPIRATION_MS
+               for r in absent), absent
+    assert len(lost) + len(absent) == len(rows) and "retention" in {r["topic"] for r in absent}, rows
+    # every entry of every snapshot file got an answer (producers expired by then are in no snapshot;
+    # an empty file is one marker row with no producer)
+    entries = _rows(spark, out, "SELECT count(*) AS n FROM producer_snapshots WHERE producer_id IS NOT NULL")[0]["n"]
     answered = _rows(spark, out, "SELECT count(*) AS n FROM snapshot_checks WHERE status != 'not_in_snapshot'")[0]["n"]
     matched = _rows(spark, out, "SELECT count(*) AS n FROM snapshot_checks WHERE status = 'match'")[0]["n"]
     assert answered == entries and matched >= 2

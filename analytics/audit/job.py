@@ -211,7 +211,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
                 else tables.transactions_merged(read_parquet(spark, published(continue_from).path("transactions")),
                                                 added, config, export_time, coordinator)), count_of("status", TXN_STATUSES)),
             "snapshot_checks": lambda: write_counted("snapshot_checks", tables.snapshot_checks(
-                written, per_file, snapshots), count_of("status", SNAPSHOT_STATUSES)),
+                written, per_file, snapshots, log_starts), count_of("status", SNAPSHOT_STATUSES)),
             "replica_divergence": replicas,
         })
         replicated, divergence = derived["replica_divergence"]

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from analytics.audit.config import AuditConfig
 from analytics.audit.predicates import checked, has_state, is_data
+from analytics.audit.steps import log_starts_of
 from analytics.contract import (
     ABORTED,
     CHECK_RECORD_DUPLICATES,
@@ -114,7 +115,7 @@ def producer_sessions(per_file):
         *_per_file_sums())
 
 
-def snapshot_checks(v, per_file, snapshots):
+def snapshot_checks(v, per_file, snapshots, log_starts=None):
     """Each broker snapshot entry against the replayed state of its producer just below the snapshot offset.
 
     The replayed state after a batch is on its row (``producer_epoch``, ``state_last_sequence``,
@@ -129,12 +130,22 @@ def snapshot_checks(v, per_file, snapshots):
     lost); entries of producers with no batch below the snapshot are ``not_in_log`` (their batches
     are gone, or never were). Entries from a live broker (an export over the protocol) carry no last
     offset and are compared by epoch and last sequence.
+
+    A ``.snapshot`` file with no entry is one marker row of ``snapshots`` (null ``producer_id``): its
+    offset is a snapshot offset like any other, so every producer the replay holds there is
+    ``not_in_snapshot``. Except, with ``log_starts`` (the export's ``log_start_offsets``): a producer
+    whose replayed last offset lies below its partition's log start offset is expected absent and
+    gets no row (the broker drops the producers whose last offset falls below the log start,
+    ``ProducerStateManager``; the snapshots written after it lack them); an entry of such a producer
+    the snapshot holds is still compared.
     """
 
     history, keys = ["log_dir", "topic", "partition"], ["log_dir", "topic", "partition", "producer_id"]
-    entries = with_log_dir(snapshots).select(
+    files = with_log_dir(snapshots)
+    entries = files.where(F.col("producer_id").isNotNull()).select(
         *keys, "snapshot_offset", F.lit(True).alias("in_snapshot"), "producer_epoch", "last_sequence", "last_offset")
-    points = entries.groupBy(*history).agg(F.array_sort(F.collect_set("snapshot_offset")).alias("points"))
+    # every snapshot file's offset, an empty one's (its marker row) included
+    points = files.groupBy(*history).agg(F.array_sort(F.collect_set("snapshot_offset")).alias("points"))
     most = points.agg(F.max(F.size("points"))).first()[0] or 0  # one number: the most snapshots of a partition
     state_row = ["base_offset", "file_position", "producer_epoch", "state_last_sequence", "state_last_offset"]
     last = F.struct(F.col("last_state.base_offset").alias("base_offset"),
@@ -190,12 +201,18 @@ def snapshot_checks(v, per_file, snapshots):
         F.last("s_seq", True).over(upto).alias("replayed_last_sequence"),
         F.last("s_offset", True).over(upto).alias("replayed_last_offset"),
     ).where(F.col("kind") == 1)
+    if log_starts is not None:  # small: one row per partition with snapshots
+        starts = log_starts_of(points.select(*history), log_starts).select(*history, "log_start_offset")
+        replayed = replayed.join(F.broadcast(starts), history, "left")
+        below_start = F.coalesce(F.col("replayed_last_offset") < F.col("log_start_offset"), F.lit(False))
+    else:
+        below_start = F.lit(False)
     seen = F.col("replayed_epoch").isNotNull()
     # a live broker's entry (DescribeProducers) has no last offset: its epoch and sequence are compared
     same = ((F.col("producer_epoch") == F.col("replayed_epoch")) & (F.col("last_sequence") == F.col("replayed_last_sequence"))
             & (F.col("last_offset").isNull() | (F.col("last_offset") == F.col("replayed_last_offset"))))
     status = (F.when(F.col("in_snapshot") & ~seen, NOT_IN_LOG)
-              .when(~F.col("in_snapshot") & seen, NOT_IN_SNAPSHOT)
+              .when(~F.col("in_snapshot") & seen & ~below_start, NOT_IN_SNAPSHOT)
               .when(F.col("in_snapshot") & same, MATCH)
               .when(F.col("in_snapshot"), MISMATCH))
     return replayed.withColumn("status", status).where(F.col("status").isNotNull()).select(

@@ -119,7 +119,7 @@ PRODUCER_SNAPSHOTS = pa.schema(
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("snapshot_offset", pa.int64()),
-        ("producer_id", pa.int64()),
+        ("producer_id", pa.int64()),  # null: an empty .snapshot's marker row (every producer column null)
         ("producer_epoch", pa.int16()),
         ("last_sequence", pa.int32()),
         ("last_offset", pa.int64()),

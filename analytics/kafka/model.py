@@ -93,7 +93,8 @@ class SegmentInfo:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotEntry:
-    """One producer of a broker ``.snapshot`` file: a row of ``OUT/producer_snapshots``."""
+    """One producer of a broker ``.snapshot`` file: a row of ``OUT/producer_snapshots``. An empty
+    file's marker row has None in every producer field (``sidecars.snapshot.empty_snapshot_marker``)."""
 
     topic: str
     partition: int

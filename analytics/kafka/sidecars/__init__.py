@@ -26,7 +26,13 @@ from analytics.kafka.sidecars.checkpoints import (
 )
 from analytics.kafka.sidecars.files import read_sidecar
 from analytics.kafka.sidecars.metadata import ZERO_TOPIC_ID, read_partition_metadata, write_partition_metadata
-from analytics.kafka.sidecars.snapshot import read_snapshot, snapshot_offset_from_name, write_snapshot
+from analytics.kafka.sidecars.snapshot import (
+    empty_snapshot_marker,
+    is_snapshot_entry,
+    read_snapshot,
+    snapshot_offset_from_name,
+    write_snapshot,
+)
 from analytics.kafka.sidecars.txnindex import read_txnindex, write_txnindex
 
 __all__ = [
@@ -34,6 +40,8 @@ __all__ = [
     "LOG_DIR_PARTITION",
     "LOG_DIR_TOPIC",
     "ZERO_TOPIC_ID",
+    "empty_snapshot_marker",
+    "is_snapshot_entry",
     "read_leader_epoch_checkpoint",
     "read_offset_checkpoint",
     "read_partition_metadata",

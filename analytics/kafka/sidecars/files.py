@@ -29,7 +29,8 @@ def read_sidecar(path: Path, *, topic: str, partition: int) -> SidecarResult:
     ``ValueError``, since the caller decides which files are sidecars. Error rows name the file by
     ``str(path)``. For a log-dir checkpoint ``topic`` and ``partition`` are not used (see
     :func:`read_offset_checkpoint`). A file the operating system refuses to read is one
-    ``unreadable`` row.
+    ``unreadable`` row. A valid ``.snapshot`` file with no entry is one marker row (null producer
+    fields, :func:`~analytics.kafka.sidecars.snapshot.empty_snapshot_marker`): the export keeps its offset.
     """
     name = path.name
     file = str(path)
@@ -69,7 +70,7 @@ def _reader_for(
             errors=[ParseError(topic, partition, file, 0, UNKNOWN_FILE, message, len(data))]
         )
     return lambda data: read_snapshot(
-        data, topic=topic, partition=partition, file=file, snapshot_offset=offset
+        data, topic=topic, partition=partition, file=file, snapshot_offset=offset, mark_empty=True
     )
 
 

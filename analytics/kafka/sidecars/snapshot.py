@@ -69,12 +69,16 @@ def snapshot_offset_from_name(name: str) -> int | None:
 
 
 def read_snapshot(
-    data: bytes, *, topic: str, partition: int, file: str, snapshot_offset: int
+    data: bytes, *, topic: str, partition: int, file: str, snapshot_offset: int, mark_empty: bool = False
 ) -> SidecarResult:
     """The producers of a ``.snapshot`` file, or one error row if the broker would refuse the file.
 
     A wrong version, a count that disagrees with the file size, a CRC mismatch or a short file
     leaves no row: the broker discards the whole snapshot, so no entry of it can be trusted.
+
+    A valid file with no entry (the broker writes one when every producer of the partition has
+    expired) gives no row, or with ``mark_empty`` one marker row (:func:`empty_snapshot_marker`): what
+    the export writes to ``producer_snapshots``, so that the snapshot's offset is known.
 
     >>> data = write_snapshot([(23423, 146, 0, 1234569, 2, 3, 15, -1)])
     >>> read_snapshot(data, topic="t", partition=0, file="f", snapshot_offset=7).rows[0].producer_epoch
@@ -86,9 +90,27 @@ def read_snapshot(
         entries = _decode_snapshot(data)
     except KafkaFormatError as exc:
         return SidecarResult(errors=[error_row(topic, partition, file, exc)])
-    return SidecarResult(
-        rows=[SnapshotEntry(topic, partition, snapshot_offset, *values, file=file) for values in entries]
-    )
+    rows = [SnapshotEntry(topic, partition, snapshot_offset, *values, file=file) for values in entries]
+    if not rows and mark_empty:
+        rows = [empty_snapshot_marker(topic, partition, snapshot_offset, file)]
+    return SidecarResult(rows=rows)
+
+
+def empty_snapshot_marker(topic: str, partition: int, snapshot_offset: int, file: str) -> SnapshotEntry:
+    """The ``producer_snapshots`` row of a ``.snapshot`` file with no entry: its topic, partition,
+    ``snapshot_offset`` and ``file``, every producer column null (``producer_id`` null marks it; no
+    entry of a real file has a null field). It is not a producer: readers counting entries skip it,
+    and ``snapshot_checks`` takes only its offset (the producers the replay holds there, absent).
+
+    >>> empty_snapshot_marker("t", 0, 27, "f").producer_id is None
+    True
+    """
+    return SnapshotEntry(topic, partition, snapshot_offset, *([None] * len(_SNAPSHOT_FIELDS)), file=file)
+
+
+def is_snapshot_entry(row) -> bool:
+    """Whether a ``producer_snapshots`` row is a producer's entry, not an empty file's marker."""
+    return row.producer_id is not None
 
 
 def _decode_snapshot(data: bytes) -> Iterable[tuple]:
