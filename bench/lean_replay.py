@@ -88,6 +88,7 @@ def print_side_by_side(rows: list[tuple[int, float, float]], audit_label: str) -
         if span <= 0:
             continue
         audit_us, lean_us = (a1 - a0) / span * 1e6, (l1 - l0) / span * 1e6
-        ratio = f"{audit_us / lean_us:.2f}x" if lean_us > 0 else "n/a"
+        ratio = (f"{audit_us / lean_us:.2f}x" if audit_us > 0 and lean_us > 0
+                 else "n/a (a time fell as the size grew: a busy machine?)")
         print(f"marginal {n0:,} -> {n1:,} batches: audit {audit_us:.2f} µs/batch, lean {lean_us:.2f} µs/batch, "
               f"ratio {ratio}", flush=True)
