@@ -6,8 +6,8 @@ two operations a filesystem and an object store do differently:
 - :meth:`Store.create_text`, a write that succeeds only when the name is free (the commit): on a
   local disk ``link(2)`` of a complete temporary file, which fails when the name exists; on S3 a
   ``PUT`` with ``If-None-Match: *``, which the store refuses with 412 when the key exists;
-- :meth:`Store.copy_in`, a file of another run kept (an incremental run): a hard link on a local
-  disk, a server-side copy on an object store.
+- a file of another run kept (an incremental run): a hard link on a local disk, a server-side copy
+  on an object store (:func:`analytics.kafka.sinks.keep`).
 
 Nothing is ever renamed: an object store has no renames, and publishing does not need them.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 import uuid
 
 import pyarrow.fs as pafs
@@ -25,9 +24,6 @@ from analytics.contract.vocabulary import OUT_SCHEMES
 from analytics.errors import UsageError
 from analytics.kafka.fs import filesystem, is_remote, local_path
 
-# Object stores whose conditional create is implemented (a commit needs one). gs:// and abfs:// have
-# the same primitive (GCS ``ifGenerationMatch=0``, Azure ``If-None-Match: *``) and would plug in here.
-COMMIT_SCHEMES = OUT_SCHEMES
 
 
 class Store:
@@ -66,12 +62,6 @@ class Store:
         """The entries of a folder (names only); empty when it does not exist."""
         selector = pafs.FileSelector(self._p(name), allow_not_found=True)
         return sorted(posixpath.basename(info.path.rstrip("/")) for info in self.fs.get_file_info(selector))
-
-    def files(self, name: str) -> list[str]:
-        """Every file under a folder, as paths relative to it, sorted; none when it does not exist."""
-        base = self._p(name).rstrip("/") + "/"
-        selector = pafs.FileSelector(self._p(name), recursive=True, allow_not_found=True)
-        return sorted(i.path[len(base):] for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File)
 
     def size(self, name: str) -> int:
         """The bytes of a file, or of every file under a folder; 0 when it does not exist."""
@@ -158,20 +148,6 @@ class Store:
         finally:
             _unlink(tmp)
 
-    def copy_in(self, source: str, name: str) -> None:
-        """A file ``source`` (a path or URI on the same filesystem) kept as ``name``: hard-linked on a
-        local disk, copied by the store on an object store."""
-        if self.remote:
-            _, path = filesystem(source)
-            self.fs.copy_file(path, self._p(name))
-            return
-        target = self._p(name)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            os.link(local_path(source), target)
-        except OSError:  # another device: a copy
-            shutil.copyfile(local_path(source), target)
-
     def upload(self, local_folder: str, name: str) -> None:
         """Every file of a local folder, copied to ``name`` (an object store's, or a local one)."""
         pafs.copy_files(local_folder, self._p(name), source_filesystem=pafs.LocalFileSystem(),
@@ -197,14 +173,14 @@ class Store:
 def check_commit_scheme(uri: str) -> None:
     """:class:`UsageError` for an ``OUT`` on a store whose conditional create is not implemented."""
     scheme = str(uri).split("://", 1)[0] if is_remote(uri) else "file"
-    if scheme != "file" and scheme not in COMMIT_SCHEMES:
+    if scheme != "file" and scheme not in OUT_SCHEMES:
         raise UsageError(f"OUT on {scheme}:// is not supported yet: segaudit commits with a conditional "
                          f"create, implemented for local disks and s3:// (see docs/architecture.md)")
 
 
 def _s3_create(scheme: str, path: str, text: str) -> bool:
     """``PUT`` with ``If-None-Match: *``: the store refuses it (412) when the key exists."""
-    if scheme not in COMMIT_SCHEMES:
+    if scheme not in OUT_SCHEMES:
         check_commit_scheme(f"{scheme}://")
     from botocore.exceptions import ClientError
 
