@@ -165,14 +165,8 @@ CHECKPOINTS = pa.schema(
     ]
 )
 
-PARTITION_METADATA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("version", pa.int32()),
-        ("topic_id", pa.string()),
-    ]
-)
+PARTITION_METADATA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("version", pa.int32()),
+                                ("topic_id", pa.string())])
 
 LOG_START_OFFSETS = pa.schema(
     [
@@ -416,6 +410,11 @@ RECONCILIATION = pa.schema(
     ]
 )
 
+# OUT/cluster_configs (extension): the configs in force at the end of each log dir's KRaft metadata log
+CLUSTER_CONFIGS = pa.schema([("resource_type", pa.string()), ("resource_name", pa.string()), ("name", pa.string()),
+                             ("value", pa.string()), ("offset", pa.int64()), ("log_dir", pa.string()),
+                             ("node_id", pa.int32()), ("end_offset", pa.int64()), ("file", pa.string())])
+
 # Every table under OUT by its contract name (``records`` as written: value replaced by size and hash).
 OUT_SCHEMAS = {
     "batches": BATCHES,
@@ -430,6 +429,7 @@ OUT_SCHEMAS = {
     "log_start_offsets": LOG_START_OFFSETS,
     "transactional_ids": TRANSACTIONAL_IDS,
     "coordinator_transactions": COORDINATOR_TRANSACTIONS,
+    "cluster_configs": CLUSTER_CONFIGS,
     "batch_verdicts": BATCH_VERDICTS,
     "anomalies": ANOMALIES,
     "producer_sessions": PRODUCER_SESSIONS,

@@ -302,7 +302,7 @@ STOPS_FILE = frozenset({TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC})
 # -- tables under OUT, by the stage that writes them ------------------------------------------------
 SIDECAR_TABLES = ("producer_snapshots", "aborted_transactions", "leader_epochs", "checkpoints", "partition_metadata")
 EXPORT_TABLES = ("batches", "records", "segments", "parse_errors", "log_start_offsets", *SIDECAR_TABLES,
-                 "transactional_ids", "coordinator_transactions")
+                 "transactional_ids", "coordinator_transactions", "cluster_configs")
 AUDIT_TABLES = ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "snapshot_checks",
                 "record_duplicates", "producer_state", "partition_state", "producer_files", "file_state",
                 "replica_divergence")

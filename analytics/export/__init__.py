@@ -3,7 +3,9 @@
 Tables under ``OUT``: ``batches`` (partitioned by topic), ``records`` (with ``records=True``),
 ``segments``, ``parse_errors``, ``producer_snapshots``, ``aborted_transactions``,
 ``leader_epochs``, ``checkpoints`` (the four log-dir offset checkpoints), ``log_start_offsets``,
-``partition_metadata`` and ``transactional_ids`` (the coordinator's ``__transaction_state`` records), and ``OUT/_export.json`` describing the run.
+``partition_metadata``, ``transactional_ids`` (the coordinator's ``__transaction_state`` records) and
+``cluster_configs`` (the KRaft metadata log's configs, :mod:`analytics.export.configs`), and
+``OUT/_export.json`` describing the run.
 
 Each segment is read once, on an executor, by the data source's ``export-segments`` table: its
 tasks write the file's batches (and records) and parse errors, and yield its ``segments`` row;
@@ -75,6 +77,7 @@ def export(
     ``continue_from``: the OUT holding an export to continue (``out`` itself, or the published OUT
     of a run staged elsewhere): only the segment files new or changed since are read, the others'
     rows kept (:mod:`analytics.reuse`); the tables are a full export's."""
+    from analytics.export.configs import cluster_configs
     from analytics.spark.plan import file_errors, segment_files
     from analytics.spark.session import default_parallelism
     from analytics.spark.source import in_process
@@ -130,6 +133,12 @@ def export(
             else:
                 spark.read.format("kafka-segments").options(**sidecars, minTasks="1").load() \
                     .write.format("noop").mode("overwrite").save()
+        metadata = {}
+        if input_format == "segments":  # the KRaft metadata log's configs, read whole on the driver
+            configs, undecoded, metadata = cluster_configs(paths)
+            if undecoded:
+                write_rows(errors, "cluster-metadata.parquet", undecoded, schema.PARSE_ERRORS)
+            _write_small(run.path("cluster_configs"), pa.Table.from_pylist(configs, schema.CLUSTER_CONFIGS))
         write_missing_tables(run, records)
         # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
         parse_errors = _read_parts(errors, schema.PARSE_ERRORS)
@@ -153,6 +162,7 @@ def export(
             "input_bytes": total_bytes,
             "rows": rows,
             "segment_files": prints,
+            "cluster_metadata": metadata,  # per log dir: the snapshot and records cluster_configs came from
             "incremental": None if previous is None else {"continued_export": previous["run_id"],
                                                           "files_read": len(read), "files_kept": len(kept),
                                                           "files_grown": len(grown)},
@@ -219,7 +229,8 @@ def write_missing_tables(run, records: bool) -> None:
     no_topic = {"batches": schema.BATCHES, **({"records": schema.RECORDS} if records else {})}
     empty = {name: pa.schema([f for f in target if f.name != "topic"]) for name, target in no_topic.items()}
     empty.update({table: schema.READ_SCHEMAS[table] for table in SIDECAR_TABLES})
-    empty.update(transactional_ids=schema.TRANSACTIONAL_IDS, coordinator_transactions=schema.COORDINATOR_TRANSACTIONS)
+    empty.update(transactional_ids=schema.TRANSACTIONAL_IDS, coordinator_transactions=schema.COORDINATOR_TRANSACTIONS,
+                 cluster_configs=schema.CLUSTER_CONFIGS)
     for table, target in empty.items():
         if not sinks.is_dir(run.path(table)):
             _write_small(run.path(table), target.empty_table())
