@@ -124,3 +124,57 @@ def test_aborted_ranges_run_from_the_first_data_batch_to_the_abort_marker(spark)
     _, batches = _frames(spark)
     got = sorted((r["producer_id"], r["txn_first"], r["txn_end"]) for r in tables.aborted_ranges(batches).collect())
     assert got == [(7, 0, 2), (10, 10, 11), (11, 12, 13)]
+
+
+# -- the dedup key ---------------------------------------------------------------------------------------
+STAMPED = ("topic string, partition int, offset long, timestamp long, producer_id long, key binary, value_hash long, "
+           "headers array<struct<key:string,value:binary>>, is_control boolean, file string")
+
+
+def _stamped(spark):
+    """Records with timestamps and headers, a batch each: ``create`` is a CreateTime topic, ``appended``
+    a LogAppendTime one (the broker stamped each append, a retry included)."""
+    h1, h2 = [("trace", b"1")], [("trace", b"2")]
+    rows = [  # topic, offset, timestamp, key, headers: value hash 1 throughout
+        ("create", 0, 100, b"retried", None), ("create", 1, 100, b"retried", None),  # a retry: the same bytes
+        ("create", 2, 200, b"sent-twice", None), ("create", 3, 300, b"sent-twice", None),  # one payload sent twice
+        ("create", 4, 400, b"traced", h1), ("create", 5, 400, b"traced", h2),  # the same payload, other headers
+        ("create", 6, 500, b"retried-traced", h1), ("create", 7, 500, b"retried-traced", h1),  # a retry, headers
+        ("appended", 0, 500, b"restamped", None), ("appended", 1, 900, b"restamped", None),  # a retry, restamped
+    ]
+    records = spark.createDataFrame(
+        [(t, 0, o, ts, 9, k, 1, h, False, _file(t)) for t, o, ts, k, h in rows], STAMPED)
+    batches = spark.createDataFrame(
+        [(t, 0, _file(t), o * 100, o, o, 1, True, 2, False, False, ts, 9, 0, None, None,
+          "LogAppendTime" if t == "appended" else "CreateTime") for t, o, ts, k, h in rows],
+        BATCHES + ", timestamp_type string")
+    return records, batches
+
+
+@pytest.mark.parametrize("dedup_key, expected", [
+    # a retry repeats key, value, headers and the producer's timestamp; a LogAppendTime retry only the first three
+    ("delivery", [("appended", 1, 0), ("create", 1, 0), ("create", 7, 6)]),
+    # key and value alone also take a payload sent twice, and one sent with other headers, for copies
+    ("key_value", [("appended", 1, 0), ("create", 1, 0), ("create", 3, 2), ("create", 5, 4), ("create", 7, 6)]),
+])
+def test_the_delivery_key_finds_retries_and_not_a_payload_sent_twice(spark, dedup_key, expected):
+    records, batches = _stamped(spark)
+    got = tables.record_duplicates(records, dedup_key, batches)
+    assert sorted((r["topic"], r["offset"], r["first_offset"]) for r in got.collect()) == expected
+    assert {r["kind"] for r in got.collect()} == {DUP_DUPLICATE}
+
+
+def test_the_delivery_key_without_the_batches_counts_every_timestamp(spark):
+    records, _ = _stamped(spark)  # no timestamp types known: the restamped retry looks like two sends
+    got = tables.record_duplicates(records, "delivery")
+    assert sorted((r["topic"], r["offset"]) for r in got.collect()) == [("create", 1), ("create", 7)]
+
+
+def test_the_default_dedup_key_is_delivery():
+    from analytics.audit.config import AuditConfig, config_from_mapping
+    from analytics.contract import DEDUP_DELIVERY
+
+    assert AuditConfig().dedup_key == config_from_mapping({}).dedup_key == DEDUP_DELIVERY
+    assert config_from_mapping({"dedup_key": "key_value"}).dedup_key == "key_value"
+    with pytest.raises(ValueError, match="delivery, key_value or header"):
+        config_from_mapping({"dedup_key": "value"})

@@ -4,7 +4,7 @@
     producer_id_expiration_ms = 86400000  # producer.id.expiration.ms (default: the profile's)
     transaction_max_timeout_ms = 900000   # transaction.max.timeout.ms
     export_time_ms = 1767490224297        # "now" for hanging transactions (default: newest batch timestamp)
-    dedup_key = "key_value"               # or "header:<name>" or "json:<field>"
+    dedup_key = "delivery"                # or "key_value" or "header:<name>" (contract.DEDUP_DELIVERY)
     range_batches = 250000                # a longer partition history is replayed in ranges this long
 
     [cleanup_policy]
@@ -29,6 +29,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from analytics.contract import DEDUP_DELIVERY, DEDUP_HEADER_PREFIX, DEDUP_KEY_VALUE, DEFAULT_DEDUP_KEY
 from analytics.replay.broker import LATEST_PROFILE_NAME, Profile, resolve_profile
 
 # Batches of a partition's history replayed in one task (analytics.audit.ranges): work, not results;
@@ -59,7 +60,7 @@ class AuditConfig:
     producer_id_expiration_ms: int | None = None
     transaction_max_timeout_ms: int = 900_000
     export_time_ms: int | None = None
-    dedup_key: str = "key_value"
+    dedup_key: str = DEFAULT_DEDUP_KEY
     cleanup_policy: dict[str, str] = field(default_factory=dict)
     log_start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     broker_restarts: tuple[Restart, ...] = ()
@@ -123,7 +124,7 @@ def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
             r.get("topic"),
             None if r.get("partition") is None else int(r["partition"]),
         ))
-    dedup_key = str(doc.get("dedup_key", "key_value"))
+    dedup_key = str(doc.get("dedup_key", DEFAULT_DEDUP_KEY))
     check_dedup_key(dedup_key)
     return AuditConfig(
         profile=str(doc.get("profile", LATEST_PROFILE_NAME)),
@@ -140,16 +141,18 @@ def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
 
 
 def check_dedup_key(value: str) -> None:
-    """``key_value`` (record key and value hash) or ``header:<name>``.
+    """``delivery`` (key, value, headers and a CreateTime batch's timestamp: what a retry repeats),
+    ``key_value`` (record key and value hash) or ``header:<name>`` (``contract.DEDUP_*``).
 
     >>> check_dedup_key("header:event-id")
     """
-    if value == "key_value" or (value.startswith("header:") and len(value) > len("header:")):
+    if value in (DEDUP_DELIVERY, DEDUP_KEY_VALUE) or (
+            value.startswith(DEDUP_HEADER_PREFIX) and len(value) > len(DEDUP_HEADER_PREFIX)):
         return
     if value.startswith("json:"):
         raise ValueError("dedup_key json:<field> needs record values, which the records table does not keep; "
-                         "use key_value or header:<name>")
-    raise ValueError(f"dedup_key must be key_value or header:<name>, not {value!r}")
+                         "use delivery, key_value or header:<name>")
+    raise ValueError(f"dedup_key must be delivery, key_value or header:<name>, not {value!r}")
 
 
 def recorded_config(summary: dict) -> AuditConfig:

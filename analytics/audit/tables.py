@@ -15,11 +15,15 @@ from analytics.contract import (
     ABORTED,
     CHECK_RECORD_DUPLICATES,
     COMMITTED,
+    DEDUP_DELIVERY,
+    DEDUP_HEADER_PREFIX,
+    DEDUP_KEY_VALUE,
     DUP_ABORTED,
     DUP_AFTER_ABORT,
     DUP_DUPLICATE,
     HANGING,
     LATE_TRANSACTION_BUFFER_MS,
+    LOG_APPEND_TIME,
     MATCH,
     MISMATCH,
     NOT_IN_LOG,
@@ -235,12 +239,10 @@ def record_duplicates(records, dedup_key: str, batches=None):
     ``aborted``, the copy itself does. Aborted transactions are read from ``batches`` (a producer's
     transactional data up to its ABORT marker); without ``batches`` every row is a ``duplicate``."""
 
-    if dedup_key == "key_value":
-        key = F.concat_ws(":", F.coalesce(F.hex("key"), F.lit("null")), F.coalesce(F.col("value_hash").cast("string"), F.lit("null")))
-    else:
-        name = dedup_key[len("header:"):]
-        key = F.hex(F.element_at(F.filter("headers", lambda h: h["key"] == F.lit(name)), 1)["value"])
     located = with_log_dir(records) if "file" in records.columns else records.withColumn("log_dir", F.lit(None).cast("string"))
+    if dedup_key == DEDUP_DELIVERY and batches is not None:
+        located = with_append_time(located, batches)
+    key = dedup_expression(dedup_key, append_time="append_time" in located.columns)
     data = located.where(~F.coalesce(F.col("is_control"), F.lit(False)) & checked(CHECK_RECORD_DUPLICATES)).withColumn(
         "dedup_key", key).where(F.col("dedup_key").isNotNull())
     w = Window.partitionBy("log_dir", "topic", "partition", "dedup_key").orderBy("offset")
@@ -265,6 +267,36 @@ def record_duplicates(records, dedup_key: str, batches=None):
     return flagged.withColumn("kind", kind).where(F.col("rank") > 1).select(
         "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id", "log_dir",
         "kind")
+
+
+def dedup_expression(dedup_key: str, append_time: bool = False):
+    """The dedup key of a record (``contract.DEDUP_KEYS``), as a string whose part before the first
+    ``:`` is the record key in hex. ``delivery``: the key, the value's hash, the headers' hash and, for
+    a CreateTime batch, the producer's timestamp, which a retry re-sends unchanged and two sends of one
+    payload rarely share; a LogAppendTime batch's timestamp is the broker's, new at each append, so it
+    is left out (``append_time``: the records carry the column of :func:`with_append_time`; without
+    it every timestamp counts)."""
+    key_value = [F.coalesce(F.hex("key"), F.lit("null")), F.coalesce(F.col("value_hash").cast("string"), F.lit("null"))]
+    if dedup_key == DEDUP_KEY_VALUE:
+        return F.concat_ws(":", *key_value)
+    if dedup_key == DEDUP_DELIVERY:
+        stamp = F.col("timestamp").cast("string")
+        if append_time:
+            stamp = F.when(F.col("append_time"), F.lit("append")).otherwise(stamp)
+        return F.concat_ws(":", *key_value, F.when(F.size("headers") > 0, F.xxhash64("headers")).otherwise(0).cast("string"),
+                           F.coalesce(stamp, F.lit("null")))
+    name = dedup_key[len(DEDUP_HEADER_PREFIX):]
+    return F.hex(F.element_at(F.filter("headers", lambda h: h["key"] == F.lit(name)), 1)["value"])
+
+
+def with_append_time(records, batches):
+    """``records`` with ``append_time``: its partition has LogAppendTime batches (the broker stamped
+    their timestamps). Those partitions are few (one row each, broadcast), so the records are not
+    shuffled; a partition whose topic changed its timestamp type counts as LogAppendTime throughout
+    (the timestamp is then left out of every key: a retry is never missed)."""
+    appended = batches.where(F.col("timestamp_type") == LOG_APPEND_TIME).select("topic", "partition").distinct()
+    return records.join(F.broadcast(appended.withColumn("append_time", F.lit(True))), ["topic", "partition"], "left") \
+        .withColumn("append_time", F.coalesce(F.col("append_time"), F.lit(False)))
 
 
 def aborted_ranges(batches):

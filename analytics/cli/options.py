@@ -37,7 +37,9 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--export-time-ms", type=non_negative, default=None, metavar="MS",
                    help="'now' for hanging transactions, in ms since the epoch (default: when a live cluster's "
                         "export was captured, else the newest batch's timestamp; overrides the config)")
-    p.add_argument("--dedup-key", default=None, help="key_value (default) or header:<name>")
+    p.add_argument("--dedup-key", default=None,
+                   help="what makes two records copies: delivery (default: key, value, headers and a CreateTime "
+                        "batch's timestamp, what a retry repeats), key_value, or header:<name>")
     p.add_argument("--cleanup-policy", action="append", default=[], metavar="TOPIC=POLICY",
                    type=grammar(lambda text: pair(text, "="), "TOPIC=POLICY"),
                    help="a topic's cleanup.policy (compact, delete, or compact,delete); repeatable")

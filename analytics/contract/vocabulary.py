@@ -147,6 +147,18 @@ DUPLICATE_KIND_MEANING = {
 }
 
 
+# -- dedup keys: what makes two records copies of one (record_duplicates.dedup_key) ---------------------
+# ``delivery`` (the default) finds what a producer's retry writes again: the same key, value, headers and,
+# in a CreateTime batch, the same producer timestamp (a LogAppendTime batch's timestamp is the broker's,
+# new at each append, and is left out). ``key_value`` also counts an application that sends one payload
+# twice; ``header:<name>`` compares an application's own id. docs/real-broker.md measures them.
+DEDUP_DELIVERY = "delivery"
+DEDUP_KEY_VALUE = "key_value"
+DEDUP_HEADER_PREFIX = "header:"
+DEFAULT_DEDUP_KEY = DEDUP_DELIVERY
+LOG_APPEND_TIME = "LogAppendTime"  # batches.timestamp_type of a batch the broker stamped
+
+
 # -- internal and framework topics: which checks apply to each, and why --------------------------------
 # Checks named by the fields of TopicKind (the treatment of a topic, docs/internal-topics.md)
 CHECK_REPLAY, CHECK_RECORD_DUPLICATES, CHECK_SNAPSHOTS, CHECK_TRANSACTIONS = (
