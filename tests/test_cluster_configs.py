@@ -7,7 +7,10 @@ and a dynamic producer.id.expiration.ms, audited without a flag."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import struct
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -141,3 +144,175 @@ def test_a_snapshot_holds_the_state_below_its_offset_the_log_goes_on_from_it(tmp
         ("broker", "", "x", "1", 101, 3), ("topic", "orders", "cleanup.policy", "compact", 2, 3)]
     [note] = read.values()
     assert note["snapshot"] == f"{100:020d}-{1:010d}.checkpoint" and note["end_offset"] == 102
+
+
+# -- the resolution: flag > config > cluster_metadata > server.properties > default --------------------
+def _row(rtype: str, rname: str, name: str, value: str, log_dir: str = "/d", end: int = 10, node: int = 1) -> dict:
+    return {"resource_type": rtype, "resource_name": rname, "name": name, "value": value, "offset": 0,
+            "log_dir": log_dir, "node_id": node, "end_offset": end, "file": "f"}
+
+
+def test_each_setting_takes_the_highest_source_that_gives_it(tmp_path):
+    from analytics.audit.config import AuditConfig, load_config
+    from analytics.audit.settings import read_server_properties, resolve
+
+    server = tmp_path / "server.properties"
+    server.write_text("# static\nproducer.id.expiration.ms = 1000\ntransaction.max.timeout.ms: 2000\n"
+                      "log.cleanup.policy=compact\\\n,delete\nlog.message.timestamp.type LogAppendTime\n")
+    props = read_server_properties(server)
+    assert props["log.cleanup.policy"] == "compact,delete" and props["transaction.max.timeout.ms"] == "2000"
+    cluster = [_row("topic", "a", "cleanup.policy", "compact"), _row("topic", "b", "message.timestamp.type", "CreateTime"),
+               _row("broker", "", "producer.id.expiration.ms", "3000"), _row("broker", "1", "producer.id.expiration.ms", "4000"),
+               _row("broker", "2", "producer.id.expiration.ms", "5"),  # a broker whose log dir is not exported
+               _row("topic", "a", "cleanup.policy", "delete", log_dir="/stale", end=5)]  # a metadata log behind
+    toml = tmp_path / "audit.toml"
+    toml.write_text('[cleanup_policy]\n"c" = "delete"\n')
+    given = load_config(toml).with_overrides(cleanup_policy={"c": "delete", "d": "compact"})
+    config, provenance = resolve(given, ["a", "b", "c", "d", "e"], cluster, props)
+    assert config.producer_id_expiration_ms == 4000  # the exported broker's own entry beats the cluster default
+    assert provenance["producer_id_expiration_ms"] == {"value": 4000, "source": "cluster_metadata",
+                                                       "name": "producer.id.expiration.ms"}
+    assert config.transaction_max_timeout_ms == 2000
+    assert provenance["transaction_max_timeout_ms"]["source"] == "server.properties"
+    assert config.cleanup_policy == {"a": "compact", "b": "compact,delete", "c": "delete", "d": "compact", "e": "compact,delete"}
+    assert config.compacted_topics() == ["a", "b", "d", "e"]
+    assert provenance["cleanup_policy"]["topics"] == {"flag": ["d"], "config": ["c"], "cluster_metadata": ["a"],
+                                                      "server.properties": ["b", "e"]}
+    assert config.message_timestamp_type == {"a": "LogAppendTime", "b": "CreateTime", "c": "LogAppendTime",
+                                             "d": "LogAppendTime", "e": "LogAppendTime"}
+    # nothing but the defaults: the profile's expiration, no cleanup policy
+    config, provenance = resolve(AuditConfig(), ["a"], [], None)
+    assert config.cleanup_policy == {} and config.expiration_ms == 86_400_000
+    assert provenance["producer_id_expiration_ms"] == {"value": 86_400_000, "source": "default",
+                                                       "name": "producer.id.expiration.ms"}
+    assert provenance["cleanup_policy"]["topics"] == {"default": ["a"]}
+    # a flag beats the data dir
+    config, provenance = resolve(AuditConfig().with_overrides(producer_id_expiration_ms=7), [], cluster, props)
+    assert config.producer_id_expiration_ms == 7 and provenance["producer_id_expiration_ms"]["source"] == "flag"
+
+
+def test_a_later_audit_resolves_again_what_the_data_dir_gave():
+    """The previous audit's configuration is made again with what the user gave only: a setting the
+    data dir gave is resolved from the new export."""
+    from analytics.audit.config import recorded_config
+
+    summary = {"configuration": {"producer_id_expiration_ms": 3000, "transaction_max_timeout_ms": 60000,
+                                 "cleanup_policy": {"a": "compact", "b": "compact"}},
+               "settings": {"producer_id_expiration_ms": {"value": 3000, "source": "cluster_metadata"},
+                            "transaction_max_timeout_ms": {"value": 60000, "source": "flag"},
+                            "cleanup_policy": {"value": {"a": "compact", "b": "compact"},
+                                               "topics": {"config": ["a"], "cluster_metadata": ["b"]}}}}
+    config = recorded_config(summary)
+    assert config.producer_id_expiration_ms is None and config.transaction_max_timeout_ms == 60000
+    assert config.cleanup_policy == {"a": "compact"}
+    assert config.given["transaction_max_timeout_ms"] == "flag" and config.given["cleanup_policy"] == {"a": "config"}
+
+
+
+def test_the_report_says_where_each_setting_came_from():
+    from analytics.report.summary import configuration
+
+    html = configuration({"summary": {
+        "configuration": {"profile": "4.x", "producer_id_expiration_ms": 60000, "cleanup_policy": {"a": "compact"}},
+        "settings": {"producer_id_expiration_ms": {"value": 60000, "source": "cluster_metadata",
+                                                   "name": "producer.id.expiration.ms"},
+                     "cleanup_policy": {"value": {"a": "compact"}, "name": "cleanup.policy", "default": "delete",
+                                        "topics": {"cluster_metadata": ["a"], "default": ["b", "c<"]}}}}})
+    assert "<th>from</th>" in html
+    assert '<td>cluster_metadata <span class="muted">(producer.id.expiration.ms)</span></td>' in html
+    assert '<td>cluster_metadata: a<br>default: b, c&lt; <span class="muted">(cleanup.policy)</span></td>' in html
+    assert "<td>4.x</td><td>—</td>" in html  # a setting the brokers do not give
+
+# -- a real broker ------------------------------------------------------------------------------------
+BROKER_VERSION = "4.4.0"
+COMPACTED = "compacted"
+EXPIRATION_MS = 3_600_000  # set for the cluster with the admin client: a dynamic broker config
+
+
+@pytest.fixture(scope="module")
+def compacted_data_dir(tmp_path_factory):
+    """One KRaft node: a compacted topic the cleaner thinned (whole batches of an idempotent producer
+    removed) and producer.id.expiration.ms set for the cluster; stopped cleanly. Its log dir."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from tests import broker_scenarios as sc
+    from tests.kafka_cluster import KafkaCluster, require_jars
+
+    require_jars(BROKER_VERSION)
+    root = tmp_path_factory.mktemp("cluster-configs")
+    with KafkaCluster(BROKER_VERSION, root / "kafka", config={"log.cleaner.min.compaction.lag.ms": "0"}) as cluster:
+        admin = cluster.admin()
+        try:  # the cluster default (resource name ""), which kafka-python's alter_configs refuses to name
+            default = ConfigResource(ConfigResourceType.BROKER, "", configs={"producer.id.expiration.ms": str(EXPIRATION_MS)})
+            request = admin._alter_configs_request([default], incremental=True)
+            answer = admin._manager.run(admin._manager.send, request)
+            assert [r[0] for r in answer.responses] == [0], answer
+        finally:
+            admin.close()
+        cluster.create_topic(COMPACTED, cleanup_policy="compact", segment_ms=100, min_cleanable_dirty_ratio=0.01,
+                             delete_retention_ms=100)
+        facts = sc.Facts("compaction", COMPACTED, "kafka-python, idempotent")
+        producer = sc.idempotent_producer(cluster)
+        for i in range(21):  # every other batch rewrites one key: the cleaner removes those batches whole
+            sc.send_each(producer, COMPACTED, range(i, i + 1), facts, key="hot" if i % 2 == 0 else f"k{i}")
+            time.sleep(0.03)
+        time.sleep(0.2)
+        last = sc.send_each(producer, COMPACTED, range(21, 22), facts, key="hot")  # rolls the segment
+        producer.close()
+        sc.wait_for_cleaning(cluster.node(1).log_dir, COMPACTED, beyond=last[0] - 1)
+    return cluster.node(1).log_dir
+
+
+def _segaudit(*args: str) -> tuple[int, str]:
+    """``segaudit ARGS`` in this process (the tests' Spark session): exit code and stderr, which holds
+    segaudit's own lines only."""
+    from analytics import cli
+    from tests.commands import assert_own_lines
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        code = cli.main(list(args))
+    assert_own_lines(stderr.getvalue())
+    return code, stderr.getvalue()
+
+
+@pytest.mark.broker
+@pytest.mark.spark
+def test_the_data_dir_configures_the_audit(compacted_data_dir, spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    from analytics.audit.job import read_audit
+
+    out = str(tmp_path / "out")
+    code, _ = _segaudit("run", str(compacted_data_dir), "--out", out, "--no-history")
+    assert code == 0
+    configs = {(r["resource_type"], r["resource_name"], r["name"]): r["value"]
+               for r in pq.read_table(f"{out}/cluster_configs").to_pylist()}
+    assert configs[("topic", COMPACTED, "cleanup.policy")] == "compact"
+    assert configs[("topic", COMPACTED, "segment.ms")] == "100"
+    assert configs[("broker", "", "producer.id.expiration.ms")] == str(EXPIRATION_MS)
+
+    summary = read_audit(out)
+    verdicts = pq.read_table(f"{out}/batch_verdicts", filters=[("topic", "=", COMPACTED)]).to_pylist()
+    holes = [v for v in verdicts if v["verdict"] == "SEQUENCE_GAP"]
+    assert holes and all(v["explained_by"] == "compaction" and v["severity"] == "explained" for v in holes)
+    assert summary["severities"]["violation"] == 0
+    assert summary["configuration"]["cleanup_policy"][COMPACTED] == "compact"
+    assert COMPACTED in summary["settings"]["cleanup_policy"]["topics"]["cluster_metadata"]
+    assert summary["configuration"]["producer_id_expiration_ms"] == EXPIRATION_MS
+    assert summary["settings"]["producer_id_expiration_ms"]["source"] == "cluster_metadata"
+    assert summary["settings"]["transaction_max_timeout_ms"]["source"] == "default"
+    page = Path(out, "report", "index.html").read_text()
+    assert "cluster_metadata" in page and "producer.id.expiration.ms" in page
+
+    # a flag beats the data dir; a server.properties the configuration names and cannot read: exit 2
+    code, _ = _segaudit("audit", out, "--producer-id-expiration-ms", "7200000", "--no-history")
+    assert code == 0
+    summary = read_audit(out)
+    assert summary["configuration"]["producer_id_expiration_ms"] == 7_200_000
+    assert summary["settings"]["producer_id_expiration_ms"]["source"] == "flag"
+    assert COMPACTED in summary["settings"]["cleanup_policy"]["topics"]["cluster_metadata"]
+    toml = tmp_path / "audit.toml"
+    toml.write_text(f'server_properties = "{tmp_path / "missing.properties"}"\n')
+    code, err = _segaudit("audit", out, "--config", str(toml), "--no-history")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "missing.properties" in err

@@ -6,9 +6,13 @@
     export_time_ms = 1767490224297        # "now" for hanging transactions (default: newest batch timestamp)
     dedup_key = "delivery"                # or "key_value" or "header:<name>" (contract.DEDUP_DELIVERY)
     range_batches = 250000                # a longer partition history is replayed in ranges this long
+    server_properties = "/etc/kafka/server.properties"  # the brokers' static settings (analytics.audit.settings)
 
-    [cleanup_policy]
+    [cleanup_policy]                      # default: the data dir's __cluster_metadata, server.properties
     "orders-compacted" = "compact"
+
+    [message_timestamp_type]              # a topic's message.timestamp.type (CreateTime or LogAppendTime)
+    "orders" = "LogAppendTime"
 
     [log_start_offsets]                   # when known and not in the export's checkpoint
     "orders:0" = 1200
@@ -65,6 +69,11 @@ class AuditConfig:
     log_start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     broker_restarts: tuple[Restart, ...] = ()
     range_batches: int = DEFAULT_RANGE_BATCHES
+    message_timestamp_type: dict[str, str] = field(default_factory=dict)
+    server_properties: str | None = None
+    # who gave each setting, flag or config (per topic for a per-topic one): the others are resolved
+    # from the data dir, server.properties or the defaults (analytics.audit.settings); not a setting
+    given: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         resolve_profile(self.profile)
@@ -87,7 +96,19 @@ class AuditConfig:
         return sorted(t for t, policy in self.cleanup_policy.items() if "compact" in policy)
 
     def with_overrides(self, **overrides) -> "AuditConfig":
-        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        """``self`` with the settings flags give (None: not given), which ``given`` names ``flag``."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        marks = dict(self.given)
+        for k, v in given.items():
+            before = getattr(self, k)
+            marks[k] = ({**marks.get(k, {}), **{t: "flag" for t in v if v[t] != before.get(t) or t not in before}}
+                        if k in PER_TOPIC else "flag")
+        return replace(self, **given, given=marks)
+
+
+# The settings held per topic (topic -> value); the sources a user gives (analytics.audit.settings.SOURCES)
+PER_TOPIC = ("cleanup_policy", "message_timestamp_type")
+GIVEN = ("flag", "config")
 
 
 def load_config(path: str | Path | None) -> AuditConfig:
@@ -106,7 +127,7 @@ def load_validation_section(path: str | Path | None) -> dict:
 
 def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
     """An AuditConfig from a TOML document, or from the ``configuration`` an audit's summary.json records."""
-    known = set(AuditConfig.__dataclass_fields__) | {"validation"}
+    known = set(AuditConfig.__dataclass_fields__) - {"given"} | {"validation"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise ValueError(f"{path}: unknown configuration keys: {', '.join(unknown)}")
@@ -137,6 +158,10 @@ def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
         log_start_offsets=starts,
         broker_restarts=tuple(restarts),
         range_batches=int(doc.get("range_batches", DEFAULT_RANGE_BATCHES)),
+        message_timestamp_type={str(k): str(v) for k, v in doc.get("message_timestamp_type", {}).items()},
+        server_properties=None if doc.get("server_properties") is None else str(doc["server_properties"]),
+        given={k: ({str(t): "config" for t in doc[k]} if k in PER_TOPIC else "config")
+               for k in doc if k in AuditConfig.__dataclass_fields__},
     )
 
 
@@ -161,13 +186,23 @@ def recorded_config(summary: dict) -> AuditConfig:
     doc = dict(summary.get("configuration") or {})
     if summary.get("export_time_source") != "configuration":
         doc.pop("export_time_ms", None)
-    return config_from_mapping(doc, "the previous audit's summary.json")
+    given: dict = {}
+    for setting, entry in (summary.get("settings") or {}).items():  # resolved ones are resolved again
+        if "topics" in entry:
+            given[setting] = {t: s for s, ts in entry["topics"].items() if s in GIVEN for t in ts}
+            doc[setting] = {t: v for t, v in (doc.get(setting) or {}).items() if t in given[setting]}
+        elif entry.get("source") in GIVEN:
+            given[setting] = entry["source"]
+        else:
+            doc.pop(setting, None)
+    config = config_from_mapping(doc, "the previous audit's summary.json")
+    return replace(config, given=config.given | given) if given else config
 
 
 def settings_of(config: AuditConfig) -> dict:
     """``config`` as the values the audit uses, by setting (the expiration resolved from the profile),
     in the form ``summary.json`` records."""
-    values = {k: getattr(config, k) for k in AuditConfig.__dataclass_fields__}
+    values = {k: getattr(config, k) for k in AuditConfig.__dataclass_fields__ if k != "given"}
     values["producer_id_expiration_ms"] = config.expiration_ms
     values["log_start_offsets"] = {f"{t}:{p}": o for (t, p), o in config.log_start_offsets.items()}
     values["broker_restarts"] = [asdict(r) for r in config.broker_restarts]

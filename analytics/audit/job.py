@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from analytics import reuse
 from analytics.audit import tables
 from analytics.audit.config import AuditConfig
+from analytics.audit.settings import resolved
 from analytics.contract import (
     AUDIT,
     DUP_DUPLICATE,
@@ -83,6 +84,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
     started = time.monotonic()
     store = published(out)
     export_manifest = read_manifest(out, EXPORT)
+    config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
     batches = read_parquet(spark, store.path("batches"))
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
     previous = None if continue_from is None else _previous(spark, continue_from, config,
@@ -237,8 +239,10 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             "replicated_partitions": replicated,
             "replica_divergence": {s: divergence.get(s, 0) for s in SEVERITIES if s != SEV_OK},
             # the values used: the profile as given, the expiration its default when not configured
-            "configuration": _jsonable(asdict(config)) | {"export_time_ms": export_time,
-                                                          "producer_id_expiration_ms": config.expiration_ms},
+            "configuration": _configuration(config) | {"export_time_ms": export_time,
+                                                       "producer_id_expiration_ms": config.expiration_ms},
+            # each broker and topic setting's value and where it came from (analytics.audit.settings)
+            "settings": provenance,
             # where export_time_ms came from: the configuration, a live cluster's capture, or the log
             "export_time_source": export_time_source,
             "seconds": round(seconds, 3),
@@ -274,7 +278,7 @@ def _previous(spark, out: str, config: AuditConfig, say):
         say("the audit in OUT has no producer state: a full audit")
         return None
     before = dict(summary.get("configuration") or {})
-    now = _jsonable(asdict(config)) | {"producer_id_expiration_ms": config.expiration_ms}
+    now = _configuration(config) | {"producer_id_expiration_ms": config.expiration_ms}
     if _verdict_settings(before) != _verdict_settings(now):
         say("the audit in OUT was made with another configuration: a full audit")
         return None
@@ -341,6 +345,11 @@ def _verdict_and_severity_counts(verdicts) -> tuple[dict, dict]:
         by_verdict[r["verdict"]] = by_verdict.get(r["verdict"], 0) + r["count"]
         by_severity[r["severity"]] = by_severity.get(r["severity"], 0) + r["count"]
     return by_verdict, by_severity
+
+
+def _configuration(config: AuditConfig) -> dict:
+    """The settings of ``config`` as ``summary.json`` records them (not who gave them: ``settings``)."""
+    return _jsonable({k: v for k, v in asdict(config).items() if k != "given"})
 
 
 def _jsonable(value):

@@ -49,6 +49,10 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--restart", action="append", default=[], metavar="[TOPIC[:PARTITION]@](offset=N|time=MS)",
                    type=grammar(restart, "[TOPIC[:PARTITION]@](offset=N or time=MS)"),
                    help="a broker restart or truncation that lost producer state; repeatable")
+    p.add_argument("--server-properties", default=None, metavar="FILE", type=readable_file,
+                   help="the brokers' server.properties: static settings (producer.id.expiration.ms, "
+                        "transaction.max.timeout.ms, log.cleanup.policy, log.message.timestamp.type) below the "
+                        "data dir's __cluster_metadata; overrides the config")
     p.add_argument("--range-batches", type=positive, default=None, metavar="N",
                    help="replay a partition's history in ranges of about N batches, each in a task of its own "
                         "(default 250000; changes where the work runs, never a verdict)")
@@ -245,7 +249,11 @@ def audit_config(args, previous: dict | None = None):
             log_start_offsets=(config.log_start_offsets | dict(log_start(v) for v in args.log_start)) if args.log_start else None,
             broker_restarts=(config.broker_restarts + tuple(restart(v) for v in args.restart)) if args.restart else None,
             range_batches=args.range_batches,
+            server_properties=args.server_properties,
         )
+        if config.server_properties is not None:  # a file that cannot be read: one line before Spark
+            from analytics.audit.settings import read_server_properties
+            read_server_properties(config.server_properties)
         if args.dedup_key:
             check_dedup_key(args.dedup_key)
     except (OSError, ValueError) as exc:

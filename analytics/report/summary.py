@@ -50,9 +50,11 @@ def verdicts(data: dict) -> str:
 
 
 def configuration(data: dict) -> str:
-    """The ``configuration`` section: the settings the audit ran with, last on the page."""
-    config = as_dict(as_dict(data.get("summary")).get("configuration"))
-    return section("configuration", "Configuration", _configuration(config))
+    """The ``configuration`` section: the settings the audit ran with, last on the page, each broker
+    and topic setting with where its value came from (``summary.json``'s ``settings``)."""
+    s = as_dict(data.get("summary"))
+    return section("configuration", "Configuration",
+                   _configuration(as_dict(s.get("configuration")), as_dict(s.get("settings"))))
 
 
 def _broker_cards(s: dict, severities: dict) -> str:
@@ -150,11 +152,43 @@ def _facts(s: dict, out) -> str:
     return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
 
 
-def _configuration(config: dict) -> str:
+def _configuration(config: dict, settings: dict) -> str:
     if not config:
         return nothing("no configuration")
     rows = [[span("mono", esc(k)), config_value(str(k), v)] for k, v in config.items()]
-    return table(["setting", "value"], rows)
+    if not settings:  # an audit that recorded no sources
+        return table(["setting", "value"], rows)
+    return table(["setting", "value", "from"], [[*row, setting_source(settings.get(k))] for row, k in zip(rows, config)])
+
+
+MAX_SOURCE_TOPICS = 12  # topics named per source; the others counted
+
+
+def setting_source(entry) -> str:
+    """Where a setting's value came from (``flag``, ``config``, ``cluster_metadata``,
+    ``server.properties``, ``default``), with the broker's name of it; for a per-topic setting, the
+    topics each source gave it to. A setting the audit does not resolve from the brokers: a dash.
+
+    >>> setting_source({"value": 60000, "source": "cluster_metadata", "name": "producer.id.expiration.ms"})
+    'cluster_metadata <span class="muted">(producer.id.expiration.ms)</span>'
+    >>> setting_source({"value": {}, "name": "cleanup.policy", "topics": {"flag": ["a"], "default": ["b", "c"]}})
+    'flag: a<br>default: b, c <span class="muted">(cleanup.policy)</span>'
+    """
+    entry = as_dict(entry)
+    if not entry:
+        return DASH
+    broker_name = entry.get("name")
+    name = f" {span('muted', esc(f'({broker_name})'))}" if broker_name else ""
+    topics = as_dict(entry.get("topics"))
+    if not topics:
+        return f"{esc(entry.get('source') or DASH)}{name}"
+    lines = []
+    for source, names in topics.items():
+        names = [str(t) for t in as_list(names)]
+        shown = ", ".join(esc(t) for t in names[:MAX_SOURCE_TOPICS])
+        more = f" and {len(names) - MAX_SOURCE_TOPICS:,} more" if len(names) > MAX_SOURCE_TOPICS else ""
+        lines.append(f"{esc(source)}: {shown}{more}")
+    return "<br>".join(lines) + name
 
 
 def config_value(key: str, v) -> str:
