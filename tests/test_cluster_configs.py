@@ -191,6 +191,27 @@ def test_each_setting_takes_the_highest_source_that_gives_it(tmp_path):
     assert config.producer_id_expiration_ms == 7 and provenance["producer_id_expiration_ms"]["source"] == "flag"
 
 
+def test_flags_and_the_file_name_what_they_give(tmp_path):
+    from analytics.cli.options import audit_config
+    from analytics.cli.parser import parser
+    from analytics.errors import UsageError
+
+    server = tmp_path / "server.properties"
+    server.write_text("log.cleanup.policy=compact\n")
+    toml = tmp_path / "audit.toml"
+    toml.write_text(f'server_properties = "{server}"\ntransaction_max_timeout_ms = 5\n[message_timestamp_type]\n"a" = "CreateTime"\n')
+    args = parser().parse_args(["audit", "out", "--config", str(toml), "--message-timestamp-type", "b=LogAppendTime",
+                                "--producer-id-expiration-ms", "9"])
+    config = audit_config(args)
+    assert config.message_timestamp_type == {"a": "CreateTime", "b": "LogAppendTime"}
+    assert config.given["message_timestamp_type"] == {"a": "config", "b": "flag"}
+    assert config.given["transaction_max_timeout_ms"] == "config" and config.given["producer_id_expiration_ms"] == "flag"
+    assert config.server_properties == str(server)
+    server.unlink()  # named by the file and gone: a usage error before anything runs
+    with pytest.raises(UsageError, match="server.properties"):
+        audit_config(parser().parse_args(["audit", "out", "--config", str(toml)]))
+
+
 def test_a_later_audit_resolves_again_what_the_data_dir_gave():
     """The previous audit's configuration is made again with what the user gave only: a setting the
     data dir gave is resolved from the new export."""

@@ -43,6 +43,9 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cleanup-policy", action="append", default=[], metavar="TOPIC=POLICY",
                    type=grammar(lambda text: pair(text, "="), "TOPIC=POLICY"),
                    help="a topic's cleanup.policy (compact, delete, or compact,delete); repeatable")
+    p.add_argument("--message-timestamp-type", action="append", default=[], metavar="TOPIC=TYPE",
+                   type=grammar(lambda text: pair(text, "="), "TOPIC=TYPE"),
+                   help="a topic's message.timestamp.type (CreateTime or LogAppendTime); repeatable")
     p.add_argument("--log-start", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
                    type=grammar(log_start, "TOPIC:PARTITION=OFFSET"),
                    help="a partition's log start offset when the export has none; repeatable")
@@ -250,6 +253,8 @@ def audit_config(args, previous: dict | None = None):
             broker_restarts=(config.broker_restarts + tuple(restart(v) for v in args.restart)) if args.restart else None,
             range_batches=args.range_batches,
             server_properties=args.server_properties,
+            message_timestamp_type=(config.message_timestamp_type | dict(pair(v, "=") for v in args.message_timestamp_type))
+            if args.message_timestamp_type else None,
         )
         if config.server_properties is not None:  # a file that cannot be read: one line before Spark
             from analytics.audit.settings import read_server_properties
