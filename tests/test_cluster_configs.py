@@ -146,6 +146,28 @@ def test_a_snapshot_holds_the_state_below_its_offset_the_log_goes_on_from_it(tmp
     assert note["snapshot"] == f"{100:020d}-{1:010d}.checkpoint" and note["end_offset"] == 102
 
 
+def test_an_incremental_export_gives_the_table_a_full_one_gives(tmp_path):
+    """The metadata log grew after an export (a config changed, one deleted, a new snapshot): the
+    incremental export's cluster_configs equals a full export's, and holds the new state."""
+    import pyarrow.parquet as pq
+
+    from analytics.export import export
+
+    part = write_metadata_dir(tmp_path / "d", log=[topic("orders"), config(2, "orders", "cleanup.policy", "compact"),
+                                                   config(4, "", "producer.id.expiration.ms", "1000")])
+    out = str(tmp_path / "out")
+    export(None, [str(tmp_path / "d")], out)
+    segment = part / segment_file_name(0)
+    with open(segment, "ab") as f:  # the log goes on
+        f.write(build_batch(3, [RecordSpec(value=config(2, "orders", "cleanup.policy", "compact,delete"))]))
+        f.write(build_batch(4, [RecordSpec(value=config(4, "", "producer.id.expiration.ms", None))]))
+    export(None, [str(tmp_path / "d")], out, continue_from=out)
+    export(None, [str(tmp_path / "d")], str(tmp_path / "full"))
+    got, want = (sorted(pq.read_table(f"{o}/cluster_configs").to_pylist(), key=str) for o in (out, str(tmp_path / "full")))
+    assert got == want
+    assert [(r["name"], r["value"], r["offset"]) for r in got] == [("cleanup.policy", "compact,delete", 3)]
+
+
 # -- the resolution: flag > config > cluster_metadata > server.properties > default --------------------
 def _row(rtype: str, rname: str, name: str, value: str, log_dir: str = "/d", end: int = 10, node: int = 1) -> dict:
     return {"resource_type": rtype, "resource_name": rname, "name": name, "value": value, "offset": 0,
