@@ -327,8 +327,9 @@ def test_the_data_dir_configures_the_audit(compacted_data_dir, spark, tmp_path):
     from analytics.audit.job import read_audit
 
     out = str(tmp_path / "out")
-    code, _ = _segaudit("run", str(compacted_data_dir), "--out", out, "--no-history")
-    assert code == 0
+    assert _segaudit("export", str(compacted_data_dir), "--out", out)[0] == 0
+    assert _segaudit("audit", out, "--no-history")[0] == 0  # no flag, no configuration
+    assert _segaudit("report", out)[0] == 0
     configs = {(r["resource_type"], r["resource_name"], r["name"]): r["value"]
                for r in pq.read_table(f"{out}/cluster_configs").to_pylist()}
     assert configs[("topic", COMPACTED, "cleanup.policy")] == "compact"
