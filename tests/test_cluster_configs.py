@@ -208,6 +208,11 @@ def test_each_setting_takes_the_highest_source_that_gives_it(tmp_path):
     assert provenance["producer_id_expiration_ms"] == {"value": 86_400_000, "source": "default",
                                                        "name": "producer.id.expiration.ms"}
     assert provenance["cleanup_policy"]["topics"] == {"default": ["a"]}
+    # a library caller's own AuditConfig: its values count as a configuration file's
+    config, provenance = resolve(AuditConfig(producer_id_expiration_ms=9, cleanup_policy={"a": "delete"}), ["a"],
+                                 cluster, props)
+    assert config.producer_id_expiration_ms == 9 and provenance["producer_id_expiration_ms"]["source"] == "config"
+    assert config.cleanup_policy == {"a": "delete"} and provenance["cleanup_policy"]["topics"] == {"config": ["a"]}
     # a flag beats the data dir
     config, provenance = resolve(AuditConfig().with_overrides(producer_id_expiration_ms=7), [], cluster, props)
     assert config.producer_id_expiration_ms == 7 and provenance["producer_id_expiration_ms"]["source"] == "flag"

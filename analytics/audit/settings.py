@@ -76,7 +76,8 @@ def _unescape(text: str) -> str:
 
 def resolve(config: AuditConfig, topics: list[str], cluster: list[dict],
             server: dict[str, str] | None) -> tuple[AuditConfig, dict]:
-    """``config`` (what the flags and the file gave: ``config.given``) with every other setting taken
+    """``config`` (what the flags and the file gave: ``config.given``; a value of a caller's own
+    ``AuditConfig`` other than the default counts as the file's) with every other setting taken
     from the metadata log's ``cluster`` rows and the ``server`` properties; and the provenance
     ``summary.json`` records: per broker setting its value and source, per topic setting the value
     and the topics each source gave (``topics``: the exported topics)."""
@@ -99,6 +100,8 @@ def resolve(config: AuditConfig, topics: list[str], cluster: list[dict],
     provenance: dict = {}
     for setting, name in BROKER_SETTINGS.items():
         source, value = given.get(setting), getattr(config, setting)
+        if source is None and value != AuditConfig.__dataclass_fields__[setting].default:
+            source = CONFIG  # set by a library caller, who says nothing of where from
         if source not in GIVEN:
             source, value = DEFAULT, AuditConfig.__dataclass_fields__[setting].default
             for candidate, found in ((CLUSTER_METADATA, dynamic(name)), (SERVER_PROPERTIES, server.get(name))):
@@ -114,8 +117,8 @@ def resolve(config: AuditConfig, topics: list[str], cluster: list[dict],
         broker_default = [(CLUSTER_METADATA, dynamic(broker_name)), (SERVER_PROPERTIES, server.get(broker_name))]
         values, by_source = {}, {s: [] for s in SOURCES}
         for topic in sorted(set(topics) | set(mine)):
-            if topic in mine and from_user.get(topic) in GIVEN:
-                source, value = from_user[topic], mine[topic]
+            if topic in mine:  # before resolution, the map holds what a flag, the file or a caller gave
+                source, value = from_user.get(topic, CONFIG), mine[topic]
             elif (topic, name) in topic_configs:
                 source, value = CLUSTER_METADATA, topic_configs[(topic, name)]
             else:
