@@ -5,7 +5,10 @@ Maven (``tests/kafka/pom.xml``) into ``~/.cache/segaudit/kafka_2.13-<version>/``
 moves it), once: a second run downloads nothing. ``KafkaCluster`` formats KRaft storage and starts
 one or three combined broker+controller nodes (``kafka.Kafka``) on free loopback ports with their log
 dirs under a temporary folder, waits until every node answers a metadata request, and stops them
-(``close``, also when a test fails: use it as a context manager or through a fixture).
+(``close``, also when a test fails: use it as a context manager or through a fixture). With
+``controllers=N`` the quorum is N nodes of their own (``process.roles=controller``, node ids from
+:data:`CONTROLLER_IDS`) and the ``nodes`` are brokers only; ``classpath`` adds jars after the broker's
+(tiered storage's ``LocalTieredStorage``: :func:`tiered_storage_jars`).
 
 Two versions, chosen by the tests' parameter: the newest 4.x release (transactions V2) and the last
 3.x release (3.9, before transactions V2). ``dump_log_command(version)`` is Kafka's own
@@ -97,6 +100,40 @@ def kafka_jars(version: str) -> Path:
     return resolve("kafka_2.13", version)
 
 
+# Kafka's own test RemoteStorageManager (``LocalTieredStorage``: remote segments as files of a local
+# folder) ships in the test jars of kafka-storage and kafka-clients, on Maven Central for 4.3.1 only.
+TIERED_STORAGE_VERSION = "4.3.1"
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+
+
+def tiered_storage_jars(version: str = TIERED_STORAGE_VERSION) -> Path:
+    """The folder holding ``kafka-storage-<version>-test.jar`` and ``kafka-clients-<version>-test.jar``."""
+    target = CACHE / f"tiered-storage-{version}"
+    if (target / ".complete").is_file():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarsUnavailable("Maven (mvn) is not on PATH; on Debian: sudo apt-get install -y maven")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".tiered-storage-{version}-", dir=CACHE))
+    for artifact in ("kafka-storage", "kafka-clients"):
+        done = subprocess.run([mvn, "-q", "-B", "-f", str(POM), "dependency:copy",
+                               f"-Dartifact=org.apache.kafka:{artifact}:{version}:jar:test",
+                               f"-DoutputDirectory={staging}"], capture_output=True, text=True, timeout=900)
+        if done.returncode != 0 or not any(staging.glob(f"{artifact}-*.jar")):
+            shutil.rmtree(staging, ignore_errors=True)
+            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln] or ["no jar resolved"]
+            raise JarsUnavailable(f"org.apache.kafka:{artifact}:{version}:test: {lines[0].strip()}")
+    (staging / ".complete").write_text(version)
+    if target.exists() and not (target / ".complete").exists():
+        shutil.rmtree(target, ignore_errors=True)
+    try:
+        staging.rename(target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def require_jars(version: str) -> Path:
     """The broker's jars, or skip the test saying why they could not be resolved."""
     try:
@@ -183,9 +220,13 @@ BASE_CONFIG = {
 }
 
 
+CONTROLLER_IDS = 100  # the node id of the first dedicated controller
+
+
 @dataclass
 class KafkaCluster:
-    """``nodes`` KRaft nodes (each broker and controller, all voters) of one Kafka ``version``."""
+    """``nodes`` KRaft nodes of one Kafka ``version``: each broker and controller (all voters), or with
+    ``controllers`` > 0 brokers only, beside that many dedicated controllers (the voters)."""
 
     version: str
     root: Path
@@ -193,25 +234,39 @@ class KafkaCluster:
     config: dict[str, str] = field(default_factory=dict)
     jvm_heap: str = "512m"
     client: dict = field(default_factory=dict)  # kafka-python settings of the tests' own clients (SASL)
-    members: list[Node] = field(default_factory=list, init=False)
+    controllers: int = 0  # dedicated controller nodes (process.roles=controller); 0: combined nodes
+    classpath: tuple[Path, ...] = ()  # folders of jars after the broker's own
+    members: list[Node] = field(default_factory=list, init=False)  # the brokers (node ids 1..nodes)
+    quorum: list[Node] = field(default_factory=list, init=False)  # the dedicated controllers
 
     def __post_init__(self):
         self.root = Path(self.root)
         self.jars = kafka_jars(self.version)
-        self.release = RELEASES[self.version]
+        self.release = RELEASES.get(self.version)
         self.cluster_id = _base64_uuid()
         for i in range(1, self.nodes + 1):
             home = self.root / f"node-{i}"
             home.mkdir(parents=True, exist_ok=True)
             self.members.append(Node(i, free_port(), free_port(), free_port(), home, home / "data"))
+        for i in range(CONTROLLER_IDS, CONTROLLER_IDS + self.controllers):
+            home = self.root / f"controller-{i}"
+            home.mkdir(parents=True, exist_ok=True)
+            self.quorum.append(Node(i, free_port(), free_port(), free_port(), home, home / "data"))
+
+    @property
+    def voters(self) -> list[Node]:
+        return self.quorum or self.members
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> "KafkaCluster":
-        for node in self.members:
+        for node in self.quorum + self.members:
             self._write_properties(node)
             if not (node.log_dir / "meta.properties").exists():
                 self._java(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                            "-c", str(node.home / "server.properties"), "--ignore-formatted", wait=True)
+        for node in self.quorum:
+            self._write_properties(node)
+            node.process = self._java(node, "kafka.Kafka", str(node.home / "server.properties"))
         for node in self.members:
             self.start_node(node.node_id, wait=False)
         self.wait_ready(timeout)
@@ -249,19 +304,21 @@ class KafkaCluster:
             node.process = None
 
     def close(self, timeout: float = 60.0) -> None:
-        """Stops every node cleanly, all at once (one by one, the last nodes wait for a quorum that is gone)."""
-        running = [n for n in self.members if n.process is not None and n.process.poll() is None]
-        for node in running:
-            node.process.terminate()
+        """Stops every node cleanly, all at once (one by one, the last nodes wait for a quorum that is
+        gone); dedicated controllers after the brokers, whose controlled shutdown asks them."""
         deadline = time.monotonic() + timeout
-        for node in running:
-            try:
-                node.process.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                node.process.kill()
-                node.process.wait()
-        for node in self.members:
-            node.process = None
+        for group in (self.members, self.quorum):
+            running = [n for n in group if n.process is not None and n.process.poll() is None]
+            for node in running:
+                node.process.terminate()
+            for node in running:
+                try:
+                    node.process.wait(max(deadline - time.monotonic(), 0.1))
+                except subprocess.TimeoutExpired:
+                    node.process.kill()
+                    node.process.wait()
+            for node in group:
+                node.process = None
 
     def __enter__(self) -> "KafkaCluster":
         return self.start()
@@ -312,16 +369,24 @@ class KafkaCluster:
 
     # -- internals ------------------------------------------------------------------------------
     def _write_properties(self, node: Node) -> None:
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.members)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.voters)
         advertised = node.advertised_port or node.port
         replicas = str(min(self.nodes, 3))
+        if node in self.quorum:
+            roles, listeners, advertised_listeners = ("controller", f"CONTROLLER://127.0.0.1:{node.controller_port}",
+                                                      None)
+        else:
+            roles = "broker" if self.quorum else "broker,controller"
+            listeners = f"PLAINTEXT://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{node.internal_port}"
+            if not self.quorum:
+                listeners += f",CONTROLLER://127.0.0.1:{node.controller_port}"
+            advertised_listeners = f"PLAINTEXT://127.0.0.1:{advertised},INTERNAL://127.0.0.1:{node.internal_port}"
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": roles,
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{node.internal_port},"
-                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised},INTERNAL://127.0.0.1:{node.internal_port}",
+            "listeners": listeners,
+            **({"advertised.listeners": advertised_listeners} if advertised_listeners else {}),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "INTERNAL",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -338,8 +403,9 @@ class KafkaCluster:
         (node.home / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _java(self, node: Node, main: str, *args: str, wait: bool = False):
+        classpath = os.pathsep.join(f"{folder}/*" for folder in (self.jars, *self.classpath))
         cmd = [java(), f"-Xmx{self.jvm_heap}", "-Xss1m", *QUICK_JVM,
-               "-Djava.awt.headless=true", *_log_config_flags(node.home), "-cp", f"{self.jars}/*", main, *args]
+               "-Djava.awt.headless=true", *_log_config_flags(node.home), "-cp", classpath, main, *args]
         out = open(node.home / "stdout.log", "ab")
         if wait:
             done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=120)

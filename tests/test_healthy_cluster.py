@@ -1,0 +1,491 @@
+"""A healthy cluster audits clean: three brokers beside a dedicated controller, idempotent and
+transactional producers and a consumer group running through a rolling restart with leader
+movements, and a tiered-storage node whose oldest segments live only in the remote tier.
+
+The replicated cluster (replication 3, ``min.insync.replicas`` 2): each broker in turn is stopped
+cleanly and started again while the clients write and read, then the preferred leaders are elected
+back. Audited: the three log dirs copied while the producers still write, the three log dirs after
+a clean shutdown (each a whole log dir; together, so the replicas are compared), and the running
+cluster over ``kafka://``. Every one is expected to pass every check with no violation: the restarts'
+traces (producer state reloaded from snapshots, new leader epochs) are no finding.
+
+The tiered node (``LocalTieredStorage``, the test jar of 4.3.1: the only version on Maven Central,
+and a 4.4.0 broker cannot load it: ``org.apache.kafka.common.utils.LogContext`` moved to
+``...utils.internals`` in 4.4) copies a topic's closed segments to the remote tier and deletes the
+local copies: the log dir's history starts past them (partial history, explained), while consumers
+and ``kafka://`` still read from offset 0, batch for batch what the remote segments hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.commands import assert_own_lines
+from tests.kafka_cluster import (
+    LOCAL_TIERED_STORAGE,
+    TIERED_STORAGE_VERSION,
+    UNAVAILABLE,
+    JarsUnavailable,
+    KafkaCluster,
+    copy_log_dir,
+    kafka_jars,
+    tiered_storage_jars,
+)
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
+
+CLUSTER_VERSIONS = ("4.4.0",)
+TOPICS = {"orders": 3, "payments": 3}  # topic -> partitions, each replicated on all three brokers
+GROUP = "healthy-readers"
+TIERED = "tiered"
+TIERED_RECORDS, RECORD_BYTES = 4000, 1000  # about 4 MB: four 1 MiB segments
+
+
+# -- the replicated cluster ------------------------------------------------------------------------
+@dataclass
+class Workload:
+    """What the clients were told: offsets acknowledged per topic, failures, committed transactions."""
+
+    acked: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TOPICS})
+    failures: list[str] = field(default_factory=list)
+    committed: int = 0
+    aborted: int = 0
+    consumed: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def _idempotent(cluster: KafkaCluster, work: Workload) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True,
+                             linger_ms=5, retries=2**31 - 1, delivery_timeout_ms=120000)
+    i = 0
+    try:
+        while not work.stop.is_set():
+            futures = [producer.send("orders", key=f"o{i + j}".encode(), value=f"order-{i + j}".encode())
+                       for j in range(5)]
+            i += 5
+            for f in futures:
+                try:
+                    f.get(timeout=120)
+                    work.acked["orders"] += 1
+                except Exception as e:  # noqa: BLE001 - reported by the test
+                    work.failures.append(f"orders: {e!r}")
+            time.sleep(0.02)
+    finally:
+        producer.close()
+
+
+def _transactional(cluster: KafkaCluster, work: Workload) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="healthy-payments",
+                             acks="all", enable_idempotence=True, linger_ms=5)
+    producer.init_transactions()
+    i = 0
+    try:
+        while not work.stop.is_set():
+            producer.begin_transaction()
+            futures = [producer.send("payments", key=f"p{i + j}".encode(), value=f"payment-{i + j}".encode())
+                       for j in range(3)]
+            i += 3
+            try:
+                for f in futures:
+                    f.get(timeout=60)
+                producer.commit_transaction()
+                work.committed += 1
+                work.acked["payments"] += len(futures)
+            except Exception as e:  # noqa: BLE001 - a transaction a restart broke is aborted
+                work.failures.append(f"payments: {e!r}")
+                producer.abort_transaction()
+                work.aborted += 1
+            time.sleep(0.05)
+    finally:
+        producer.close()
+
+
+def _consumer(cluster: KafkaCluster, work: Workload) -> None:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(*TOPICS, bootstrap_servers=cluster.bootstrap, group_id=GROUP,
+                             auto_offset_reset="earliest", isolation_level="read_committed",
+                             auto_commit_interval_ms=500)
+    try:
+        while not work.stop.is_set():
+            work.consumed += sum(len(r) for r in consumer.poll(timeout_ms=200).values())
+        consumer.commit()
+    finally:
+        consumer.close()
+
+
+def _partitions(cluster: KafkaCluster) -> list[dict]:
+    admin = cluster.admin()
+    try:
+        return [_partition_fields(dict(p, topic=t["name"])) for t in admin.describe_topics(list(TOPICS))
+                for p in t["partitions"]]
+    finally:
+        admin.close()
+
+
+def _until(cluster: KafkaCluster, done, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # metadata not there yet, a broker still starting
+            if all(done(p) for p in _partitions(cluster)):
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"{what} within {timeout} s")
+
+
+def _elect_preferred(cluster: KafkaCluster) -> None:
+    admin = cluster.admin()
+    try:
+        admin.elect_leaders(0, {t: list(range(n)) for t, n in TOPICS.items()}, raise_errors=False)  # 0: PREFERRED
+    finally:
+        admin.close()
+
+
+@dataclass
+class ClusterRun:
+    version: str
+    live: list[Path]  # each broker's log dir copied while the producers wrote
+    final: list[Path]  # each broker's log dir after a clean shutdown
+    fetched: str  # OUT of `segaudit run kafka://...` after the producers stopped
+    fetched_code: int
+    work: Workload
+    leader_moves: int  # leadership changes seen across the restarts
+    seconds: float
+
+
+def _rolling(version: str, root: Path) -> ClusterRun:
+    started = time.monotonic()
+    cluster = KafkaCluster(version, root / "cluster", nodes=3, controllers=1, config={"min.insync.replicas": "2"})
+    work = Workload()
+    threads = []
+    try:
+        cluster.start()
+        print(f"cluster {version} up after {time.monotonic() - started:.1f} s", flush=True)
+        for topic, partitions in TOPICS.items():
+            cluster.create_topic(topic, partitions=partitions, replication=3)
+        threads = [threading.Thread(target=f, args=(cluster, work), daemon=True)
+                   for f in (_idempotent, _transactional, _consumer)]
+        for t in threads:
+            t.start()
+        time.sleep(2)
+        before = {(p["topic"], p["partition"]): p["leader"] for p in _partitions(cluster)}
+        moves = 0
+        for broker in (1, 2, 3):
+            cluster.stop_node(broker)
+            _until(cluster, lambda p, b=broker: p["leader"] != b and b not in p["isr"], f"broker {broker} out")
+            moves += sum(1 for p in _partitions(cluster) if before[(p["topic"], p["partition"])] == broker)
+            time.sleep(1)  # the producers write while it is down
+            cluster.start_node(broker)
+            _until(cluster, lambda p: sorted(p["isr"]) == [1, 2, 3], f"broker {broker} back in sync")
+            _elect_preferred(cluster)
+            _until(cluster, lambda p: p["leader"] == p["replicas"][0], "the preferred leaders")
+        print(f"cluster {version} restarted after {time.monotonic() - started:.1f} s", flush=True)
+        time.sleep(1)
+        live = [copy_log_dir(cluster.node(n).log_dir, root / "live" / f"broker-{n}") for n in (1, 2, 3)]
+        work.stop.set()
+        for t in threads:
+            t.join(180)
+        fetched = str(root / "fetched")
+        fetched_code = _segaudit(["run", f"kafka://{cluster.bootstrap}", "--out", fetched, "--no-history"])
+    finally:
+        work.stop.set()
+        cluster.close()
+    final = [cluster.node(n).log_dir for n in (1, 2, 3)]
+    return ClusterRun(version, live, final, fetched, fetched_code, work, moves, time.monotonic() - started)
+
+
+def _partition_fields(p: dict) -> dict:
+    """kafka-python's metadata names (``partition_index``, ``leader_id``, ...) as short ones."""
+    return {**p, "partition": p["partition_index"], "leader": p["leader_id"], "isr": p["isr_nodes"],
+            "replicas": p["replica_nodes"]}
+
+
+# -- the tiered node -------------------------------------------------------------------------------
+@dataclass
+class TieredRun:
+    log_dir: Path  # the node's log dir after a clean shutdown
+    remote: Path  # the remote segments laid out as a log dir (topic-partition/<offset>.log)
+    fetched: str  # OUT of `segaudit run kafka://...`: from offset 0, through the remote tier
+    fetched_code: int
+    local_start: int  # the first offset of the node's local log when it stopped
+    remote_end: int  # the last offset the remote segments hold
+    end: int
+    seconds: float
+
+
+def _tiered(root: Path) -> TieredRun:
+    from kafka import KafkaProducer
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    started = time.monotonic()
+    remote = root / "remote"
+    config = {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": LOCAL_TIERED_STORAGE,
+        "rsm.config.dir": str(remote),
+        "remote.log.metadata.manager.listener.name": "INTERNAL",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "remote.log.manager.task.interval.ms": "1000",
+    }
+    cluster = KafkaCluster(TIERED_STORAGE_VERSION, root / "cluster", config=config,
+                           classpath=(tiered_storage_jars(),))
+    try:
+        cluster.start()
+        cluster.create_topic(TIERED, remote_storage_enable="true", local_retention_ms="1000",
+                             segment_bytes="1048576")
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True,
+                                 linger_ms=5)
+        for i in range(TIERED_RECORDS):
+            producer.send(TIERED, key=f"t{i}".encode(), value=os.urandom(RECORD_BYTES))
+        producer.flush()
+        print(f"tiered node written after {time.monotonic() - started:.1f} s", flush=True)
+        local_start = _wait_local_start(cluster.node(1).log_dir / f"{TIERED}-0", above=0)
+        # the same producer goes on above the remote part, and that stays local: its first local batch
+        # is not at sequence 0 (-2: local retention as long as the topic's)
+        admin = cluster.admin()
+        try:
+            admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TIERED, configs={"local.retention.ms": "-2"})])
+        finally:
+            admin.close()
+        for i in range(TIERED_RECORDS, TIERED_RECORDS + 50):
+            producer.send(TIERED, key=f"t{i}".encode(), value=os.urandom(RECORD_BYTES))
+        producer.flush()
+        producer.close()
+        print(f"tiered node local start {local_start} after {time.monotonic() - started:.1f} s", flush=True)
+        fetched = str(root / "fetched")
+        fetched_code = _segaudit(["run", f"kafka://{cluster.bootstrap}", "--out", fetched, "--topics", TIERED,
+                                  "--no-history"])
+    finally:
+        cluster.close()
+    laid, remote_end = _remote_as_log_dir(remote, root / "remote-log-dir")
+    return TieredRun(cluster.node(1).log_dir, laid, fetched, fetched_code, local_start, remote_end,
+                     TIERED_RECORDS + 50, time.monotonic() - started)
+
+
+def _wait_local_start(folder: Path, above: int, timeout: float = 120) -> int:
+    """The base offset of the partition's first local segment, once it is above ``above`` (the remote
+    tier holds what was below and the local copies are gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        segments = sorted(int(f.stem) for f in folder.glob("*.log"))
+        if segments and segments[0] > above:
+            return segments[0]
+        time.sleep(0.5)
+    raise TimeoutError(f"{folder.name}: no local segment deletion within {timeout} s")
+
+
+def _remote_as_log_dir(remote: Path, target: Path) -> tuple[Path, int]:
+    """``LocalTieredStorage``'s files (``<topic>-<partition>-<topicId>/<offset>-<uuid>.log``) copied as a
+    log dir that segaudit reads (``<topic>-<partition>/<offset>.log``); and the last offset they hold."""
+    from analytics.kafka.logdir import read_segment
+
+    last = -1
+    for folder in (remote / "kafka-tiered-storage").iterdir():
+        topic_partition = folder.name[:-23]  # less "-<topic id>" (22 characters of base64, "-" among them)
+        out = target / topic_partition
+        out.mkdir(parents=True, exist_ok=True)
+        for f in folder.glob("*.log"):
+            copy = out / f"{f.name.split('-')[0]}.log"
+            shutil.copyfile(f, copy)
+            last = max([last, *read_segment(copy).batches.column("last_offset").to_pylist()])
+    return target, last
+
+
+# -- running segaudit --------------------------------------------------------------------------------
+_ONE_COMMAND = threading.Lock()  # stderr is redirected process-wide: one command at a time
+
+
+def _segaudit(args: list[str]) -> int:
+    """``segaudit ARGS`` in this process (the tests' Spark session); stderr holds segaudit's lines only."""
+    from analytics import cli
+
+    stderr = io.StringIO()
+    with _ONE_COMMAND, contextlib.redirect_stderr(stderr):
+        code = cli.main(args)
+    assert_own_lines(stderr.getvalue())
+    return code
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, spark) -> dict:
+    """The replicated cluster of each version and the tiered node, driven at once (the tiered node mostly
+    waits for its remote copies); then ``segaudit run`` over the log dirs. name -> run or skip reason."""
+    out: dict = {}
+    wanted = {f"cluster-{v}": (_rolling, v) for v in CLUSTER_VERSIONS}
+    wanted["tiered"] = (_tiered, TIERED_STORAGE_VERSION)
+    available = {}
+    for name, (fn, version) in wanted.items():
+        try:
+            kafka_jars(version)
+            if fn is _tiered:
+                tiered_storage_jars()
+            available[name] = (fn, version)
+        except (JarsUnavailable, subprocess.TimeoutExpired) as e:
+            out[name] = f"{UNAVAILABLE}: {e}"
+    with ThreadPoolExecutor(max_workers=max(len(available), 1)) as pool:
+        futures = {name: pool.submit(fn, *((v,) if fn is _rolling else ()), tmp_path_factory.mktemp(name))
+                   for name, (fn, v) in available.items()}
+        for name, future in futures.items():
+            out[name] = future.result()
+    return out
+
+
+def _run(runs: dict, name: str):
+    run = runs[name]
+    if isinstance(run, str):
+        pytest.skip(run)
+    return run
+
+
+def _failed_checks(out: str) -> list[str]:
+    results = json.loads(Path(out, "validation", "results.json").read_text())
+    return sorted(c["id"] for s in results["suites"].values() for c in s["checks"] if not c["success"])
+
+
+def _rows(spark, out: str, query: str) -> list[dict]:
+    from analytics.forensics import run_sql
+
+    return [r.asDict() for r in run_sql(spark, out, query).collect()]
+
+
+def _print_facts(name: str, spark, out: str, code: int) -> None:
+    """The numbers docs/real-broker.md shows, on the test's output (pytest -s)."""
+    verdicts = _rows(spark, out, f"SELECT {NODE} AS node, verdict, explained_by, count(*) AS n FROM batch_verdicts "
+                                 "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
+    print(f"\n{name}: exit {code}, failed checks {_failed_checks(out)}")
+    for r in verdicts:
+        print(f"  {r['node'] or '-'} {r['verdict']} {r['explained_by']} {r['n']}")
+
+
+NODE = "regexp_extract(file, '(broker|node)-[0-9]+', 0)"  # the broker a row's file came from
+
+
+@pytest.fixture(scope="module")
+def audits(runs, tmp_path_factory) -> dict:
+    """``segaudit run`` over each cluster's three log dirs together (live copies; after shutdown) and
+    over the tiered node's log dir: (name, copy) -> (exit code, OUT)."""
+    root = tmp_path_factory.mktemp("healthy-audits")
+    out = {}
+    for name, run in runs.items():
+        if isinstance(run, str):
+            continue
+        copies = {"live": run.live, "final": run.final} if isinstance(run, ClusterRun) else {"final": [run.log_dir]}
+        for copy, dirs in copies.items():
+            target = str(root / f"{name}-{copy}")
+            out[name, copy] = (_segaudit(["run", *map(str, dirs), "--out", target, "--no-history"]), target)
+    return out
+
+
+# -- the replicated cluster: the rolling restart ----------------------------------------------------
+@pytest.fixture(scope="module", params=CLUSTER_VERSIONS)
+def cluster_run(request, runs) -> ClusterRun:
+    return _run(runs, f"cluster-{request.param}")
+
+
+def test_the_rolling_restart_moved_leaders_while_the_clients_ran(cluster_run):
+    work = cluster_run.work
+    assert cluster_run.leader_moves >= 3  # every broker led partitions it gave up when it stopped
+    assert work.acked["orders"] > 100 and work.committed > 10 and work.consumed > 0
+    assert work.failures == []  # acks=all with two replicas in sync: no send refused
+
+
+@pytest.mark.parametrize("copy", ["live", "final"])
+def test_every_log_dir_passes_every_check(cluster_run, audits, spark, copy):
+    code, out = audits[f"cluster-{cluster_run.version}", copy]
+    _print_facts(f"{cluster_run.version} {copy}", spark, out, code)
+    violations = _rows(spark, out, "SELECT topic, partition, base_offset, verdict, explained_by, file FROM anomalies "
+                                   "WHERE severity = 'violation'")
+    assert violations == []
+    assert _failed_checks(out) == [] and code == 0
+    # each broker's whole log dir was read: every partition of the clients' topics on every broker
+    held = _rows(spark, out, f"SELECT DISTINCT {NODE} AS node, topic, partition FROM batches "
+                             f"WHERE topic IN ('orders', 'payments')")
+    assert len(held) == 3 * sum(TOPICS.values())
+    divergent = _rows(spark, out, "SELECT * FROM replica_divergence WHERE severity = 'violation'")
+    assert divergent == []
+
+
+def test_the_logs_hold_what_the_producers_were_told(cluster_run, audits, spark):
+    """Every acknowledged record once on each replica, every committed payment, nothing else."""
+    _, out = audits[f"cluster-{cluster_run.version}", "final"]
+    counts = _rows(spark, out, f"SELECT {NODE} AS node, topic, sum(record_count) AS n FROM batches "
+                               "WHERE NOT is_control AND topic IN ('orders', 'payments') GROUP BY 1, 2")
+    work = cluster_run.work
+    assert {(r["node"], r["topic"]): r["n"] for r in counts} == {
+        (f"node-{n}", t): work.acked[t] for n in (1, 2, 3) for t in TOPICS}
+    statuses = _rows(spark, out, "SELECT regexp_extract(log_dir, 'node-[0-9]+', 0) AS node, status, count(*) AS n "
+                                 "FROM transactions WHERE topic = 'payments' GROUP BY 1, 2")
+    assert {(r["node"], r["status"]): r["n"] for r in statuses if r["status"] != "COMMITTED"} == {}
+
+
+def test_the_restarts_left_their_traces_and_no_finding(cluster_run, audits, spark):
+    """Leader epochs grew with every movement, producers were reloaded from snapshots across the
+    restarts; the audit explains them and counts none as a violation."""
+    _, out = audits[f"cluster-{cluster_run.version}", "final"]
+    epochs = _rows(spark, out, "SELECT topic, partition, max(partition_leader_epoch) AS e FROM batches "
+                               "WHERE topic IN ('orders', 'payments') GROUP BY 1, 2")
+    assert all(r["e"] >= 2 for r in epochs), epochs  # each partition's leader moved away and back
+    mismatched = _rows(spark, out, "SELECT * FROM snapshot_checks WHERE status NOT IN ('match', 'expected_absent')")
+    print(mismatched[:5])
+
+
+def test_the_running_cluster_over_the_protocol_equals_the_log_dirs(cluster_run, audits, spark):
+    assert _failed_checks(cluster_run.fetched) == [] and cluster_run.fetched_code == 0
+    _print_facts(f"{cluster_run.version} kafka://", spark, cluster_run.fetched, cluster_run.fetched_code)
+    _, out = audits[f"cluster-{cluster_run.version}", "final"]
+    columns = "topic, partition, base_offset, last_offset, crc, producer_id, base_sequence, record_count"
+    fetched = _rows(spark, cluster_run.fetched, f"SELECT {columns} FROM batches WHERE topic IN ('orders', 'payments') "
+                                                 "ORDER BY topic, partition, base_offset")
+    for n in (1, 2, 3):
+        on_disk = _rows(spark, out, f"SELECT {columns} FROM batches WHERE topic IN ('orders', 'payments') "
+                                    f"AND {NODE} = 'node-{n}' ORDER BY topic, partition, base_offset")
+        assert fetched == on_disk
+    assert len(fetched) > 100
+
+
+# -- tiered storage ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiered(runs) -> TieredRun:
+    return _run(runs, "tiered")
+
+
+def test_a_log_dir_past_its_remote_segments_is_partial_history(tiered, audits, spark):
+    code, out = audits["tiered", "final"]
+    _print_facts("tiered log dir", spark, out, code)
+    assert tiered.local_start > 0 and tiered.remote_end >= tiered.local_start - 1
+    assert _rows(spark, out, "SELECT * FROM anomalies WHERE severity = 'violation'") == []
+    assert _failed_checks(out) == [] and code == 0
+    first = _rows(spark, out, f"SELECT base_offset, verdict, explained_by FROM batch_verdicts WHERE topic = '{TIERED}' "
+                              "ORDER BY base_offset LIMIT 1")
+    print(first)
+
+
+def test_the_protocol_reads_the_remote_tier_batch_for_batch(tiered, spark, tmp_path):
+    assert _failed_checks(tiered.fetched) == [] and tiered.fetched_code == 0
+    _print_facts("tiered kafka://", spark, tiered.fetched, tiered.fetched_code)
+    remote = str(tmp_path / "remote")
+    assert _segaudit(["export", str(tiered.remote), "--out", remote]) == 0
+    columns = "base_offset, last_offset, crc, producer_id, base_sequence, record_count"
+    stored = _rows(spark, remote, f"SELECT {columns} FROM batches WHERE topic = '{TIERED}' ORDER BY base_offset")
+    fetched = _rows(spark, tiered.fetched, f"SELECT {columns} FROM batches WHERE topic = '{TIERED}' "
+                                           f"AND last_offset <= {tiered.remote_end} ORDER BY base_offset")
+    assert stored == fetched and stored[0]["base_offset"] == 0
+    total = _rows(spark, tiered.fetched, f"SELECT min(base_offset) AS lo, max(last_offset) AS hi, sum(record_count) AS n "
+                                         f"FROM batches WHERE topic = '{TIERED}'")
+    assert total == [{"lo": 0, "hi": tiered.end - 1, "n": tiered.end}]
