@@ -227,7 +227,7 @@ def snapshot_checks(v, per_file, snapshots, log_starts=None):
     )
 
 
-def record_duplicates(records, dedup_key: str, batches=None):
+def record_duplicates(records, dedup_key: str, batches=None, key=None):
     """Every repeated occurrence (not the first) of a dedup key within a partition's data records,
     per log dir: the replicas of a partition are compared with each other by ``replica_divergence``,
     not counted as copies. (Records exported before they named their ``file`` have no log dir.)
@@ -237,12 +237,14 @@ def record_duplicates(records, dedup_key: str, batches=None):
     says what a read_committed consumer makes of it (``contract.DUPLICATE_KINDS``): ``duplicate``, an
     earlier copy was delivered; ``after_abort``, every earlier copy lies in an aborted transaction;
     ``aborted``, the copy itself does. Aborted transactions are read from ``batches`` (a producer's
-    transactional data up to its ABORT marker); without ``batches`` every row is a ``duplicate``."""
+    transactional data up to its ABORT marker); without ``batches`` every row is a ``duplicate``.
+    ``key``: a function of whether the records carry ``append_time`` giving the key column in place of
+    ``dedup_key``'s (bench/dedup_keys.py measures candidates with it)."""
 
     located = with_log_dir(records) if "file" in records.columns else records.withColumn("log_dir", F.lit(None).cast("string"))
-    if dedup_key == DEDUP_DELIVERY and batches is not None:
+    if (key is not None or dedup_key == DEDUP_DELIVERY) and batches is not None:
         located = with_append_time(located, batches)
-    key = dedup_expression(dedup_key, append_time="append_time" in located.columns)
+    key = (key or (lambda append_time: dedup_expression(dedup_key, append_time)))("append_time" in located.columns)
     data = located.where(~F.coalesce(F.col("is_control"), F.lit(False)) & checked(CHECK_RECORD_DUPLICATES)).withColumn(
         "dedup_key", key).where(F.col("dedup_key").isNotNull())
     w = Window.partitionBy("log_dir", "topic", "partition", "dedup_key").orderBy("offset")
