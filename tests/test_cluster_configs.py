@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import struct
 import time
 from pathlib import Path
@@ -340,6 +341,10 @@ def test_the_data_dir_configures_the_audit(compacted_data_dir, spark, tmp_path):
     assert configs[("topic", COMPACTED, "cleanup.policy")] == "compact"
     assert configs[("topic", COMPACTED, "segment.ms")] == "100"
     assert configs[("broker", "", "producer.id.expiration.ms")] == str(EXPIRATION_MS)
+    assert {(r["log_dir"], r["node_id"]) for r in pq.read_table(f"{out}/cluster_configs").to_pylist()} == {
+        (str(compacted_data_dir), 1)}
+    [read] = json.loads(Path(out, "_export.json").read_text())["cluster_metadata"].values()
+    assert read["skipped"] == 0 and read["undecoded"] == 0, read  # every record type the broker wrote is Kafka's
 
     summary = read_audit(out)
     verdicts = pq.read_table(f"{out}/batch_verdicts", filters=[("topic", "=", COMPACTED)]).to_pylist()
