@@ -4,8 +4,11 @@ A topic-partition exported from several log dirs (its replicas on several broker
 several histories; here each pair of its log dirs is compared. Batches are matched by base offset
 inside the range both replicas hold (from the higher log start to the lower end):
 
-- the same base offset and the same batch (CRC, last offset, producer, epoch, sequence, leader
-  epoch) is sound. On a compacted topic a batch the cleaner thinned on one replica and not yet on
+- the same base offset and the same batch (CRC, last offset, producer, epoch, sequence) is sound,
+  whatever leader epoch each copy is stamped with: a batch the old leader appended and never
+  replicated, which the producer sent again to the new leader and that one appended at the same
+  offsets, holds the same records under the new epoch (the epoch field lies outside the CRC), and the
+  old leader's copy is truncated when it follows. On a compacted topic a batch the cleaner thinned on one replica and not yet on
   the other (same offsets, producer and sequence, fewer records) is sound too;
 - a batch whose offsets the other replica holds in a batch that differs is ``different_batch``,
   reported under the pair's first log dir;
@@ -43,9 +46,9 @@ from analytics.spark.columns import with_log_dir
 TP = ["topic", "partition"]
 PAIR = [*TP, "log_dir", "other_log_dir"]
 # what makes two copies of a batch the same batch
-SAME = ("last_offset", "crc", "crc_valid", "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch",
-        "record_count")
-COLUMNS = ("log_dir", *TP, "base_offset", *SAME, "is_control")
+SAME = ("last_offset", "crc", "crc_valid", "producer_id", "producer_epoch", "base_sequence", "record_count")
+COMPARED = (*SAME, "partition_leader_epoch")  # what each side of a pair carries
+COLUMNS = ("log_dir", *TP, "base_offset", *COMPARED, "is_control")
 
 
 def replicated(segments: DataFrame) -> DataFrame:
@@ -163,7 +166,7 @@ def _buckets(first: str, last: str):
 def _side(held: DataFrame, pairs: DataFrame, role: str, prefix: str) -> DataFrame:
     """The batches of one side of every pair, their columns prefixed."""
     side = held.withColumnRenamed("log_dir", role).join(pairs, on=[*TP, role])
-    return side.select(*PAIR, "base_offset", *[F.col(c).alias(f"{prefix}_{c}") for c in (*SAME, "is_control")])
+    return side.select(*PAIR, "base_offset", *[F.col(c).alias(f"{prefix}_{c}") for c in (*COMPARED, "is_control")])
 
 
 def _extents(held: DataFrame, log_starts: DataFrame) -> DataFrame:
