@@ -7,4 +7,4 @@ from analytics.contract.schemas import OUT_SCHEMAS, READ_SCHEMAS
 from analytics.contract.vocabulary import *  # noqa: F403 - the vocabulary is the package's namespace
 
 __all__ = ["schemas", "vocabulary", "OUT_SCHEMAS", "READ_SCHEMAS", *[n for n in dir(vocabulary) if n.isupper()],
-           "log_dir_of", "TopicKind", "topic_kind", "topics_exempt"]
+           "dedup_key_meaning", "log_dir_of", "TopicKind", "topic_kind", "topics_exempt"]

@@ -157,6 +157,22 @@ DEDUP_KEY_VALUE = "key_value"
 DEDUP_HEADER_PREFIX = "header:"
 DEFAULT_DEDUP_KEY = DEDUP_DELIVERY
 LOG_APPEND_TIME = "LogAppendTime"  # batches.timestamp_type of a batch the broker stamped
+DEDUP_KEY_MEANING = {
+    DEDUP_DELIVERY: "the record's key, value and headers, and its producer timestamp in a CreateTime batch: "
+                    "what a producer's retry writes again",
+    DEDUP_KEY_VALUE: "the record's key and value: an application sending one payload twice counts too",
+}
+
+
+def dedup_key_meaning(dedup_key: str) -> str:
+    """What makes two records copies under ``dedup_key``.
+
+    >>> dedup_key_meaning("header:event-id")
+    "the value of the record's header event-id"
+    """
+    if dedup_key.startswith(DEDUP_HEADER_PREFIX):
+        return f"the value of the record's header {dedup_key[len(DEDUP_HEADER_PREFIX):]}"
+    return DEDUP_KEY_MEANING.get(dedup_key, dedup_key)
 
 
 # -- internal and framework topics: which checks apply to each, and why --------------------------------

@@ -9,7 +9,7 @@ import posixpath
 from analytics.contract import (
     ABORTED, COMMITTED, DUP_DUPLICATE, DUPLICATE_KIND_MEANING, DUPLICATE_KINDS, HANGING, MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, OPEN, REPORT_DIR, SEV_EXPLAINED,
     SEV_INFO, SEV_OK, SEV_VIOLATION, SNAPSHOT_STATUSES, TEMPORARY_FILE, TRUNCATED, TXN_STATUSES, VALIDATION_DIR,
-    ZERO_FILLED,
+    ZERO_FILLED, dedup_key_meaning,
 )
 from analytics.report.charts import (
     SHAPE_NAMES, idle_chart, minibar, sequence_chart, timeline_chart, trend_chart, trend_legend,
@@ -267,7 +267,8 @@ def record_duplicates(data: dict) -> str:
                 fmt(r.get("offset")), fmt(r.get("first_offset")), fmt_id(r.get("producer_id")),
                 fmt_id(r.get("first_producer_id")), span("mono", esc(r.get("key_text", "")))]
 
-    note = (f"<p>dedup key: {span('mono', esc(dup.get('dedup_key', '')))}; copies are counted within each log "
+    key = dup.get("dedup_key") or ""
+    note = (f"<p>dedup key: {span('mono', esc(key))} ({esc(dedup_key_meaning(key))}); copies are counted within each log "
             "dir, and the total sums over log dirs (replicas of a partition are compared under Replicas); internal "
             "and framework topics are not checked (docs/internal-topics.md)</p>")
     body = note + (showing(len(twice), dup.get("rows_total"), "copies") + table(headers, [cells(r) for r in twice])
