@@ -255,6 +255,12 @@ def test_a_later_audit_resolves_again_what_the_data_dir_gave():
     assert config.producer_id_expiration_ms is None and config.transaction_max_timeout_ms == 60000
     assert config.cleanup_policy == {"a": "compact"}
     assert config.given["transaction_max_timeout_ms"] == "flag" and config.given["cleanup_policy"] == {"a": "config"}
+    # a summary from before settings were resolved: the defaults it recorded are not taken for given values
+    older = recorded_config({"configuration": {"profile": "3.9", "producer_id_expiration_ms": 86_400_000,
+                                               "transaction_max_timeout_ms": 900_000, "cleanup_policy": {"a": "compact"}}})
+    assert older.producer_id_expiration_ms is None and "producer_id_expiration_ms" not in older.given
+    assert "transaction_max_timeout_ms" not in older.given and older.given["cleanup_policy"] == {"a": "config"}
+    assert recorded_config({"configuration": {"producer_id_expiration_ms": 5000}}).given["producer_id_expiration_ms"] == "config"
 
 
 

@@ -186,6 +186,11 @@ def recorded_config(summary: dict) -> AuditConfig:
     doc = dict(summary.get("configuration") or {})
     if summary.get("export_time_source") != "configuration":
         doc.pop("export_time_ms", None)
+    if "settings" not in summary:  # an audit before settings were resolved recorded the defaults it used
+        for setting, default in (("producer_id_expiration_ms", _profile_default(doc.get("profile"))),
+                                 ("transaction_max_timeout_ms", AuditConfig.transaction_max_timeout_ms)):
+            if doc.get(setting) == default:
+                doc.pop(setting)
     given: dict = {}
     for setting, entry in (summary.get("settings") or {}).items():  # resolved ones are resolved again
         if "topics" in entry:
@@ -197,6 +202,14 @@ def recorded_config(summary: dict) -> AuditConfig:
             doc.pop(setting, None)
     config = config_from_mapping(doc, "the previous audit's summary.json")
     return replace(config, given=config.given | given) if given else config
+
+
+def _profile_default(profile) -> int | None:
+    """The expiration a profile defaults to (None for a profile that does not resolve)."""
+    try:
+        return resolve_profile(str(profile or LATEST_PROFILE_NAME)).default_producer_id_expiration_ms
+    except ValueError:
+        return None
 
 
 def settings_of(config: AuditConfig) -> dict:
