@@ -217,8 +217,9 @@ def test_keys_made_of_html_reach_the_page_as_text(spark, tmp_path):
     part = tmp_path / "logs" / "orders-0"
     part.mkdir(parents=True)
     batches, offset = [], 0
-    for seq, key in enumerate(HOSTILE * 2):  # every key twice: three record duplicates
-        batches.append(build_batch(offset, [RecordSpec(key=key, value=b"v", timestamp=1_700_000_000_000 + seq)],
+    for seq, key in enumerate(HOSTILE * 2):  # every key twice, as a retry writes it: three record duplicates
+        stamp = 1_700_000_000_000 + seq % len(HOSTILE)
+        batches.append(build_batch(offset, [RecordSpec(key=key, value=b"v", timestamp=stamp)],
                                    producer_id=5, producer_epoch=0, base_sequence=seq))
         offset += 1
     write_file(part / segment_file_name(0), batches)
