@@ -207,8 +207,9 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
             Check("compaction_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, offset_holes, {missing} AS missing_sequences FROM {{batch}} "
                   f"WHERE explained_by = 'compaction' AND NOT (topic IN ({_quote(config.compacted_topics())}) "
-                  f"AND verdict = 'SEQUENCE_GAP' AND offset_holes >= {missing})",
-                  "Every gap explained by compaction is on a compacted topic, with offset holes covering the missing sequences."),
+                  f"AND verdict IN ('SEQUENCE_GAP', 'EPOCH_BUMP_NONZERO') AND offset_holes >= {missing})",
+                  "Every gap explained by compaction (missing sequences, or a new epoch's first ones) is on a "
+                  "compacted topic, with offset holes covering the missing sequences."),
             Check("state_loss_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'state_loss' "
                   f"AND NOT (({_restart_condition(config)}){forgotten})",

@@ -285,6 +285,10 @@ def test_compaction_covers_a_gap_no_wider_than_the_offset_holes(spark):
         ("c", SEQUENCE_GAP, 4, 8, 3, True), ("c", SEQUENCE_GAP, 4, 8, 2, False),
         ("c", SEQUENCE_GAP, INT_MAX - 1, 2, 3, True),  # INT_MAX, 0 and 1 missing, across the wrap
         ("d", SEQUENCE_GAP, 4, 8, 10, False), ("c", SEQUENCE_REGRESSION, 4, 2, 10, False),
+        # a new epoch seen first at sequence 1 (its mark -1): the batch at 0, the epoch's first, went
+        # with compaction (a transaction's first batch whose keys were overwritten)
+        ("c", EPOCH_BUMP_NONZERO, -1, 1, 4, True), ("c", EPOCH_BUMP_NONZERO, -1, 5, 4, False),
+        ("d", EPOCH_BUMP_NONZERO, -1, 1, 4, False),
     ])
     schema = "topic string, verdict string, seq_mark int, base_sequence int, offset_holes long"
     assert holds(spark, predicates.compaction_covers(config), schema, rows) == want

@@ -263,9 +263,13 @@ def on_compacted_topic(config: AuditConfig) -> Column:
 
 
 def compaction_covers(config: AuditConfig) -> Column:
-    """A gap on a compacted topic no wider than the offset holes since the producer's previous batch."""
+    """A gap on a compacted topic no wider than the offset holes since the producer's previous batch:
+    sequences missing after the mark (``SEQUENCE_GAP``), or a new epoch's first visible batch past 0
+    (``EPOCH_BUMP_NONZERO``: the cleaner removed the batch that opened the epoch, as it does a
+    transaction's first batch once its keys are overwritten). A new epoch run's mark is -1, so the
+    missing sequences are then 0 .. base_sequence - 1."""
     missing = seq_distance(F.col("seq_mark"), F.col("base_sequence"))
-    return ((F.col("verdict") == SEQUENCE_GAP) & on_compacted_topic(config)
+    return (F.col("verdict").isin(SEQUENCE_GAP, EPOCH_BUMP_NONZERO) & on_compacted_topic(config)
             & (missing <= F.col("offset_holes")))
 
 

@@ -218,8 +218,10 @@ def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_star
         if taken and expired is not None and conflict is not None and conflict < expired:
             return PRODUCER_EXPIRATION
     is_compacted = b["topic"] in compacted
-    if verdict == SEQUENCE_GAP and is_compacted:
-        missing = (b["base_sequence"] - s.seq_mark - 1) % SEQ_SPACE
+    if verdict in (SEQUENCE_GAP, EPOCH_BUMP_NONZERO) and is_compacted:
+        # a new epoch's sequences missing from 0: the cleaner removed the batch that opened it
+        missing = (b["base_sequence"] if verdict == EPOCH_BUMP_NONZERO
+                   else (b["base_sequence"] - s.seq_mark - 1) % SEQ_SPACE)
         if missing <= facts["offset_holes"]:
             return COMPACTION
     if verdict == FIRST_SEEN_NONZERO and ((log_start or 0) > 0 or (first_offset or 0) > 0 or is_compacted):
