@@ -65,19 +65,21 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark()
     names = list(candidates())
     totals = {n: [0, 0] for n in names}  # false alarms, retried copies found
+    retried = 0
     print(f"{'OUT / topic':<60}{'expected':>9}" + "".join(f"{n:>30}" for n in names))
     for out in args.outs:
         counts = count(spark, out)
         topics = sorted({t for c in counts.values() for t in c} | (set(expected) & _topics(spark, out)))
         for topic in topics:
             want = expected.get(topic, 0)
+            retried += want
             row = [counts[n].get(topic, 0) for n in names]
             print(f"{_label(out) + ' / ' + topic:<60}{want:>9}" + "".join(f"{v:>30}" for v in row))
             for n, v in zip(names, row):
                 totals[n][0] += max(v - want, 0)
                 totals[n][1] += min(v, want)
     print(f"{'false alarms':<69}" + "".join(f"{totals[n][0]:>30}" for n in names))
-    print(f"{'retried copies found of ' + str(sum(expected.values())):<69}" + "".join(f"{totals[n][1]:>30}" for n in names))
+    print(f"{'retried copies found, of ' + str(retried):<69}" + "".join(f"{totals[n][1]:>30}" for n in names))
     return 0
 
 

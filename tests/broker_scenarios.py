@@ -76,9 +76,11 @@ def finish(cluster: KafkaCluster, facts: Facts) -> Facts:
 
 
 # -- lost ACKs ---------------------------------------------------------------------------------
-def lost_acks_kafka_python(cluster: KafkaCluster, proxy: FaultProxy, topic: str, idempotent: bool, seed: int) -> Facts:
-    """200 records one at a time through the proxy dropping 35% of Produce responses (kafka-python)."""
-    cluster.create_topic(topic)
+def lost_acks_kafka_python(cluster: KafkaCluster, proxy: FaultProxy, topic: str, idempotent: bool, seed: int,
+                           **configs: str) -> Facts:
+    """200 records one at a time through the proxy dropping 35% of Produce responses (kafka-python);
+    ``configs``: the topic's (``message_timestamp_type="LogAppendTime"``: the broker stamps each append)."""
+    cluster.create_topic(topic, **configs)
     facts = Facts("lost ACKs", topic, f"kafka-python, {'idempotent' if idempotent else 'plain'}")
     producer = KafkaProducer(
         bootstrap_servers=cluster.bootstrap, client_id="segaudit-tests", acks="all", enable_idempotence=idempotent,

@@ -43,6 +43,8 @@ LOST_ACKS = {  # topic: (client, idempotent)
     "lost-acks-confluent-idempotent": ("confluent", True),
     "lost-acks-confluent-plain": ("confluent", False),
 }
+# a plain producer's lost ACKs on a LogAppendTime topic: each retried copy gets the broker's new timestamp
+APPENDED = "appended-lost-acks-kafka-python-plain"
 TXN_STEPS = ["commit:2", "abort:2", "commit:1", "fence:2", "commit:1"]
 # the killed producer's transaction: open in the live copy and in the export over the protocol right
 # after it (the coordinator aborts it 20-30 s after it began)
@@ -96,6 +98,8 @@ def _drive(cluster: KafkaCluster, proxy: FaultProxy, root: Path, spark) -> tuple
     for seed, (topic, (client, idempotent)) in enumerate(LOST_ACKS.items()):
         drive = sc.lost_acks_kafka_python if client == "kafka-python" else sc.lost_acks_confluent
         facts[topic] = drive(cluster, proxy, topic, idempotent, seed=seed + 1)
+    facts[APPENDED] = sc.lost_acks_kafka_python(cluster, proxy, APPENDED, False, seed=len(LOST_ACKS) + 1,
+                                                message_timestamp_type="LogAppendTime")
 
     # compaction: every other batch rewrites one hot key (the cleaner leaves holes there), the others
     # carry keys of their own; segments rolled every 100 ms, the cleaner eager
@@ -244,17 +248,18 @@ def test_no_violation_anywhere_and_only_the_plain_producers_duplicates_fail(brok
 
 def _only_the_plain_producers_copies_count(spark, out: str, log_dir: bool = True) -> None:
     """The copies ``no_duplicate_record`` fails on, per topic: the plain lost-ACK producers' retries, and
-    one in ``txn-expire``, whose client's second run sends the first run's record again (the same key
-    and value, both committed: a consumer receives it twice; a payload sent twice, not a retry, which
-    the key+value dedup key cannot tell apart). The controller's and the coordinators' repeats
-    (``__cluster_metadata``'s NoOpRecords, ``__consumer_offsets``' identical commits) are not counted,
-    nor listed (docs/internal-topics.md)."""
+    nothing else. ``txn-expire``'s client sends its first run's record again in its second run (the same
+    key and value, both committed): a payload sent twice, not a retry, which the default dedup key
+    (``delivery``: the producer's timestamp differs) leaves alone (the key+value key counts it:
+    :func:`test_the_delivery_key_tells_a_retry_from_a_payload_sent_twice`). The controller's and the
+    coordinators' repeats (``__cluster_metadata``'s NoOpRecords, ``__consumer_offsets``' identical
+    commits) are not counted, nor listed (docs/internal-topics.md)."""
     from analytics.contract import DUP_DUPLICATE, topic_kind
 
     counted = {r["topic"]: r["n"] for r in _rows(
         spark, out, f"SELECT topic, count(*) AS n FROM record_duplicates WHERE kind = '{DUP_DUPLICATE}' GROUP BY topic")}
-    plain = {t for t, (_, idempotent) in LOST_ACKS.items() if not idempotent}
-    assert set(counted) == plain | {"txn-expire"} and counted["txn-expire"] == 1, counted
+    plain = {t for t, (_, idempotent) in LOST_ACKS.items() if not idempotent} | {APPENDED}
+    assert set(counted) == plain, counted
     listed = {r["topic"] for r in _rows(spark, out, "SELECT DISTINCT topic FROM record_duplicates")}
     assert all(topic_kind(t).record_duplicates for t in listed), listed
     # the internal topics were there to count (the metadata log only in a log dir: no Fetch reads it)
@@ -263,7 +268,7 @@ def _only_the_plain_producers_copies_count(spark, out: str, log_dir: bool = True
 
 
 # -- lost ACKs ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("topic", LOST_ACKS)
+@pytest.mark.parametrize("topic", [*LOST_ACKS, APPENDED])
 def test_lost_acks(broker_run, audits, spark, topic):
     facts = broker_run.facts[topic]
     _, out = audits["final"]
@@ -271,11 +276,37 @@ def test_lost_acks(broker_run, audits, spark, topic):
     duplicates = _rows(spark, out, f"SELECT count(*) AS n FROM record_duplicates WHERE topic = '{topic}'")[0]["n"]
     assert facts.responses_dropped > 20  # the experiment really lost acknowledgements
     assert records == facts.log_end - facts.log_start  # every record the broker holds was exported
-    if LOST_ACKS[topic][1]:  # idempotent: the broker dropped every retry it had appended
+    if LOST_ACKS.get(topic, (None, False))[1]:  # idempotent: the broker dropped every retry it had appended
         assert records == facts.acknowledged == sc.LOST_ACK_RECORDS and duplicates == 0
     else:  # plain: one extra copy per lost response that the client retried
         assert duplicates == records - facts.acknowledged > 0
         assert facts.acknowledged == sc.LOST_ACK_RECORDS
+
+
+def test_the_delivery_key_tells_a_retry_from_a_payload_sent_twice(broker_run, audits, spark):
+    """Both dedup keys find every copy the plain producers' retries wrote (the log's records less those
+    acknowledged, of both clients, on a CreateTime topic and on a LogAppendTime one, where each copy has
+    the broker's timestamp of its own append); only ``key_value`` also takes ``txn-expire``'s record
+    sent again by the client's second run, which a consumer receives twice as the application sent it."""
+    from analytics.audit import tables
+    from analytics.contract import DUP_DUPLICATE
+    from analytics.publish import published
+
+    _, out = audits["final"]
+    view = published(out)
+    records, batches = (spark.read.parquet(view.path(t)) for t in ("records", "batches"))
+    plain = [t for t, (_, idempotent) in LOST_ACKS.items() if not idempotent] + [APPENDED]
+    retried = {t: broker_run.facts[t].log_end - broker_run.facts[t].log_start - broker_run.facts[t].acknowledged
+               for t in plain}
+    assert all(n > 0 for n in retried.values()), retried
+    # the broker stamped every copy anew: a key with the record's timestamp would miss them all
+    copied = _rows(spark, out, "SELECT count(*) AS c, count(DISTINCT timestamp) AS d FROM records "
+                               f"WHERE topic = '{APPENDED}' GROUP BY key HAVING count(*) > 1")
+    assert copied and all(r["c"] == r["d"] for r in copied), copied
+    for key, expected in (("delivery", retried), ("key_value", retried | {"txn-expire": 1})):
+        copies = tables.record_duplicates(records, key, batches).where(f"kind = '{DUP_DUPLICATE}'")
+        assert {r["topic"]: r["n"] for r in copies.groupBy("topic").count().withColumnRenamed("count", "n")
+                .collect()} == expected, key
 
 
 def test_idempotent_producers_alone_pass_every_check(broker_run, spark, tmp_path):
