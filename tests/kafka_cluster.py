@@ -8,7 +8,7 @@ dirs under a temporary folder, waits until every node answers a metadata request
 (``close``, also when a test fails: use it as a context manager or through a fixture). With
 ``controllers=N`` the quorum is N nodes of their own (``process.roles=controller``, node ids from
 :data:`CONTROLLER_IDS`) and the ``nodes`` are brokers only; ``classpath`` adds jars after the broker's
-(tiered storage's ``LocalTieredStorage``: :func:`tiered_storage_jars`).
+(tiered storage's ``LocalTieredStorage``: ``tests/tiered_storage.py``).
 
 Two versions, chosen by the tests' parameter: the newest 4.x release (transactions V2) and the last
 3.x release (3.9, before transactions V2). ``dump_log_command(version)`` is Kafka's own
@@ -98,40 +98,6 @@ def resolve(artifact: str, version: str) -> Path:
 
 def kafka_jars(version: str) -> Path:
     return resolve("kafka_2.13", version)
-
-
-# Kafka's own test RemoteStorageManager (``LocalTieredStorage``: remote segments as files of a local
-# folder) ships in the test jars of kafka-storage and kafka-clients, on Maven Central for 4.3.1 only.
-TIERED_STORAGE_VERSION = "4.3.1"
-LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
-
-
-def tiered_storage_jars(version: str = TIERED_STORAGE_VERSION) -> Path:
-    """The folder holding ``kafka-storage-<version>-test.jar`` and ``kafka-clients-<version>-test.jar``."""
-    target = CACHE / f"tiered-storage-{version}"
-    if (target / ".complete").is_file():
-        return target
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JarsUnavailable("Maven (mvn) is not on PATH; on Debian: sudo apt-get install -y maven")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".tiered-storage-{version}-", dir=CACHE))
-    for artifact in ("kafka-storage", "kafka-clients"):
-        done = subprocess.run([mvn, "-q", "-B", "-f", str(POM), "dependency:copy",
-                               f"-Dartifact=org.apache.kafka:{artifact}:{version}:jar:test",
-                               f"-DoutputDirectory={staging}"], capture_output=True, text=True, timeout=900)
-        if done.returncode != 0 or not any(staging.glob(f"{artifact}-*.jar")):
-            shutil.rmtree(staging, ignore_errors=True)
-            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln] or ["no jar resolved"]
-            raise JarsUnavailable(f"org.apache.kafka:{artifact}:{version}:test: {lines[0].strip()}")
-    (staging / ".complete").write_text(version)
-    if target.exists() and not (target / ".complete").exists():
-        shutil.rmtree(target, ignore_errors=True)
-    try:
-        staging.rename(target)
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def require_jars(version: str) -> Path:
