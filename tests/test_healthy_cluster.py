@@ -207,7 +207,7 @@ def _rolling(version: str, root: Path) -> ClusterRun:
             _elect_preferred(cluster, via)
             _until(cluster, lambda p: p["leader"] == p["replicas"][0], "the preferred leaders", via)
             phases[f"elect {broker}"] = time.monotonic() - mark
-        time.sleep(1)
+        time.sleep(3)  # the old leaders truncate their unreplicated tails (docs/real-broker.md, healthy cluster)
         live = [copy_log_dir(cluster.node(n).log_dir, root / "live" / f"broker-{n}") for n in (1, 2, 3)]
         work.stop.set()
         for t in threads:
