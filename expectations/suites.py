@@ -114,7 +114,7 @@ def _batches_in() -> str:
     """The rows of ``batch_verdicts`` a check joins to (the expiry point or the previous batch of a
     producer), keyed by their partition folder (one history: a log dir, a topic and a partition)."""
     return ("SELECT regexp_extract(file, '^(.*)/[^/]*$', 1) AS dir, topic, `partition`, producer_id, base_offset, "
-            "producer_epoch, state_last_sequence, idle_ms, txn_open, base_sequence FROM batch_verdicts")
+            "producer_epoch, state_last_sequence, idle_ms, txn_open, base_sequence, is_control FROM batch_verdicts")
 
 
 def _same_history(a: str, b: str) -> str:
@@ -199,9 +199,15 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   + ", or repeats or rewinds sequences written before such a batch of its producer (expired_offset, "
                     "after conflict_offset) and is in sequence with the state the producer's previous batch left."),
             Check("partial_history_justified", "anomalies",
-                  f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'partial_history' "
-                  f"AND NOT ((verdict = 'FIRST_SEEN_NONZERO' AND prev_base_offset IS NULL){restarted})",
-                  "Every gap explained by partial history is the producer's first visible batch"
+                  f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM (SELECT a.*, d.first_data FROM {{batch}} a "
+                  f"LEFT JOIN (SELECT dir, topic, `partition`, producer_id, min(base_offset) AS first_data "
+                  f"FROM ({_batches_in()} WHERE NOT is_control) GROUP BY dir, topic, `partition`, producer_id) d "
+                  f"ON {_same_history('a', 'd')}) "
+                  f"WHERE explained_by = 'partial_history' "
+                  f"AND NOT ((verdict = 'FIRST_SEEN_NONZERO' AND prev_base_offset IS NULL) "
+                  f"OR (verdict IN ('SEQUENCE_GAP', 'EPOCH_BUMP_NONZERO') AND first_data = base_offset){restarted})",
+                  "Every gap explained by partial history is the producer's first visible batch, or its first "
+                  "data batch after markers only"
                   + (f" or (profile {config.profile}) a restart after, or a continuation repeating, batches below "
                      "the log start." if restarted else ".")),
             Check("compaction_justified", "anomalies",

@@ -333,3 +333,29 @@ def test_compaction_explains_a_new_epoch_whose_first_batch_the_cleaner_removed(s
         assert [got[("compacted", o)] for o in (3, 6)] == [("EPOCH_BUMP_NONZERO", "compaction"),
                                                            ("EPOCH_BUMP_NONZERO", None)]
         assert [got[("deleted", o)] for o in (3, 6)] == [("EPOCH_BUMP_NONZERO", None)] * 2
+
+
+def test_a_producers_first_data_batch_after_markers_only_is_partial_history_where_history_is_partial(spark):
+    """Transactions on a compacted topic: the cleaner removed a producer's data batches and kept a COMMIT
+    marker (its transaction's records overwritten), so the producer is first seen by a marker and its
+    first visible data batch goes on at sequence 9 (found on a real 3.9 broker: transactions V1, one
+    epoch) or at a new epoch past 0 (4.x, transactions V2). Its earlier data is gone: partial history on
+    a compacted topic, unexplained where nothing says history is partial."""
+    def rows(topic):
+        return [_row(topic, 0, 2, pid=2, epoch=0, seq=0, ts=1000),  # another producer from offset 0
+                _row(topic, 9, 1, pid=1, epoch=0, control="COMMIT", ce=0, ts=1001),
+                _row(topic, 13, 1, pid=1, epoch=0, seq=9, txn=True, ts=1002),  # sequences 0..8 gone
+                _row(topic, 20, 1, pid=3, epoch=3, control="COMMIT", ce=0, ts=1003),
+                _row(topic, 21, 1, pid=3, epoch=4, seq=5, txn=True, ts=1004)]  # a new epoch, its 0..4 gone
+    batches = rows("compacted") + rows("deleted")
+    config = AuditConfig(cleanup_policy={"compacted": "compact"})
+    got_spark = {(r["topic"], r["base_offset"]): (r["verdict"], r["explained_by"])
+                 for r in classify(spark.createDataFrame(batches, schema=_spark_schema()), config).collect()}
+    reference = replay(batches, config)
+    got_reference = {(b["topic"], b["base_offset"]): (reference[(b["file"], b["file_position"])]["verdict"],
+                                                      reference[(b["file"], b["file_position"])]["explained_by"])
+                     for b in batches}
+    for got in (got_spark, got_reference):
+        assert [got[("compacted", o)] for o in (13, 21)] == [("SEQUENCE_GAP", "partial_history"),
+                                                             ("EPOCH_BUMP_NONZERO", "partial_history")], got
+        assert [got[("deleted", o)] for o in (13, 21)] == [("SEQUENCE_GAP", None), ("EPOCH_BUMP_NONZERO", None)], got

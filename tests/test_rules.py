@@ -295,17 +295,22 @@ def test_compaction_covers_a_gap_no_wider_than_the_offset_holes(spark):
 
 
 PARTIAL = ("verdict string, topic string, log_start_offset long, partition_first_offset long, "
-           "base_sequence int, prev_base_offset long, state_last_seq int, mark_offset long")
+           "base_sequence int, prev_base_offset long, state_last_seq int, mark_offset long, prev_data_seq int")
 
 
 def test_partial_history_where_earlier_batches_are_gone(spark):
     config = AuditConfig(cleanup_policy={"c": "compact"})
     rows, want = cases([
-        (FIRST_SEEN_NONZERO, "t", 5, 0, 7, None, None, None, True),  # the log start moved
-        (FIRST_SEEN_NONZERO, "t", 0, 100, 7, None, None, None, True),  # the export starts above 0
-        (FIRST_SEEN_NONZERO, "c", None, 0, 7, None, None, None, True),  # compaction ran
-        (FIRST_SEEN_NONZERO, "t", None, 0, 7, None, None, None, False),
-        (SEQUENCE_REGRESSION, "t", 10, 0, 0, 3, 5, 4, False),  # since 2.4 the broker kept the state
+        (FIRST_SEEN_NONZERO, "t", 5, 0, 7, None, None, None, None, True),  # the log start moved
+        (FIRST_SEEN_NONZERO, "t", 0, 100, 7, None, None, None, None, True),  # the export starts above 0
+        (FIRST_SEEN_NONZERO, "c", None, 0, 7, None, None, None, None, True),  # compaction ran
+        (FIRST_SEEN_NONZERO, "t", None, 0, 7, None, None, None, None, False),
+        (SEQUENCE_REGRESSION, "t", 10, 0, 0, 3, 5, 4, 4, False),  # since 2.4 the broker kept the state
+        # the producer's first data batch after a marker only (prev_data_seq null): its data went
+        (SEQUENCE_GAP, "c", None, 0, 9, 9, -1, None, None, True),
+        (EPOCH_BUMP_NONZERO, "c", None, 0, 5, 20, -1, None, None, True),
+        (SEQUENCE_GAP, "t", None, 0, 9, 9, -1, None, None, False),  # nothing says history is partial
+        (SEQUENCE_GAP, "c", None, 0, 9, 9, 4, None, 4, False),  # an earlier data batch is there
     ])
     assert holds(spark, predicates.partial_history(config), PARTIAL, rows) == want
 
@@ -316,11 +321,11 @@ def test_before_2_4_the_log_start_evicted_producers(spark, profile, restart, rep
     """Up to 2.3 a producer whose batches all fell below the log start was forgotten and restarted
     at 0; before 2.5 the batches going on from there repeat sequences below the log start."""
     rows = [
-        (SEQUENCE_REGRESSION, "t", 10, 0, 0, 3, 5, 4),  # the restart at 0, its previous batch below the start
-        (SEQUENCE_REGRESSION, "t", 10, 0, 0, 12, 5, 4),  # ... its previous batch above the start
-        (DUPLICATE, "t", 10, 0, 2, 10, 1, 8),  # going on from it, the mark below the start
-        (DUPLICATE, "t", 10, 0, 2, 10, 1, 12),  # ... the mark above the start
-        (DUPLICATE, "t", 10, 0, 3, 10, 1, 8),  # ... not in sequence
+        (SEQUENCE_REGRESSION, "t", 10, 0, 0, 3, 5, 4, 5),  # the restart at 0, its previous batch below the start
+        (SEQUENCE_REGRESSION, "t", 10, 0, 0, 12, 5, 4, 5),  # ... its previous batch above the start
+        (DUPLICATE, "t", 10, 0, 2, 10, 1, 8, 1),  # going on from it, the mark below the start
+        (DUPLICATE, "t", 10, 0, 2, 10, 1, 12, 1),  # ... the mark above the start
+        (DUPLICATE, "t", 10, 0, 3, 10, 1, 8, 1),  # ... not in sequence
     ]
     got = holds(spark, predicates.partial_history(AuditConfig(profile=profile)), PARTIAL, rows)
     assert got == [restart, False, repeats, False, False]
@@ -336,7 +341,7 @@ EVIDENCE = {
     "prev_epoch": ("int", 0), "producer_epoch": ("int", 0), "state_last_seq": ("int", 7),
     "conflict_offset": ("long", 2), "expired_offset": ("long", 8), "topic": ("string", "c"),
     "seq_mark": ("int", 4), "offset_holes": ("long", 9), "log_start_offset": ("long", 5),
-    "partition_first_offset": ("long", 0), "mark_offset": ("long", 4),
+    "partition_first_offset": ("long", 0), "mark_offset": ("long", 4), "prev_data_seq": ("int", 7),
 }
 NO_RESTART = {"prev_base_offset": 10, "base_offset": 12}
 NOT_IDLE = {"max_timestamp": 1500}

@@ -274,12 +274,18 @@ def compaction_covers(config: AuditConfig) -> Column:
 
 
 def partial_history(config: AuditConfig) -> Column:
-    """The producer's earlier batches are gone: a first sight at a non-zero sequence where the log
-    start moved, the export starts above offset 0, or compaction ran; and on brokers before 2.4
+    """The producer's earlier batches are gone: a first sight at a non-zero sequence (its first
+    batch, or its first data batch after markers only) where the log start moved, the export starts
+    above offset 0, or compaction ran; and on brokers before 2.4
     the restarts at 0 after the log start passed the producer, and the batches going on from them."""
     below_start = F.col("log_start_offset") > 0
-    partial = (F.col("verdict") == FIRST_SEEN_NONZERO) & (
-        below_start | (F.col("partition_first_offset") > 0) | on_compacted_topic(config))
+    evidence = below_start | (F.col("partition_first_offset") > 0) | on_compacted_topic(config)
+    # A producer seen first by its markers only (the cleaner removed its data batches and kept the
+    # markers, as transactions on a compacted topic leave them): its first data batch is its first
+    # sight of sequences, whatever the markers' epochs did to the run.
+    first_data = F.col("prev_base_offset").isNotNull() & F.col("prev_data_seq").isNull()
+    partial = (((F.col("verdict") == FIRST_SEEN_NONZERO)
+                | (F.col("verdict").isin(SEQUENCE_GAP, EPOCH_BUMP_NONZERO) & first_data)) & evidence)
     profile = config.broker_profile
     if profile.evicts_below_log_start:
         # Up to 2.3 the broker forgot a producer once the log start passed its last batch: the client

@@ -224,7 +224,11 @@ def _explain(verdict, b, s, facts, config: AuditConfig, compacted: set, log_star
                    else (b["base_sequence"] - s.seq_mark - 1) % SEQ_SPACE)
         if missing <= facts["offset_holes"]:
             return COMPACTION
-    if verdict == FIRST_SEEN_NONZERO and ((log_start or 0) > 0 or (first_offset or 0) > 0 or is_compacted):
+    evidence = (log_start or 0) > 0 or (first_offset or 0) > 0 or is_compacted
+    if verdict == FIRST_SEEN_NONZERO and evidence:
+        return PARTIAL_HISTORY
+    # the producer's first data batch after markers only: its data batches before them are gone
+    if verdict in (SEQUENCE_GAP, EPOCH_BUMP_NONZERO) and s is not None and s.position is None and evidence:
         return PARTIAL_HISTORY
     if s is not None and (log_start or 0) > 0:
         # Up to 2.3 the log start passing the producer's last batch made the broker forget it, and the
