@@ -29,8 +29,8 @@ from analytics.kafka.coordinator import TRANSACTION_STATE_TOPIC
 from analytics.kafka import sinks
 from analytics.kafka.fs import edge_crc, open_file
 from analytics.kafka.model import SegmentInfo
+from analytics.tuning import FINGERPRINT_THREADS
 
-FINGERPRINT_THREADS = 16
 PER_FILE_TABLES = ("batches", "records", "transactional_ids")  # one Parquet file per segment file (and topic)
 
 

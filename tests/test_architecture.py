@@ -14,6 +14,7 @@ PACKAGES = ("analytics", "expectations", "jobs")
 # Lowest first. A module may import from a lower layer, or within its own unit.
 LAYERS = (
     ("analytics.contract",),
+    ("analytics.tuning",),
     ("analytics.errors", "analytics.processes", "analytics.progress", "analytics.kafka"),
     ("analytics.cluster",),
     ("analytics.replay", "analytics.publish", "analytics.reuse", "analytics.spark"),

@@ -36,9 +36,7 @@ from pathlib import Path
 from analytics.contract import DEDUP_DELIVERY, DEDUP_HEADER_PREFIX, DEDUP_KEY_VALUE, DEFAULT_DEDUP_KEY
 from analytics.replay.broker import LATEST_PROFILE_NAME, Profile, resolve_profile
 
-# Batches of a partition's history replayed in one task (analytics.audit.ranges): work, not results;
-# every verdict is the same whatever the cut.
-DEFAULT_RANGE_BATCHES = 250_000
+from analytics.tuning import DEFAULT_RANGE_BATCHES
 
 
 @dataclass(frozen=True)

@@ -38,20 +38,13 @@ from analytics.publish import publication, published, read_manifest
 from analytics.spark.columns import conform, count_of, observed
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import read_parquet
+from analytics.tuning import FEW_BATCHES
 
 # Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
 # each row group and drop it when it overflows; they are written plain from the start.
 UNIQUE_COLUMNS = ("file_position", "base_offset", "last_offset", "base_timestamp", "max_timestamp", "crc",
                   "base_sequence", "last_sequence", "expected_sequence", "prev_base_offset",
                   "state_last_sequence", "state_last_offset")
-
-# An incremental audit of up to this many new batches, when every history continues (its earlier
-# verdicts kept as files) and the records (read whole) are as few, reads only small tables: the new
-# batches, the state the previous audit left, the records. Its queries are then planned once each,
-# as wide as the cores (``single_plan_conf``), not stage by stage (a 10M-batch log with 100k new
-# batches: the audit 1.8 s shorter, docs/benchmarks.md). Replicas compared, a history replayed
-# whole, or earlier verdicts looked back on, and Spark's own planning takes over.
-FEW_BATCHES = 1_000_000
 
 
 @dataclass(frozen=True)

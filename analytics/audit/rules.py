@@ -35,14 +35,7 @@ from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark.session import default_parallelism
 
-# Tiny ranges (a test's) share tasks: a task's fixed cost is worth this many batches.
-MIN_TASK_BATCHES = 10_000
-# The replayed rows are held (persisted) for the state from this many batches; fewer are checkpointed
-# at once (the sample's audit: 2 s less than replaying them again for the state, 7 s less than a
-# persisted plan).
-HOLD_BATCHES = 1_000_000
-# Carry tables up to this many rows (producers x ranges) are broadcast to the replay's tasks.
-BROADCAST_ROWS = 500_000
+from analytics.tuning import BROADCAST_ROWS, HOLD_BATCHES, MIN_TASK_BATCHES
 
 
 @dataclass(frozen=True)

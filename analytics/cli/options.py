@@ -21,6 +21,7 @@ from analytics.cli.arguments import (
     time_value,
 )
 from analytics.errors import UsageError
+from analytics.tuning import IN_PROCESS_BYTES
 
 
 def add_audit_options(p: argparse.ArgumentParser) -> None:
@@ -139,10 +140,6 @@ def spark_session(args, size=UNKNOWN):
     return session
 
 
-# An export of a local input up to this size runs the data source's tasks in the command's own
-# process, without a JVM: starting Spark and its Python workers costs some 10 s, reading 64 MiB of
-# segments about half a second.
-IN_PROCESS_BYTES = 64 * 1024 * 1024
 
 
 def in_process(args, size: int | None) -> bool:

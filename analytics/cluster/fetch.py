@@ -29,8 +29,8 @@ from analytics.contract.vocabulary import OFFSETS_LOST
 from analytics.errors import InputError
 from analytics.kafka.fetched import frame_fetched
 from analytics.kafka.reader import Chunk, StreamScanner
+from analytics.tuning import DEFAULT_FETCH_BYTES
 
-DEFAULT_FETCH_BYTES = 8 * 1024 * 1024
 EMPTY_ANSWERS = 5  # empty responses below the range's end in a row before the rest is called lost
 
 

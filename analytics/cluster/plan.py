@@ -18,9 +18,7 @@ from dataclasses import asdict, dataclass
 
 from analytics.cluster.client import Cluster
 from analytics.cluster.config import SCHEME
-
-DEFAULT_RANGE_OFFSETS = 2_000_000
-DEFAULT_PER_BROKER = 2
+from analytics.tuning import DEFAULT_PER_BROKER, DEFAULT_RANGE_OFFSETS
 
 
 @dataclass(frozen=True, slots=True)

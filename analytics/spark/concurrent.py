@@ -22,9 +22,9 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
-T = TypeVar("T")
+from analytics.tuning import MAX_THREADS
 
-MAX_THREADS = 4
+T = TypeVar("T")
 
 
 def concurrently(spark, actions: dict[str, Callable[[], Any]]) -> dict[str, Any]:

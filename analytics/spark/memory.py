@@ -16,25 +16,11 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-MIB = 1024 * 1024
+from analytics.tuning import DRIVER_MEMORY_CAP_MIB, DRIVER_MEMORY_SHARE, MIB
 
-# The share of the machine's memory (physical, or the container's limit when lower) a new local
-# session's JVM may take as its heap. Half, not DuckDB's 80%: the heap is not all a local session
-# holds. Beside it the same machine runs the JVM's memory outside the heap (metaspace, code cache,
-# thread stacks, Netty's and Parquet's direct buffers), the segaudit process, a Python worker per
-# core (the export's reader: 8 MiB windows and their Arrow batches) and the OS page cache that every
-# Parquet read and spill file goes through. Measured at a 1 GiB heap, the process tree of a local
-# audit peaked at 1.7 GiB resident and an export's at 1.3 GiB (docs/benchmarks.md): 0.3-0.7 GiB
-# beyond the heap before any page cache, so the other half leaves room for both on any machine large
-# enough to be sized at all (below).
-DRIVER_MEMORY_SHARE = 0.5
 # Spark's own default heap (its launcher's ``-Xmx1g``). A share below it is not given: a machine of
 # 2 GiB or less keeps what Spark gives, so no session gets less than it did.
 SPARK_DEFAULT_DRIVER_MIB = 1024
-# The largest heap given: below 32 GiB HotSpot keeps object references 4 bytes wide (compressed
-# oops); a 32 GiB heap holds fewer objects than a 31 GiB one, and a larger share is better left to
-# the page cache.
-DRIVER_MEMORY_CAP_MIB = 31 * 1024
 
 DRIVER_MEMORY = "spark.driver.memory"
 # What Spark's launcher reads when ``spark.driver.memory`` is not on its command line, after a

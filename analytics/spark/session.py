@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from analytics.spark import classdata, jvmlog, memory, objectstore
+from analytics.tuning import INTERPRETED_BYTES, QUICK_START_BYTES
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
@@ -52,14 +53,10 @@ def check_java() -> tuple[str, str]:
 # interpreted they cost more than the windows (10M batches: 65 s instead of 42 s to classify).
 JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 
-# A cold JVM auditing a small log spends most of its CPU in HotSpot's optimizing compiler (C2)
-# compiling Spark code it then runs a few times (the bundled sample: 41 of 75 JVM CPU-seconds).
-# Up to this much input a local session runs the quick compiler (C1) alone, which is done with
-# that code sooner (docs/benchmarks.md measures both sides of the line); beyond it, C2 pays back.
-# C1 alone gets HotSpot's code cache for one compiler, 48 MiB, which a whole `segaudit run` fills
+# Up to QUICK_START_BYTES of input (analytics.tuning) a local session runs the quick compiler (C1)
+# alone. C1 alone gets HotSpot's code cache for one compiler, 48 MiB, which a whole `segaudit run` fills
 # ("CodeCache is full. Compiler has been disabled": the rest of the run interpreted); C1 and C2
 # together get 240 MiB, kept here.
-QUICK_START_BYTES = 256 * 1024 * 1024
 QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # A JVM that only coordinates or runs briefly on small data (a standalone cluster's master and
@@ -76,15 +73,8 @@ def jit_options(input_bytes: int | None) -> str:
     return JIT_OPTIONS
 
 
-# Catalyst generates Java for every operator and expression of a query, which Janino compiles; a cold
-# JVM auditing a tiny log spends more time compiling that code than running it (the bundled sample,
-# 0.1 MB: the audit 33.5 s with it, 24.8 s without). Up to this much input a new local session
-# evaluates interpreted instead: operators one by one, expressions by Spark's interpreted evaluators
-# (the path Spark falls back to when generated code fails to compile; Spark's expression tests check
-# both). By 4 MiB (30k batches) the two cost the same, at 17 MiB generated code is 15 s faster, and
-# an incremental audit, which joins its few new batches with the tables of the whole log, is slower
-# interpreted (docs/benchmarks.md).
-INTERPRETED_BYTES = 1024 * 1024
+# Up to INTERPRETED_BYTES of input (analytics.tuning: the measurement) a new local session evaluates
+# queries interpreted, without generated code.
 INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 

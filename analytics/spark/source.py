@@ -40,13 +40,12 @@ from pyspark.sql.datasource import CaseInsensitiveDict, DataSource, DataSourceRe
 from analytics.contract.vocabulary import SIDECAR_TABLES
 from analytics.kafka.model import SegmentInfo
 from analytics.spark.files import FileGroup, group_files
+from analytics.tuning import DEFAULT_MIN_TASKS, DEFAULT_TASK_BYTES
 
 if TYPE_CHECKING:
     from analytics.spark.tasks import Task
 
 WRITE_OPTIONS = ("tablesOut", "errorsOut", "records", "skipFiles", "grownFiles")  # options of the tables that write only
-DEFAULT_TASK_BYTES = 128 * 1024 * 1024
-DEFAULT_MIN_TASKS = 2
 
 
 def task_for(options: Mapping[str, str]) -> Task:

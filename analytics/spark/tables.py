@@ -18,7 +18,8 @@ import json
 
 from pyspark.sql import DataFrame, SparkSession
 
-SMALL_TABLE_BYTES = 16 * 1024 * 1024
+from analytics.tuning import SMALL_TABLE_BYTES
+
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # where Spark's writer stores its schema
 
 

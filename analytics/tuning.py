@@ -1,0 +1,94 @@
+"""Every size threshold of the pipeline, each with the measurement behind it.
+
+A threshold decides how a stage runs (in this process or in Spark, planned once or stage by
+stage, held or recomputed, broadcast or shuffled), never what it finds: every verdict and table is
+the same on both sides of each line. The plans (:mod:`analytics.plans`) and the modules that do the
+work import them from here; a new threshold goes here too, with its measurement
+(``docs/benchmarks.md``). Imports nothing of segaudit: every layer may read it.
+"""
+
+from __future__ import annotations
+
+MIB = 1024 * 1024
+
+# -- the export ---------------------------------------------------------------------------------
+
+# An export of a local input up to this size runs the data source's tasks in the command's own
+# process, without a JVM: starting Spark and its Python workers costs some 10 s, reading 64 MiB of
+# segments about half a second (analytics.plans.export_plan).
+IN_PROCESS_BYTES = 64 * MIB
+# The segment bytes one task of the kafka-segments data source reads, and the fewest tasks it makes
+# of a log that has files enough (analytics.spark.source).
+DEFAULT_TASK_BYTES = 128 * MIB
+DEFAULT_MIN_TASKS = 2
+# Threads hashing the edges of segment files for an incremental export's fingerprints (analytics.reuse):
+# reads of 64 KiB at both ends of each file, bound by the disk's latency, not the CPU.
+FINGERPRINT_THREADS = 16
+
+# -- the export of a live cluster ---------------------------------------------------------------
+
+# Offsets of a partition fetched by one task, and the tasks a broker serves at once (analytics.cluster.plan).
+DEFAULT_RANGE_OFFSETS = 2_000_000
+DEFAULT_PER_BROKER = 2
+# The bytes one Fetch asks a broker for (analytics.cluster.fetch).
+DEFAULT_FETCH_BYTES = 8 * MIB
+
+# -- the audit ----------------------------------------------------------------------------------
+
+# Batches of a partition's history replayed in one task (analytics.audit.ranges): work, not results;
+# every verdict is the same whatever the cut.
+DEFAULT_RANGE_BATCHES = 250_000
+# Tiny ranges (a test's) share tasks: a task's fixed cost is worth this many batches.
+MIN_TASK_BATCHES = 10_000
+# The replayed rows are held (persisted) for the state from this many batches; fewer are checkpointed
+# at once (the sample's audit: 2 s less than replaying them again for the state, 7 s less than a
+# persisted plan).
+HOLD_BATCHES = 1_000_000
+# Carry tables up to this many rows (producers x ranges) are broadcast to the replay's tasks.
+BROADCAST_ROWS = 500_000
+# An incremental audit of up to this many new batches, when every history continues (its earlier
+# verdicts kept as files) and the records (read whole) are as few, reads only small tables: the new
+# batches, the state the previous audit left, the records. Its queries are then planned once each,
+# as wide as the cores (``single_plan_conf``), not stage by stage (a 10M-batch log with 100k new
+# batches: the audit 1.8 s shorter, docs/benchmarks.md). Replicas compared, a history replayed
+# whole, or earlier verdicts looked back on, and Spark's own planning takes over
+# (analytics.plans.audit_plan).
+FEW_BATCHES = 1_000_000
+
+# -- Spark --------------------------------------------------------------------------------------
+
+# A table Spark wrote below this size is read once into one in-memory table for many queries
+# (analytics.spark.tables.read_table); a larger one is read where it is used.
+SMALL_TABLE_BYTES = 16 * MIB
+# Independent Spark actions run at once (analytics.spark.concurrent): each a job of its own, which the
+# scheduler interleaves; more threads add no cores.
+MAX_THREADS = 4
+# A cold JVM auditing a small log spends most of its CPU in HotSpot's optimizing compiler (C2)
+# compiling Spark code it then runs a few times (the bundled sample: 41 of 75 JVM CPU-seconds).
+# Up to this much input a local session runs the quick compiler (C1) alone, which is done with
+# that code sooner (docs/benchmarks.md measures both sides of the line); beyond it, C2 pays back
+# (analytics.spark.session.jit_options).
+QUICK_START_BYTES = 256 * MIB
+# Catalyst generates Java for every operator and expression of a query, which Janino compiles; a cold
+# JVM auditing a tiny log spends more time compiling that code than running it (the bundled sample,
+# 0.1 MB: the audit 33.5 s with it, 24.8 s without). Up to this much input a new local session
+# evaluates interpreted instead: operators one by one, expressions by Spark's interpreted evaluators
+# (the path Spark falls back to when generated code fails to compile; Spark's expression tests check
+# both). By 4 MiB (30k batches) the two cost the same, at 17 MiB generated code is 15 s faster, and
+# an incremental audit, which joins its few new batches with the tables of the whole log, is slower
+# interpreted (docs/benchmarks.md; analytics.spark.session.evaluation_conf).
+INTERPRETED_BYTES = 1 * MIB
+# The share of the machine's memory (physical, or the container's limit when lower) a new local
+# session's JVM may take as its heap. Half, not DuckDB's 80%: the heap is not all a local session
+# holds. Beside it the same machine runs the JVM's memory outside the heap (metaspace, code cache,
+# thread stacks, Netty's and Parquet's direct buffers), the segaudit process, a Python worker per
+# core (the export's reader: 8 MiB windows and their Arrow batches) and the OS page cache that every
+# Parquet read and spill file goes through. Measured at a 1 GiB heap, the process tree of a local
+# audit peaked at 1.7 GiB resident and an export's at 1.3 GiB (docs/benchmarks.md): 0.3-0.7 GiB
+# beyond the heap before any page cache, so the other half leaves room for both on any machine large
+# enough to be sized at all (analytics.spark.memory).
+DRIVER_MEMORY_SHARE = 0.5
+# The largest heap given: below 32 GiB HotSpot keeps object references 4 bytes wide (compressed
+# oops); a 32 GiB heap holds fewer objects than a 31 GiB one, and a larger share is better left to
+# the page cache.
+DRIVER_MEMORY_CAP_MIB = 31 * 1024
