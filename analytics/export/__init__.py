@@ -72,104 +72,176 @@ def export(
     """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written.
 
     ``spark`` None: the data source's tasks run one after the other in this process, without a JVM
-    (for a small local input, where starting Spark costs far more than the reading).
+    (for a small local input, where starting Spark costs far more than the reading; the choice is
+    :func:`analytics.plans.export_plan`'s).
 
     ``continue_from``: the OUT holding an export to continue (``out`` itself, or the published OUT
     of a run staged elsewhere): only the segment files new or changed since are read, the others'
     rows kept (:mod:`analytics.reuse`); the tables are a full export's."""
-    from analytics.export.configs import cluster_configs
-    from analytics.spark.plan import file_errors, segment_files
-    from analytics.spark.session import default_parallelism
-    from analytics.spark.source import in_process
-    from analytics.spark.tasks import SegmentExportTask, SidecarExportTask, resumed, write_rows
-
     started = time.monotonic()
+    say = progress or (lambda _msg: None)
+    reading = _reading(paths, input_format, records, continue_from, say)
+    with publication(out, EXPORT) as run:
+        read = _announce(run, reading, say)
+        _read_segments(spark, run, reading, read, say)
+        _read_sidecars(spark, run, reading)
+        metadata = _cluster_configs(run, reading)
+        write_missing_tables(run, records)
+        _merge_small_tables(run, reading)
+        rows = {t: reuse.parquet_rows(run.path(t)) for t in run.written()}
+        run.publish(_manifest(run, reading, read, rows, metadata))
+    seconds = time.monotonic() - started
+    say(f"exported {len(reading.files)} files ({reading.total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
+    return ExportResult(run.store.path(), run.run_id, len(reading.files), reading.total_bytes, rows, seconds)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What an export reads: its inputs (absolute, or URIs), the segment files found in them, and of
+    an incremental export the previous export's manifest and segments table, the files kept whole
+    (path -> Parquet name) and those that only grew."""
+
+    paths: list[str]
+    input_format: str
+    records: bool
+    files: list
+    total_bytes: int
+    continue_from: str | None
+    previous: dict | None
+    before: pa.Table | None
+    kept: dict
+    grown: dict
+
+
+def _reading(paths: list[str], input_format: str, records: bool, continue_from: str | None, say) -> _Reading:
+    """The segment files of ``paths`` and, continuing an export, what it keeps of it."""
+    from analytics.spark.plan import segment_files
+
     paths = [p if is_remote(p) else os.path.abspath(local_path(p)) for p in paths]
     files = segment_files(paths, input_format)
     if not files:
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
-    total_bytes = sum(f.size for f in files)
-    say = progress or (lambda _msg: None)
-    min_tasks = 0 if spark is None else 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
     before = None if previous is None else _read_parts(published(continue_from).path("segments"), schema.SEGMENTS)
     kept = _kept(previous, files)
-    grown = _grown(previous, files, kept, before)
-    with publication(out, EXPORT) as run:
-        staging = run.path()
-        errors = run.path("_parts", "parse_errors")
-        read = resumed([f for f in files if f.path not in kept], grown)
-        if previous is None:
-            say(f"exporting {len(files)} files, {total_bytes / 1e6:,.1f} MB, to {run.store.path()}")
+    return _Reading(paths, input_format, records, files, sum(f.size for f in files), continue_from, previous,
+                    before, kept, _grown(previous, files, kept, before))
+
+
+def _announce(run, reading: _Reading, say) -> list:
+    """The files to read now (says how many and, continuing, links the kept files' Parquet files)."""
+    from analytics.spark.tasks import resumed
+
+    files, kept, grown = reading.files, reading.kept, reading.grown
+    read = resumed([f for f in files if f.path not in kept], grown)
+    if reading.previous is None:
+        say(f"exporting {len(files)} files, {reading.total_bytes / 1e6:,.1f} MB, to {run.store.path()}")
+    else:
+        linked = reuse.link_parts(published(reading.continue_from).path, run.path(), reading.previous,
+                                  [*kept, *grown])
+        say(f"exporting {len(read)} new or changed files of {len(files)} ({len(grown)} of them grown: only "
+            f"their new bytes), {sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
+            f"{linked} Parquet files kept")
+    return read
+
+
+def _writing(run, reading: _Reading, table: str, **more: str) -> dict[str, str]:
+    """The options of a read of one of the data source's tables that write: tables to the run
+    folder, errors to its ``_parts``."""
+    return {"table": table, "inputFormat": reading.input_format, "paths": json.dumps(reading.paths),
+            "tablesOut": run.path(), "errorsOut": run.path("_parts", "parse_errors"), **more}
+
+
+def _read_segments(spark, run, reading: _Reading, read: list, say) -> None:
+    """One pass over the segments: tasks write batches (and records) as Parquet, one segments row per
+    file; the kept files' segments rows beside them."""
+    from analytics.spark.plan import file_errors
+    from analytics.spark.session import default_parallelism
+    from analytics.spark.source import in_process
+    from analytics.spark.tasks import SegmentExportTask, write_rows
+
+    errors = run.path("_parts", "parse_errors")
+    if reading.input_format == "segments":
+        write_rows(errors, "driver.parquet", file_errors(reading.paths), schema.PARSE_ERRORS)
+    segments = _writing(run, reading, SegmentExportTask.table, records=str(reading.records).lower(),
+                        skipFiles=json.dumps(sorted(reading.kept)),
+                        grownFiles=json.dumps({path: [dataclasses.asdict(head), name]
+                                               for path, (head, name) in reading.grown.items()}))
+    with _files_read(errors, read, say):
+        if spark is None:
+            _write_small(run.path("segments"), pa.Table.from_batches(in_process(segments), schema.SEGMENTS))
         else:
-            say(f"exporting {len(read)} new or changed files of {len(files)} ({len(grown)} of them grown: only "
-                f"their new bytes), {sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
-                f"{reuse.link_parts(published(continue_from).path, staging, previous, [*kept, *grown])} Parquet files kept")
+            min_tasks = 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
+            spark.read.format("kafka-segments").options(**segments, minTasks=str(min_tasks)).load() \
+                .repartition(1).write.parquet(run.path("segments"))
+    if reading.kept:
+        sinks.write_parquet(reuse.of_files(reading.before, reading.kept), run.path("segments", "part-kept.parquet"))
 
-        def writing(table: str, **more: str) -> dict[str, str]:
-            """The options of a read of one of the data source's tables that write: tables to
-            staging, errors to _parts."""
-            return {"table": table, "inputFormat": input_format, "paths": json.dumps(paths), "tablesOut": staging,
-                    "errorsOut": errors, **more}
 
-        if input_format == "segments":
-            write_rows(errors, "driver.parquet", file_errors(paths), schema.PARSE_ERRORS)
-        # One pass over the segments: tasks write batches (and records) as Parquet, one segments row per file.
-        segments = writing(SegmentExportTask.table, records=str(records).lower(), skipFiles=json.dumps(sorted(kept)),
-                           grownFiles=json.dumps({path: [dataclasses.asdict(head), name]
-                                                  for path, (head, name) in grown.items()}))
-        with _files_read(errors, read, say):
-            if spark is None:
-                _write_small(run.path("segments"), pa.Table.from_batches(in_process(segments), schema.SEGMENTS))
-            else:
-                spark.read.format("kafka-segments").options(**segments, minTasks=str(min_tasks)).load() \
-                    .repartition(1).write.parquet(run.path("segments"))
-        if kept:
-            sinks.write_parquet(reuse.of_files(before, kept), run.path("segments", "part-kept.parquet"))
-        if input_format == "segments":  # every sidecar file in one job; the tasks write the tables
-            sidecars = writing(SidecarExportTask.table)
-            if spark is None:
-                in_process(sidecars)
-            else:
-                spark.read.format("kafka-segments").options(**sidecars, minTasks="1").load() \
-                    .write.format("noop").mode("overwrite").save()
-        metadata = {}
-        if input_format == "segments":  # the KRaft metadata log's configs, read whole on the driver
-            configs, undecoded, metadata = cluster_configs(paths)
-            if undecoded:
-                write_rows(errors, "cluster-metadata.parquet", undecoded, schema.PARSE_ERRORS)
-            _write_small(run.path("cluster_configs"), pa.Table.from_pylist(configs, schema.CLUSTER_CONFIGS))
-        write_missing_tables(run, records)
-        # Parse errors are small (a row per problem), written per file by the tasks: merged without Spark.
-        parse_errors = _read_parts(errors, schema.PARSE_ERRORS)
-        if kept:
-            parse_errors = pa.concat_tables([parse_errors, reuse.kept_rows(published(continue_from).path("parse_errors"), kept, schema.PARSE_ERRORS)])
-        _write_small(run.path("parse_errors"), parse_errors)
-        checkpoints = _read_parts(run.path("checkpoints"), schema.CHECKPOINTS)
-        starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], LOG_START_OFFSET))
-        _write_small(run.path("log_start_offsets"), pa.table(
-            {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
-             "file": starts["file"]}))
-        rows = {t: reuse.parquet_rows(run.path(t)) for t in run.written()}
-        prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), read, previous, kept,
-                                      run.run_id)
-                  if input_format == "segments" else {})
-        run.publish({
-            "inputs": paths,
-            "input_format": input_format,
-            "records": records,
-            "files": len(files),
-            "input_bytes": total_bytes,
-            "rows": rows,
-            "segment_files": prints,
-            "cluster_metadata": metadata,  # per log dir: the snapshot and records cluster_configs came from
-            "incremental": None if previous is None else {"continued_export": previous["run_id"],
-                                                          "files_read": len(read), "files_kept": len(kept),
-                                                          "files_grown": len(grown)},
-        })
-    seconds = time.monotonic() - started
-    say(f"exported {len(files)} files ({total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
-    return ExportResult(run.store.path(), run.run_id, len(files), total_bytes, rows, seconds)
+def _read_sidecars(spark, run, reading: _Reading) -> None:
+    """Every sidecar file in one job; the tasks write the tables."""
+    from analytics.spark.source import in_process
+    from analytics.spark.tasks import SidecarExportTask
+
+    if reading.input_format != "segments":
+        return
+    sidecars = _writing(run, reading, SidecarExportTask.table)
+    if spark is None:
+        in_process(sidecars)
+    else:
+        spark.read.format("kafka-segments").options(**sidecars, minTasks="1").load() \
+            .write.format("noop").mode("overwrite").save()
+
+
+def _cluster_configs(run, reading: _Reading) -> dict:
+    """The KRaft metadata log's configs, read whole on the driver; per log dir, the snapshot and
+    records they came from."""
+    from analytics.export.configs import cluster_configs
+    from analytics.spark.tasks import write_rows
+
+    if reading.input_format != "segments":
+        return {}
+    configs, undecoded, metadata = cluster_configs(reading.paths)
+    if undecoded:
+        write_rows(run.path("_parts", "parse_errors"), "cluster-metadata.parquet", undecoded, schema.PARSE_ERRORS)
+    _write_small(run.path("cluster_configs"), pa.Table.from_pylist(configs, schema.CLUSTER_CONFIGS))
+    return metadata
+
+
+def _merge_small_tables(run, reading: _Reading) -> None:
+    """Parse errors (a row per problem, written per file by the tasks, and the kept files') and the
+    log start offsets (the checkpoints' rows), merged without Spark."""
+    parse_errors = _read_parts(run.path("_parts", "parse_errors"), schema.PARSE_ERRORS)
+    if reading.kept:
+        earlier = published(reading.continue_from).path("parse_errors")
+        parse_errors = pa.concat_tables([parse_errors, reuse.kept_rows(earlier, reading.kept, schema.PARSE_ERRORS)])
+    _write_small(run.path("parse_errors"), parse_errors)
+    checkpoints = _read_parts(run.path("checkpoints"), schema.CHECKPOINTS)
+    starts = checkpoints.filter(pc.equal(checkpoints["checkpoint"], LOG_START_OFFSET))
+    _write_small(run.path("log_start_offsets"), pa.table(
+        {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
+         "file": starts["file"]}))
+
+
+def _manifest(run, reading: _Reading, read: list, rows: dict, metadata: dict) -> dict:
+    """``_export.json``: the inputs, the rows per table and each segment file's fingerprint."""
+    previous, kept = reading.previous, reading.kept
+    prints = (reuse.segment_files(_read_parts(run.path("segments"), schema.SEGMENTS), read, previous, kept,
+                                  run.run_id)
+              if reading.input_format == "segments" else {})
+    return {
+        "inputs": reading.paths,
+        "input_format": reading.input_format,
+        "records": reading.records,
+        "files": len(reading.files),
+        "input_bytes": reading.total_bytes,
+        "rows": rows,
+        "segment_files": prints,
+        "cluster_metadata": metadata,  # per log dir: the snapshot and records cluster_configs came from
+        "incremental": None if previous is None else {"continued_export": previous["run_id"],
+                                                      "files_read": len(read), "files_kept": len(kept),
+                                                      "files_grown": len(reading.grown)},
+    }
 
 
 def _previous(out: str, paths: list[str], input_format: str, records: bool, say) -> dict | None:
