@@ -5,7 +5,7 @@ A job takes the options of its command and runs the command itself, through
 into the pipeline's call (``analytics.cli.commands``), the same output and the same failure line
 and exit code (``analytics.cli.main.guarded``). Under ``spark-submit`` the command's session is the
 submitted one, with its master and configuration (``analytics.spark.session.get_spark``), and an
-export is read in Spark, never in the command's own process (``analytics.cli.options.in_process``).
+export is read in Spark, never in the command's own process (``analytics.plans.export_plan``).
 """
 
 from __future__ import annotations

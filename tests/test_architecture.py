@@ -22,6 +22,7 @@ LAYERS = (
     ("analytics.audit", "analytics.export", "analytics.inventory", "analytics.reconcile"),
     ("expectations",),
     ("analytics.report",),
+    ("analytics.plans",),
     ("analytics.forensics", "analytics.pipeline"),
     ("analytics.cli",),
     ("analytics.entry",),

@@ -136,7 +136,7 @@ COMPARED_SUMMARY = ("verdicts", "severities", "transactions", "record_duplicates
                     "replicated_partitions", "replica_divergence", "export_time_source")
 
 
-# The settings of an incremental audit of few new batches (``analytics.audit.job.FEW_BATCHES``)
+# The settings of an incremental audit of few new batches (``analytics.tuning.FEW_BATCHES``)
 TUNED = tuple(single_plan_conf(1))
 
 
@@ -159,6 +159,7 @@ def nights(spark, tmp_path_factory):
     ``{night: (tables of OUT, tables of the full run, OUT's export manifest, OUT's summary)}`` and
     the count of files night 2 changed."""
     from analytics.audit import job
+    from analytics.audit import plan as audit_plan
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
@@ -201,7 +202,8 @@ def nights(spark, tmp_path_factory):
             entered.append((values, Path(out, "_audit.json").read_text() != published))
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(job, "settings", watched)
+            patch.setattr(job, "settings", watched)  # the replay and the tables
+            patch.setattr(audit_plan, "settings", watched)  # the plan's survey of the new batches
             audit(spark, out, config, continue_from=out)
         conf[night] = entered, before, {key: spark.conf.get(key, None) for key in TUNED}
         export(None, [str(logs)], full, records=True)
@@ -242,11 +244,11 @@ def test_an_incremental_audit_writes_the_tables_of_a_full_one(nights, table, nig
 def test_an_incremental_audit_of_few_new_batches_plans_each_query_once_and_puts_the_settings_back(spark, nights, night):
     """Night 2 (every history continues) ran every query planned once, as wide as the cores, to its
     last table, and its tables are a full audit's (above); night 3 (retention: a history replayed
-    whole) only until the replay. Both left the session as it was."""
+    whole) only until the replay: its plan's survey of the new batches. Both left the session as it was."""
     entered, before, after = nights[3][night]
-    [(values, to_the_end)] = entered
-    assert values == single_plan_conf(spark.sparkContext.defaultParallelism)
-    assert to_the_end == (night == 2)
+    assert len(entered) == (2 if night == 2 else 1)  # the survey; then (night 2) the replay to the last table
+    assert all(values == single_plan_conf(spark.sparkContext.defaultParallelism) for values, _ in entered)
+    assert entered[-1][1] == (night == 2)
     assert after == before
 
 

@@ -179,15 +179,15 @@ def test_under_spark_submit_the_job_reads_in_the_submitted_session(command, reco
     monkeypatch.setattr(commands, "spark_session", options_module.spark_session)
     alone = recorded([command, *base[command]], segaudit, capsys)  # a command with no master: in its own process
     [(_, session, _, kwargs)] = [c for c in alone if c[0] == f"pipeline.{command}"]
-    assert (session, kwargs.get("export_in_process", True)) == (
-        ("the session", True) if command == "run" else (None, True))
+    planned = "export_plan" if command == "run" else "plan"  # the export's plan (analytics.plans)
+    assert (session, kwargs[planned].in_process) == (("the session", True) if command == "run" else (None, True))
 
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
     asked.clear()
     submitted = recorded(base[command], JOBS[command].main, capsys)
     [(_, session, _, kwargs)] = [c for c in submitted if c[0] == f"pipeline.{command}"]
     assert session == "the session" and asked == [(None, None)]
-    assert kwargs.get("export_in_process", False) is False
+    assert kwargs[planned].in_process is False
 
 
 def test_the_export_job_names_the_run_it_published(recorded, places, capsys):

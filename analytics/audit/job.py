@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from analytics import reuse
 from analytics.audit import tables
 from analytics.audit.config import AuditConfig
-from analytics.audit.settings import resolved
+from analytics.audit.plan import AuditPlan, audit_plan, configuration
 from analytics.contract import (
     AUDIT,
     DUP_DUPLICATE,
@@ -36,9 +36,8 @@ from analytics.contract import (
 )
 from analytics.publish import publication, published, read_manifest
 from analytics.spark.columns import conform, count_of, observed
-from analytics.spark.session import default_parallelism, settings, single_plan_conf
+from analytics.spark.session import settings
 from analytics.spark.tables import read_parquet
-from analytics.tuning import FEW_BATCHES
 
 # Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
 # each row group and drop it when it overflows; they are written plain from the start.
@@ -61,232 +60,265 @@ class AuditResult:
 
 
 def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = None,
-          progress=None) -> AuditResult:
+          progress=None, plan: AuditPlan | None = None) -> AuditResult:
     """Replay and classify the export under OUT and publish the audit tables. ``continue_from``: the
     OUT holding the audit to continue (an incremental audit; OUT itself, or the published OUT of a
-    run staged elsewhere)."""
-    from pyspark.sql import functions as F
-
-    from analytics.audit.increment import increment, read_since
-    from analytics.audit.replicas import held_in_several, replica_divergence
-    from analytics.audit.rules import replay
-    from analytics.audit.state import merged
-    from analytics.spark.concurrent import concurrently
-    from analytics.spark.tables import read_table
-
+    run staged elsewhere). ``plan``: the audit's plan when the caller made it already
+    (:func:`analytics.audit.plan.audit_plan`, which ``continue_from`` and ``progress`` are given to)."""
     started = time.monotonic()
-    store = published(out)
-    export_manifest = read_manifest(out, EXPORT)
-    config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
-    batches = read_parquet(spark, store.path("batches"))
-    log_starts = read_parquet(spark, store.path("log_start_offsets"))
-    previous = None if continue_from is None else _previous(spark, continue_from, config,
-                                                             progress or (lambda _msg: None))
-    with publication(out, AUDIT, built_from={EXPORT: export_manifest["run_id"]}) as run, ExitStack() as quick:
-        def write(name: str, df):
-            """Write ``name``; the schema it was written with."""
-            conformed = conform(df, name)
-            conformed.write.parquet(run.path(name))
-            return conformed.schema
-
-        def write_counted(name: str, df, counts: dict) -> dict:
-            """Write ``name``; ``counts`` (name -> aggregate Column) of its rows, taken by the write."""
-            watched, result = observed(conform(df, name), counts)
-            watched.write.parquet(run.path(name))
-            return result()
-
-        held: list = []  # what the replay persisted for its result, released once it is written
-        records = read_parquet(spark, store.path("records")) if store.is_dir("records") else None
-        linked = False
-        if previous is None:
-            replayed = replay(batches, config, log_starts, held)
-            verdicts, producers, partitions = replayed.verdicts, replayed.producer_state, replayed.partition_state
-            files = replayed.file_state
-            continued = since = None
-        else:
-            since = read_since(spark, store.path("batches"), batches.schema, export_manifest.get("segment_files") or {},
-                               export_manifest["run_id"], previous.file_state)
-            if since is not None and since.batches <= FEW_BATCHES:
-                quick.enter_context(settings(spark, single_plan_conf(default_parallelism(spark))))
-            step = increment(batches, log_starts, previous, since)
-            # every audited history continues: its verdict files are kept as they are (hard links)
-            linked = step.every and reuse.can_link(continue_from)
-            if (not linked or step.prior.look_back  # the earlier verdicts are read again
-                    or (records is not None and reuse.parquet_rows(store.path("records")) > FEW_BATCHES)):
-                quick.close()  # the whole log is read: Spark's own planning
-            replayed = replay(step.batches, config, log_starts, held, step.prior)
-            producers = merged(step.prior.producer_state, replayed.producer_state, "producer_state")
-            partitions = merged(step.prior.partition_state, replayed.partition_state, "partition_state")
-            files = (replayed.file_state if step.file_state is None
-                     else merged(step.file_state, replayed.file_state, "file_state"))
-            continued = step.continuing
-            verdicts = replayed.verdicts if linked else replayed.verdicts.unionByName(
-                step.prior.earlier.select(*replayed.verdicts.columns))
-
-        new_files: list[str] = []  # linked: the Parquet files of the new verdict rows
-
-        def write_verdicts():
-            """The verdicts as written (held when small), and the counts of the rows written now."""
-            path = run.path("batch_verdicts")
-            conformed = conform(verdicts, "batch_verdicts")
-            watched, counted = observed(conformed, _verdict_counts())
-            plain_columns(watched.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
-            if linked:  # the new rows (perhaps none) beside the previous files
-                new_files.extend(reuse.parquet_files(path))
-                reuse.link_tree(published(continue_from).path("batch_verdicts"), path)
-            return read_table(spark, path, run.store.size(f"{run.folder}/batch_verdicts"), conformed.schema), counted()
-
-        def write_beside(name: str, df):
-            """``name``'s new rows, then the previous audit's files of it (a linked incremental audit)."""
-            conform(df, name).write.parquet(run.path(name))
-            reuse.link_tree(published(continue_from).path(name), run.path(name))
-
-        replay_tables = {
-            "batch_verdicts": write_verdicts,
-            "producer_state": lambda: write("producer_state", producers),
-            "partition_state": lambda: write("partition_state", partitions),
-            "file_state": lambda: write("file_state", _read_by(spark, files, export_manifest)),
-        }
-        if records is not None:  # record duplicates read records only: they run beside the replay
-            replay_tables["record_duplicates"] = lambda: write_counted(
-                "record_duplicates", tables.record_duplicates(records, config.dedup_key, batches), count_of("kind", DUPLICATE_KINDS))
-        try:
-            tables_written = concurrently(spark, replay_tables)
-        finally:
-            for frame in held:
-                frame.unpersist()
-        (written, now), duplicate_kinds = tables_written["batch_verdicts"], tables_written.get("record_duplicates")
-        duplicates = None if duplicate_kinds is None else duplicate_kinds.get(DUP_DUPLICATE, 0)  # copies delivered twice
-        # the counts of the verdict rows written now: every verdict, unless an incremental audit linked
-        # the previous audit's files beside them
-        counted_now = ({v: now[f"verdict:{v}"] for v in VERDICTS}, {s: now[f"severity:{s}"] for s in SEVERITIES})
-        # Linked, with the previous audit's per-file rows: the derived tables that compose (anomalies,
-        # the per-file rows, the transactions, the counts, the log's newest timestamp) take the previous
-        # audit's and add the new rows' instead of reading every verdict again. The others read them all.
-        added = None
-        if linked and previous.producer_files is not None and "last_state" in previous.producer_files.columns:
-            added = _rows_of(spark, run.path("batch_verdicts"), new_files, written.schema)
-        live = export_manifest.get("cluster") or {}  # an export of a live cluster: its capture
-        export_time, export_time_source = config.export_time_ms, "configuration"
-        if export_time is None and live.get("captured_at_ms"):
-            export_time, export_time_source = live["captured_at_ms"], "capture"
-        if export_time is None:
-            export_time_source = "log"  # the newest batch's timestamp
-            if not linked:
-                export_time = now["newest"] or 0
-            elif added is not None and previous.summary.get("export_time_source") == "log":
-                export_time = max(previous.summary["configuration"]["export_time_ms"], now["newest"] or 0)
-            else:
-                export_time = written.agg(F.max("max_timestamp")).first()[0] or 0
-        coordinator = (read_parquet(spark, store.path("coordinator_transactions"))
-                       if live.get("coordinator_transactions") == "complete" else None)
-        if added is None:  # small, read twice: one pass over the verdicts
-            per_file = tables.per_file(written).localCheckpoint()
-        else:
-            per_file = tables.per_file_merged(previous.producer_files, tables.per_file(added)).localCheckpoint()
-        unusual = F.col("severity") != "ok"
-        snapshots = read_parquet(spark, store.path("producer_snapshots"))
-
-        def replicas() -> tuple[int, dict]:
-            """The topic-partitions held in several log dirs, and the divergent ranges by severity."""
-            replicated, divergent = replica_divergence(
-                spark, batches, read_parquet(spark, store.path("segments")),
-                read_parquet(spark, store.path("leader_epochs")), log_starts, config)
-            return replicated, write_counted("replica_divergence", divergent, count_of("severity", SEVERITIES))
-
-        if held_in_several(export_manifest.get("segment_files") or {}):
-            quick.close()  # the replicas' batches are compared: Spark's own planning
-        derived = concurrently(spark, {
-            "anomalies": lambda: (write("anomalies", written.where(unusual)) if added is None
-                                  else write_beside("anomalies", added.where(unusual))),
-            "producer_files": lambda: write("producer_files", per_file),
-            "producer_sessions": lambda: write("producer_sessions", tables.producer_sessions(per_file)),
-            "transactions": lambda: write_counted("transactions", (
-                tables.transactions(written, config, export_time, coordinator) if added is None
-                else tables.transactions_merged(read_parquet(spark, published(continue_from).path("transactions")),
-                                                added, config, export_time, coordinator)), count_of("status", TXN_STATUSES)),
-            "snapshot_checks": lambda: write_counted("snapshot_checks", tables.snapshot_checks(
-                written, per_file, snapshots, log_starts), count_of("status", SNAPSHOT_STATUSES)),
-            "replica_divergence": replicas,
-        })
-        replicated, divergence = derived["replica_divergence"]
-        if not linked:
-            counts, severities = counted_now
-        elif added is not None:
-            counts, severities = _plus((previous.summary["verdicts"], previous.summary["severities"]), counted_now)
-        else:  # linked beside an audit that kept no per-file state: counted from every verdict
-            counts, severities = _verdict_and_severity_counts(written)
-        txns, checks = derived["transactions"], derived["snapshot_checks"]
+    plan = plan or audit_plan(spark, out, config, continue_from=continue_from, progress=progress)
+    with publication(out, AUDIT, built_from={EXPORT: plan.export_manifest["run_id"]}) as run, ExitStack() as tuned:
+        if plan.replay_conf:  # the plan's session settings, kept to the end unless the derived tables differ
+            tuned.enter_context(settings(spark, plan.replay_conf))
+        target = _Target(spark, run, plan.continue_from)
+        replayed = _replay(plan)
+        written = _write_replayed(spark, target, plan, replayed)
+        added = _added(spark, target, plan, written)
+        export_time = _export_time(plan, written, added)
+        per_file = _per_file(plan, written, added)
+        if plan.derived_conf != plan.replay_conf:
+            tuned.close()
+        derived = _derive(spark, target, plan, written, added, per_file, export_time[0])
+        counts = _counts(plan, written, added)
         seconds = time.monotonic() - started
-        summary = {
-            "run_id": run.run_id,
-            "export_run_id": export_manifest["run_id"],
-            "inputs": export_manifest["inputs"],
-            "verdicts": {v: counts.get(v, 0) for v in VERDICTS},
-            "severities": {s: severities.get(s, 0) for s in SEVERITIES},
-            "transactions": {s: txns.get(s, 0) for s in TXN_STATUSES},
-            "record_duplicates": duplicates,
-            "record_duplicate_kinds": None if duplicate_kinds is None else {k: duplicate_kinds.get(k, 0) for k in DUPLICATE_KINDS},
-            "snapshot_checks": {s: checks.get(s, 0) for s in SNAPSHOT_STATUSES},
-            # topic-partitions exported from several log dirs, and their divergent offset ranges by severity
-            "replicated_partitions": replicated,
-            "replica_divergence": {s: divergence.get(s, 0) for s in SEVERITIES if s != SEV_OK},
-            # the values used: the profile as given, the expiration its default when not configured
-            "configuration": _configuration(config) | {"export_time_ms": export_time,
-                                                       "producer_id_expiration_ms": config.expiration_ms},
-            # each broker and topic setting's value and where it came from (analytics.audit.settings)
-            "settings": provenance,
-            # where export_time_ms came from: the configuration, a live cluster's capture, or the log
-            "export_time_source": export_time_source,
-            "seconds": round(seconds, 3),
-            # an incremental audit: the audit it continued and the histories that continued from it
-            "incremental": None if previous is None else {
-                "continued_audit": previous.run_id, "continued_histories": continued,
-                # the segment files read into Parquet since the previous audit: the only ones scanned
-                # (None: every file was), besides the whole of a history that did not continue
-                "files_read": None if since is None else since.files},
-            "finished_at_ms": int(time.time() * 1000),
-        }
+        summary = _summary(run.run_id, plan, replayed, written, derived, counts, export_time, seconds)
         run.store.write_text(f"{run.folder}/{SUMMARY}", json.dumps(summary, indent=2, sort_keys=True) + "\n")
         run.publish({"summary": SUMMARY})
     return AuditResult(out, run.run_id, summary["verdicts"], summary["severities"], summary["transactions"],
-                       duplicates, summary["snapshot_checks"], seconds, summary["finished_at_ms"])
+                       summary["record_duplicates"], summary["snapshot_checks"], seconds, summary["finished_at_ms"])
 
 
-def _previous(spark, out: str, config: AuditConfig, say):
-    """The audit in OUT that an incremental audit continues (:class:`~analytics.audit.increment.Previous`),
-    or None when there is none, or it lacks the state tables, or its configuration differs (then the
-    audit is a full one, and ``say`` says why)."""
-    from analytics.audit.increment import Previous
-    from analytics.errors import StageMissing
+@dataclass(frozen=True)
+class _Replayed:
+    """The replay's tables: every verdict to write (``verdicts``), the state it leaves, what it
+    persisted (``held``, released once written) and the histories that continued (incremental)."""
 
-    store = published(out)
+    verdicts: object
+    producers: object
+    partitions: object
+    files: object
+    held: list
+    continued: object = None
+
+
+@dataclass(frozen=True)
+class _Written:
+    """``batch_verdicts`` as written (``table``), the counts of the rows written now (``now``), the
+    kinds of record duplicates (None: no records) and, linked, the Parquet files of the new rows."""
+
+    table: object
+    now: dict
+    duplicate_kinds: dict | None
+    new_files: list
+
+
+class _Target:
+    """The run folder the audit writes its tables to, each conformed to its schema."""
+
+    def __init__(self, spark, run, continue_from: str | None):
+        self.spark, self.run, self.continue_from = spark, run, continue_from
+
+    def write(self, name: str, df):
+        """Write ``name``; the schema it was written with."""
+        conformed = conform(df, name)
+        conformed.write.parquet(self.run.path(name))
+        return conformed.schema
+
+    def write_counted(self, name: str, df, counts: dict) -> dict:
+        """Write ``name``; ``counts`` (name -> aggregate Column) of its rows, taken by the write."""
+        watched, result = observed(conform(df, name), counts)
+        watched.write.parquet(self.run.path(name))
+        return result()
+
+    def write_beside(self, name: str, df):
+        """``name``'s new rows, then the previous audit's files of it (a linked incremental audit)."""
+        conform(df, name).write.parquet(self.run.path(name))
+        reuse.link_tree(published(self.continue_from).path(name), self.run.path(name))
+
+    def write_verdicts(self, verdicts, linked: bool, new_files: list):
+        """The verdicts as written (held when small), and the counts of the rows written now;
+        ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``."""
+        from analytics.spark.tables import read_table
+
+        path = self.run.path("batch_verdicts")
+        conformed = conform(verdicts, "batch_verdicts")
+        watched, counted = observed(conformed, _verdict_counts())
+        plain_columns(watched.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
+        if linked:  # the new rows (perhaps none) beside the previous files
+            new_files.extend(reuse.parquet_files(path))
+            reuse.link_tree(published(self.continue_from).path("batch_verdicts"), path)
+        table = read_table(self.spark, path, self.run.store.size(f"{self.run.folder}/batch_verdicts"),
+                           conformed.schema)
+        return table, counted()
+
+
+def _replay(plan: AuditPlan) -> _Replayed:
+    """The replay of every batch (a full audit) or of what is left to replay, merged with the state
+    of the audit it continues."""
+    from analytics.audit.rules import replay
+    from analytics.audit.state import merged
+
+    held: list = []  # what the replay persisted for its result, released once it is written
+    if plan.step is None:
+        done = replay(plan.batches, plan.config, plan.log_starts, held)
+        return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held)
+    step = plan.step
+    done = replay(step.batches, plan.config, plan.log_starts, held, step.prior)
+    files = (done.file_state if step.file_state is None
+             else merged(step.file_state, done.file_state, "file_state"))
+    verdicts = done.verdicts if plan.linked else done.verdicts.unionByName(
+        step.prior.earlier.select(*done.verdicts.columns))
+    return _Replayed(verdicts, merged(step.prior.producer_state, done.producer_state, "producer_state"),
+                     merged(step.prior.partition_state, done.partition_state, "partition_state"), files, held,
+                     step.continuing)
+
+
+def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed) -> _Written:
+    """Write the replay's tables at once (and the record duplicates, which read records only)."""
+    from analytics.spark.concurrent import concurrently
+
+    new_files: list[str] = []
+    writes = {
+        "batch_verdicts": lambda: target.write_verdicts(replayed.verdicts, plan.linked, new_files),
+        "producer_state": lambda: target.write("producer_state", replayed.producers),
+        "partition_state": lambda: target.write("partition_state", replayed.partitions),
+        "file_state": lambda: target.write("file_state", _read_by(spark, replayed.files, plan.export_manifest)),
+    }
+    if plan.records is not None:  # record duplicates read records only: they run beside the replay
+        writes["record_duplicates"] = lambda: target.write_counted(
+            "record_duplicates", tables.record_duplicates(plan.records, plan.config.dedup_key, plan.batches),
+            count_of("kind", DUPLICATE_KINDS))
     try:
-        manifest = read_manifest(out, AUDIT)
-        summary = json.loads(store.read_text(SUMMARY))
-    except (StageMissing, FileNotFoundError, ValueError):
-        say("no complete audit in OUT to continue: a full audit")
-        return None
-    if not all(store.is_dir(t) for t in ("batch_verdicts", "producer_state", "partition_state")):
-        say("the audit in OUT has no producer state: a full audit")
-        return None
-    before = dict(summary.get("configuration") or {})
-    now = _configuration(config) | {"producer_id_expiration_ms": config.expiration_ms}
-    if _verdict_settings(before) != _verdict_settings(now):
-        say("the audit in OUT was made with another configuration: a full audit")
-        return None
-    local = reuse.can_link(out)  # footers read with pyarrow: a local OUT (an incremental audit's)
-    return Previous(manifest["run_id"], read_parquet(spark, store.path("batch_verdicts")),
-                    read_parquet(spark, store.path("producer_state")), read_parquet(spark, store.path("partition_state")),
-                    summary, *(read_parquet(spark, store.path(t)) if store.is_dir(t) else None
-                               for t in ("producer_files", "file_state")),
-                    *((reuse.parquet_rows(store.path(t)) if local else None)
-                      for t in ("partition_state", "producer_state")))
+        done = concurrently(spark, writes)
+    finally:
+        for frame in replayed.held:
+            frame.unpersist()
+    table, now = done["batch_verdicts"]
+    return _Written(table, now, done.get("record_duplicates"), new_files)
 
 
-def _verdict_settings(configuration: dict) -> dict:
-    """The configuration a verdict depends on: not the export time (transactions only) nor the ranges."""
-    return {k: v for k, v in configuration.items() if k not in ("export_time_ms", "range_batches")}
+def _added(spark, target: _Target, plan: AuditPlan, written: _Written):
+    """Linked, with the previous audit's per-file rows: the new verdict rows, which the derived tables
+    that compose (anomalies, the per-file rows, the transactions, the counts, the log's newest
+    timestamp) add to the previous audit's instead of reading every verdict again. Else None."""
+    previous = plan.previous
+    if plan.linked and previous.producer_files is not None and "last_state" in previous.producer_files.columns:
+        return _rows_of(spark, target.run.path("batch_verdicts"), written.new_files, written.table.schema)
+    return None
+
+
+def _export_time(plan: AuditPlan, written: _Written, added) -> tuple[int, str]:
+    """The export time and where it came from: the configuration, a live cluster's capture, or the
+    newest batch's timestamp."""
+    from pyspark.sql import functions as F
+
+    live = plan.export_manifest.get("cluster") or {}  # an export of a live cluster: its capture
+    if plan.config.export_time_ms is not None:
+        return plan.config.export_time_ms, "configuration"
+    if live.get("captured_at_ms"):
+        return live["captured_at_ms"], "capture"
+    newest = written.now["newest"] or 0
+    if not plan.linked:
+        return newest, "log"
+    if added is not None and plan.previous.summary.get("export_time_source") == "log":
+        return max(plan.previous.summary["configuration"]["export_time_ms"], newest), "log"
+    return written.table.agg(F.max("max_timestamp")).first()[0] or 0, "log"
+
+
+def _per_file(plan: AuditPlan, written: _Written, added):
+    """The verdicts per producer and file: small, read twice, so one pass over the verdicts."""
+    if added is None:
+        return tables.per_file(written.table).localCheckpoint()
+    return tables.per_file_merged(plan.previous.producer_files, tables.per_file(added)).localCheckpoint()
+
+
+def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, per_file, export_time: int) -> dict:
+    """Write the tables derived from the verdicts at once; the counts of those counted."""
+    from pyspark.sql import functions as F
+
+    from analytics.audit.replicas import replica_divergence
+    from analytics.spark.concurrent import concurrently
+
+    store, config, verdicts = published(plan.out), plan.config, written.table
+    live = plan.export_manifest.get("cluster") or {}
+    coordinator = (read_parquet(spark, store.path("coordinator_transactions"))
+                   if live.get("coordinator_transactions") == "complete" else None)
+    unusual = F.col("severity") != "ok"
+    snapshots = read_parquet(spark, store.path("producer_snapshots"))
+
+    def replicas() -> tuple[int, dict]:
+        """The topic-partitions held in several log dirs, and the divergent ranges by severity."""
+        replicated, divergent = replica_divergence(
+            spark, plan.batches, read_parquet(spark, store.path("segments")),
+            read_parquet(spark, store.path("leader_epochs")), plan.log_starts, config)
+        return replicated, target.write_counted("replica_divergence", divergent, count_of("severity", SEVERITIES))
+
+    def transactions():
+        if added is None:
+            return tables.transactions(verdicts, config, export_time, coordinator)
+        earlier = read_parquet(spark, published(plan.continue_from).path("transactions"))
+        return tables.transactions_merged(earlier, added, config, export_time, coordinator)
+
+    return concurrently(spark, {
+        "anomalies": lambda: (target.write("anomalies", verdicts.where(unusual)) if added is None
+                              else target.write_beside("anomalies", added.where(unusual))),
+        "producer_files": lambda: target.write("producer_files", per_file),
+        "producer_sessions": lambda: target.write("producer_sessions", tables.producer_sessions(per_file)),
+        "transactions": lambda: target.write_counted("transactions", transactions(), count_of("status", TXN_STATUSES)),
+        "snapshot_checks": lambda: target.write_counted("snapshot_checks", tables.snapshot_checks(
+            verdicts, per_file, snapshots, plan.log_starts), count_of("status", SNAPSHOT_STATUSES)),
+        "replica_divergence": replicas,
+    })
+
+
+def _counts(plan: AuditPlan, written: _Written, added) -> tuple[dict, dict]:
+    """Batches per verdict and per severity: those counted at the write, unless an incremental audit
+    linked the previous audit's files beside them (then added to the previous audit's counts, or,
+    beside an audit that kept no per-file state, counted from every verdict)."""
+    now = written.now
+    counted_now = ({v: now[f"verdict:{v}"] for v in VERDICTS}, {s: now[f"severity:{s}"] for s in SEVERITIES})
+    if not plan.linked:
+        return counted_now
+    if added is not None:
+        return _plus((plan.previous.summary["verdicts"], plan.previous.summary["severities"]), counted_now)
+    return _verdict_and_severity_counts(written.table)
+
+
+def _summary(run_id: str, plan: AuditPlan, replayed: _Replayed, written: _Written, derived: dict,
+             counts: tuple[dict, dict], export_time: tuple[int, str], seconds: float) -> dict:
+    """``summary.json``: the audit's counts, configuration and what it continued."""
+    (verdicts, severities), kinds, manifest = counts, written.duplicate_kinds, plan.export_manifest
+    replicated, divergence = derived["replica_divergence"]
+    txns, checks = derived["transactions"], derived["snapshot_checks"]
+    return {
+        "run_id": run_id,
+        "export_run_id": manifest["run_id"],
+        "inputs": manifest["inputs"],
+        "verdicts": {v: verdicts.get(v, 0) for v in VERDICTS},
+        "severities": {s: severities.get(s, 0) for s in SEVERITIES},
+        "transactions": {s: txns.get(s, 0) for s in TXN_STATUSES},
+        "record_duplicates": None if kinds is None else kinds.get(DUP_DUPLICATE, 0),  # copies delivered twice
+        "record_duplicate_kinds": None if kinds is None else {k: kinds.get(k, 0) for k in DUPLICATE_KINDS},
+        "snapshot_checks": {s: checks.get(s, 0) for s in SNAPSHOT_STATUSES},
+        # topic-partitions exported from several log dirs, and their divergent offset ranges by severity
+        "replicated_partitions": replicated,
+        "replica_divergence": {s: divergence.get(s, 0) for s in SEVERITIES if s != SEV_OK},
+        # the values used: the profile as given, the expiration its default when not configured
+        "configuration": configuration(plan.config) | {"export_time_ms": export_time[0],
+                                                        "producer_id_expiration_ms": plan.config.expiration_ms},
+        # each broker and topic setting's value and where it came from (analytics.audit.settings)
+        "settings": plan.provenance,
+        # where export_time_ms came from: the configuration, a live cluster's capture, or the log
+        "export_time_source": export_time[1],
+        "seconds": round(seconds, 3),
+        # an incremental audit: the audit it continued and the histories that continued from it
+        "incremental": None if plan.previous is None else {
+            "continued_audit": plan.previous.run_id, "continued_histories": replayed.continued,
+            # the segment files read into Parquet since the previous audit: the only ones scanned
+            # (None: every file was), besides the whole of a history that did not continue
+            "files_read": None if plan.since is None else plan.since.files},
+        "finished_at_ms": int(time.time() * 1000),
+    }
 
 
 def _read_by(spark, files, export_manifest: dict):
@@ -338,19 +370,6 @@ def _verdict_and_severity_counts(verdicts) -> tuple[dict, dict]:
         by_verdict[r["verdict"]] = by_verdict.get(r["verdict"], 0) + r["count"]
         by_severity[r["severity"]] = by_severity.get(r["severity"], 0) + r["count"]
     return by_verdict, by_severity
-
-
-def _configuration(config: AuditConfig) -> dict:
-    """The settings of ``config`` as ``summary.json`` records them (not who gave them: ``settings``)."""
-    return _jsonable({k: v for k, v in asdict(config).items() if k != "given"})
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {(":".join(map(str, k)) if isinstance(k, tuple) else k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def read_audit(out: str) -> dict:

@@ -6,7 +6,6 @@ Every malformed value becomes a :class:`~analytics.errors.UsageError` naming the
 from __future__ import annotations
 
 import argparse
-import os
 
 from analytics.cli import signals
 from analytics.cli.arguments import (
@@ -21,7 +20,6 @@ from analytics.cli.arguments import (
     time_value,
 )
 from analytics.errors import UsageError
-from analytics.tuning import IN_PROCESS_BYTES
 
 
 def add_audit_options(p: argparse.ArgumentParser) -> None:
@@ -140,85 +138,24 @@ def spark_session(args, size=UNKNOWN):
     return session
 
 
+def export_plan(args):
+    """The plan of the export of ``export`` or ``run`` (:func:`analytics.plans.export_plan`): in this
+    process when no master or Spark Connect is named and the input is local and small."""
+    from analytics.plans import STARTED_HERE
+    from analytics.plans import export_plan as plan
 
-
-def in_process(args, size: int | None) -> bool:
-    """Whether ``export`` (or the export of ``run``) runs without Spark: no master or Spark Connect
-    named (nor a session made by spark-submit or already active), and local inputs of known size up
-    to ``IN_PROCESS_BYTES`` (``size``, from ``input_bytes``: for ``--incremental``, what is new since the
-    export in OUT)."""
-    from pyspark.sql import SparkSession
-
-    if args.master or args.remote or "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_REMOTE" in os.environ:
-        return False
-    if SparkSession.getActiveSession() is not None:
-        return False
-    return size is not None and size <= IN_PROCESS_BYTES
-
-
-# a broker's offset and time indexes, which the export does not read (an active segment's are
-# preallocated, 10 MiB each by default, whatever the segment holds)
-UNREAD = (".index", ".timeindex")
+    return plan(args.logdirs, args.out, incremental=getattr(args, "incremental", False),
+                session=args.remote or args.master or STARTED_HERE)
 
 
 def input_bytes(args) -> int | None:
-    """About how much the command will read, before Spark starts: the size of its local LOGDIRs, or
-    of the log its OUT was exported from. An incremental run reads what is new since the export in
-    OUT: the segments that are new or changed (``export``, ``run``), or that the last export read
-    (``audit``). None when unknown (a live cluster, a bucket)."""
-    import json
+    """About how much the command will read, before Spark starts (:func:`analytics.plans.input_bytes`):
+    the size of its local LOGDIRs, or of the log its OUT was exported from; for ``--incremental``, what
+    is new since the export in OUT. None when unknown (a live cluster, a bucket)."""
+    from analytics.plans import input_bytes as measured
 
-    from analytics.contract.vocabulary import EXPORT, MANIFESTS
-
-    try:
-        with open(os.path.join(args.out, MANIFESTS[EXPORT])) as f:
-            manifest = json.load(f)
-    except (AttributeError, TypeError, OSError, ValueError):
-        manifest = None
-    known = (manifest or {}).get("segment_files") if getattr(args, "incremental", False) else None
-    paths = getattr(args, "logdirs", None)
-    if paths:
-        if any("://" in path or not os.path.exists(path) for path in paths):
-            return None
-        files = [p for p in paths if os.path.isfile(p)]
-        files += [os.path.join(folder, name) for p in paths for folder, _, names in os.walk(p) for name in names
-                  if not name.endswith(UNREAD)]
-        sizes = {os.path.abspath(f): _size(f) for f in files}
-        if known:  # only the segments not exported as they are now
-            return sum(_unread(size, known.get(f)) for f, size in sizes.items() if f.endswith(".log"))
-        return sum(sizes.values())
-    if known:  # what the last export read: the files (or, of a grown one, the bytes) it read
-        return sum(entry.get("size", 0) - _read_before(entry, manifest["run_id"]) for entry in known.values()
-                   if entry.get("read_by") == manifest.get("run_id"))
-    try:
-        return int(manifest["input_bytes"])
-    except (TypeError, KeyError, ValueError):
-        return None
-
-
-def _unread(size: int, entry: dict | None) -> int:
-    """The bytes of a segment of ``size`` an incremental export reads, given the previous export's
-    ``segment_files`` entry of it: none of an unchanged one, the new bytes of a longer one (as it
-    grew), all of a new or shorter one.
-
-    >>> _unread(100, {"size": 100}), _unread(150, {"size": 100}), _unread(80, {"size": 100}), _unread(80, None)
-    (0, 50, 80, 80)
-    """
-    before = (entry or {}).get("size")
-    return size - before if before is not None and before <= size else size
-
-
-def _read_before(entry: dict, run_id: str) -> int:
-    """The bytes of a segment the export run ``run_id`` did not read: a grown one's head."""
-    before = [p["size"] for p in entry.get("parts") or [] if p["read_by"] != run_id]
-    return max(before, default=0)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:  # a broker's cleaner may delete a file between the walk and here
-        return 0
+    return measured(getattr(args, "logdirs", None), getattr(args, "out", None),
+                    incremental=getattr(args, "incremental", False))
 
 
 def check_profile(profile: str | None, option: str = "--profile") -> None:

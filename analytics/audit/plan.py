@@ -1,0 +1,187 @@
+"""The audit's plan, made once before it writes anything (:class:`AuditPlan`).
+
+What the audit reads, its configuration as resolved (:mod:`analytics.audit.settings`), its mode and
+what it continues, and the session settings its steps run under:
+
+- ``full``: every batch replayed (no audit in OUT to continue, or one of another configuration);
+- ``continued``: the histories that continue from the audit in ``continue_from`` replay only their
+  new batches (:mod:`analytics.audit.increment`), the earlier verdicts read and written again;
+- ``linked``: every history continues and OUT is local: the earlier verdicts' files are kept as
+  they are (hard links), and the derived tables add the new rows to the previous audit's.
+
+A linked audit of few new batches (``FEW_BATCHES``, :mod:`analytics.tuning`) that needs no earlier
+verdict again and few records runs its queries planned once each (``single_plan_conf``); the
+derived tables too, unless replicas are compared. The decision is :func:`audit_decision`, a pure
+function of a few numbers. ``analytics.plans.audit_plan`` is this module's :func:`audit_plan`.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+
+from analytics import reuse
+from analytics.audit.config import AuditConfig
+from analytics.audit.settings import resolved
+from analytics.contract import AUDIT, EXPORT, SUMMARY
+from analytics.publish import published, read_manifest
+from analytics.spark.session import default_parallelism, settings, single_plan_conf
+from analytics.spark.tables import read_parquet
+from analytics.tuning import FEW_BATCHES
+
+FULL = "full"
+CONTINUED = "continued"
+LINKED = "linked"
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """An audit of ``out``: ``config`` (resolved; ``provenance``: where each setting came from), the
+    export's manifest and tables it reads, its ``mode``, the audit it continues (``continue_from``,
+    ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
+    replay and of the derived tables (empty: Spark's own planning), and why."""
+
+    out: str
+    config: AuditConfig
+    provenance: dict
+    export_manifest: dict
+    batches: object
+    log_starts: object
+    records: object | None
+    mode: str = FULL
+    continue_from: str | None = None
+    previous: object | None = None
+    since: object | None = None
+    step: object | None = None
+    replay_conf: dict = field(default_factory=dict)
+    derived_conf: dict = field(default_factory=dict)
+    reason: str = "a full audit"
+
+    @property
+    def linked(self) -> bool:
+        return self.mode == LINKED
+
+
+def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | None = None,
+               progress=None) -> AuditPlan:
+    """The plan of auditing the export in ``out`` under ``config``; ``continue_from``: the OUT holding
+    the audit to continue (an incremental audit: OUT itself, or the published OUT of a run staged
+    elsewhere). ``progress`` hears why an incremental audit is a full one."""
+    from analytics.audit.increment import increment, read_since
+    from analytics.audit.replicas import held_in_several
+
+    store = published(out)
+    manifest = read_manifest(out, EXPORT)
+    config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
+    batches = read_parquet(spark, store.path("batches"))
+    log_starts = read_parquet(spark, store.path("log_start_offsets"))
+    records = read_parquet(spark, store.path("records")) if store.is_dir("records") else None
+    inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
+                  log_starts=log_starts, records=records)
+    previous, why = (None, None) if continue_from is None else previous_audit(spark, continue_from, config)
+    if previous is None:
+        if why:
+            (progress or (lambda _msg: None))(why)
+        return AuditPlan(**inputs, reason=why or "a full audit")
+    since = read_since(spark, store.path("batches"), batches.schema, manifest.get("segment_files") or {},
+                       manifest["run_id"], previous.file_state)
+    few = single_plan_conf(default_parallelism(spark)) if few_batches(since and since.batches) else {}
+    with settings(spark, few) if few else nullcontext():  # the survey reads only the new batches
+        step = increment(batches, log_starts, previous, since)
+    can_link = step.every and reuse.can_link(continue_from)
+    look_back = step.prior.look_back
+    record_rows = (reuse.parquet_rows(store.path("records")) if records is not None and can_link and not look_back
+                   else None)
+    mode, replay_single, derived_single, reason = audit_decision(
+        continuing=True, since_batches=since and since.batches, every=step.every, can_link=can_link,
+        look_back=look_back, record_rows=record_rows,
+        replicated=held_in_several(manifest.get("segment_files") or {}))
+    return AuditPlan(**inputs, mode=mode, continue_from=continue_from, previous=previous, since=since, step=step,
+                     replay_conf=few if replay_single else {}, derived_conf=few if derived_single else {},
+                     reason=reason)
+
+
+def few_batches(batches: int | None) -> bool:
+    """Whether ``batches`` new batches (None: unknown, every file scanned) are few enough to plan
+    each query once."""
+    return batches is not None and batches <= FEW_BATCHES
+
+
+def audit_decision(*, continuing: bool, since_batches: int | None = None, every: bool = False,
+                   can_link: bool = False, look_back: bool = False, record_rows: int | None = None,
+                   replicated: bool = False) -> tuple[str, bool, bool, str]:
+    """The mode of an audit, whether its replay and its derived tables run planned once each, and why.
+
+    ``continuing``: an audit in OUT to continue; ``since_batches``: the batches read since it (None:
+    unknown); ``every``: every history it audited continues; ``can_link``: its files can be kept as
+    they are (``every`` and a local OUT); ``look_back``: a new batch may repeat an earlier one (the
+    earlier verdicts are read again); ``record_rows``: the records (read whole); ``replicated``: a
+    partition exported from several log dirs (the replicas' batches are compared).
+
+    >>> audit_decision(continuing=False)
+    ('full', False, False, 'a full audit')
+    >>> audit_decision(continuing=True, since_batches=10, every=True, can_link=True)[:3]
+    ('linked', True, True)
+    """
+    if not continuing:
+        return FULL, False, False, "a full audit"
+    mode = LINKED if can_link else CONTINUED
+    what = ("every history continues: the earlier verdicts' files kept" if mode == LINKED
+            else "the continued histories' new batches replayed, the earlier verdicts written again")
+    if not few_batches(since_batches):
+        why = "new batches unknown" if since_batches is None else f"{since_batches:,} new batches"
+        return mode, False, False, f"{what}; {why}: Spark's own planning"
+    if mode != LINKED or look_back:
+        return mode, False, False, f"{what}; the whole log is read: Spark's own planning"
+    if record_rows is not None and record_rows > FEW_BATCHES:
+        return mode, False, False, f"{what}; {record_rows:,} records: Spark's own planning"
+    if replicated:
+        return mode, True, False, f"{what}; {since_batches:,} new batches: planned once, the replicas compared by Spark's planning"
+    return mode, True, True, f"{what}; {since_batches:,} new batches: each query planned once"
+
+
+def previous_audit(spark, out: str, config: AuditConfig):
+    """The audit in OUT that an incremental audit continues (:class:`~analytics.audit.increment.Previous`)
+    and None, or None and why the audit is a full one: there is none, it lacks the state tables, or its
+    configuration differs."""
+    from analytics.audit.increment import Previous
+    from analytics.errors import StageMissing
+
+    store = published(out)
+    try:
+        manifest = read_manifest(out, AUDIT)
+        summary = json.loads(store.read_text(SUMMARY))
+    except (StageMissing, FileNotFoundError, ValueError):
+        return None, "no complete audit in OUT to continue: a full audit"
+    if not all(store.is_dir(t) for t in ("batch_verdicts", "producer_state", "partition_state")):
+        return None, "the audit in OUT has no producer state: a full audit"
+    before = dict(summary.get("configuration") or {})
+    now = configuration(config) | {"producer_id_expiration_ms": config.expiration_ms}
+    if _verdict_settings(before) != _verdict_settings(now):
+        return None, "the audit in OUT was made with another configuration: a full audit"
+    local = reuse.can_link(out)  # footers read with pyarrow: a local OUT (an incremental audit's)
+    return Previous(manifest["run_id"], read_parquet(spark, store.path("batch_verdicts")),
+                    read_parquet(spark, store.path("producer_state")), read_parquet(spark, store.path("partition_state")),
+                    summary, *(read_parquet(spark, store.path(t)) if store.is_dir(t) else None
+                               for t in ("producer_files", "file_state")),
+                    *((reuse.parquet_rows(store.path(t)) if local else None)
+                      for t in ("partition_state", "producer_state"))), None
+
+
+def _verdict_settings(configuration: dict) -> dict:
+    """The configuration a verdict depends on: not the export time (transactions only) nor the ranges."""
+    return {k: v for k, v in configuration.items() if k not in ("export_time_ms", "range_batches")}
+
+
+def configuration(config: AuditConfig) -> dict:
+    """The settings of ``config`` as ``summary.json`` records them (not who gave them: ``settings``)."""
+    return _jsonable({k: v for k, v in asdict(config).items() if k != "given"})
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {(":".join(map(str, k)) if isinstance(k, tuple) else k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

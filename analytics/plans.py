@@ -1,0 +1,168 @@
+"""What a stage will do, decided once before it starts: a frozen plan, then straight-line work.
+
+The export's plan (:func:`export_plan`) says what it reads, whether it continues an earlier export,
+and whether it runs in this process or in Spark; the audit's (:func:`audit_plan`, made in
+:mod:`analytics.audit.plan`) says whether it is a full, continued or linked audit, what it continues
+and the session settings each of its steps runs under. Each plan carries a short ``reason`` for
+progress output. The CLI (``analytics.cli.commands``, which the spark-submit jobs run) and the
+library (``analytics.pipeline``) make their plans here, so a library call gets the CLI's fast paths.
+The decisions themselves are pure functions of a few numbers (:func:`export_decision`,
+:func:`analytics.audit.plan.audit_decision`), tested without Spark; their thresholds are
+:mod:`analytics.tuning`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from analytics.audit.plan import AuditPlan, audit_decision, audit_plan
+from analytics.contract.vocabulary import EXPORT, MANIFESTS
+from analytics.tuning import IN_PROCESS_BYTES, MIB
+
+__all__ = ["AuditPlan", "ExportPlan", "audit_decision", "audit_plan", "export_decision", "export_plan",
+           "input_bytes", "spark_elsewhere"]
+
+FULL = "full"  # every input read
+CONTINUED = "continued"  # the segment files new or changed since an earlier export read, the others' rows kept
+CLUSTER = "cluster"  # a live cluster read over the protocol
+# ``session`` of :func:`export_plan`: a local session this process starts when it needs one (the CLI's)
+STARTED_HERE = "a local session started when needed"
+
+# a broker's offset and time indexes, which the export does not read (an active segment's are
+# preallocated, 10 MiB each by default, whatever the segment holds)
+UNREAD = (".index", ".timeindex")
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """An export: its inputs and ``out``, its ``mode`` (``full``, ``continued`` from the export in
+    ``continue_from``, or ``cluster``), whether it runs ``in_process`` (the data source's tasks in this
+    process, no JVM) or in Spark, the bytes it will read when known, and why."""
+
+    paths: tuple[str, ...]
+    out: str
+    mode: str
+    continue_from: str | None
+    in_process: bool
+    input_bytes: int | None
+    reason: str
+
+
+def export_plan(paths, out: str, *, incremental: bool = False, continue_from: str | None = None,
+                session=None) -> ExportPlan:
+    """The plan of exporting ``paths`` to ``out``. ``incremental``: continue the export in ``out``
+    (``continue_from``: in that OUT instead). ``session``: the Spark the export would otherwise run in:
+    None (no Spark: always in this process), :data:`STARTED_HERE` or a function that starts it (a
+    local session this process starts when needed: the CLI without ``--master`` or ``--remote``), a
+    session (in this process only when its master is local), or the master or Spark Connect URL the
+    caller named."""
+    from analytics.cluster.config import is_cluster
+
+    if incremental and continue_from is None:
+        continue_from = out
+    paths = tuple(paths)
+    if any(is_cluster(p) for p in paths):
+        return ExportPlan(paths, out, CLUSTER, None, False, None, "a live cluster: fetched in Spark")
+    size = input_bytes(paths, out, incremental=continue_from is not None, since=continue_from)
+    if session is None:
+        here, reason = True, "in this process: no Spark session given"
+    else:
+        here, reason = export_decision(size, spark_elsewhere(session))
+    return ExportPlan(paths, out, CONTINUED if continue_from else FULL, continue_from, here, size, reason)
+
+
+def export_decision(size: int | None, elsewhere: str | None) -> tuple[bool, str]:
+    """Whether an export of ``size`` input bytes (None: unknown) runs in this process, and why;
+    ``elsewhere``: why Spark runs elsewhere than a local session of this process (None: it does not).
+
+    >>> export_decision(1000, None)
+    (True, 'in this process: 0.0 MB to read, up to 64 MiB')
+    >>> export_decision(1000, "under spark-submit")[0], export_decision(None, None)[0]
+    (False, False)
+    """
+    if elsewhere:
+        return False, f"in Spark: {elsewhere}"
+    if size is None:
+        return False, "in Spark: the input's size is unknown (a bucket, or inputs not found)"
+    limit = f"{IN_PROCESS_BYTES // MIB} MiB"
+    if size > IN_PROCESS_BYTES:
+        return False, f"in Spark: {size / 1e6:,.1f} MB to read, over {limit}"
+    return True, f"in this process: {size / 1e6:,.1f} MB to read, up to {limit}"
+
+
+def spark_elsewhere(session) -> str | None:
+    """Why the Spark of ``session`` (see :func:`export_plan`) is not a local one of this process, or
+    None when it is: spark-submit's session, a Spark Connect server, a master named, an active session
+    a new one would be (perhaps of a cluster)."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return "under spark-submit"
+    if "SPARK_REMOTE" in os.environ:
+        return "SPARK_REMOTE names a Spark Connect server"
+    if session == STARTED_HERE or callable(session):
+        from pyspark.sql import SparkSession
+
+        return "a Spark session is active" if SparkSession.getActiveSession() is not None else None
+    if isinstance(session, str):
+        return f"{session} named"
+    try:
+        master = session.sparkContext.master
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return "a Spark Connect session"
+    return None if master.startswith("local") else f"master {master}"
+
+
+def input_bytes(paths, out: str | None, *, incremental: bool = False, since: str | None = None) -> int | None:
+    """About how much a stage will read, before Spark starts: the size of its local ``paths``, or
+    of the log ``out``'s export was made from (no ``paths``). ``incremental``: what is new since the
+    export in ``since`` (``out`` when not given): the segments that are new or changed (``paths``
+    given), or that the last export read (an audit's). None when unknown (a live cluster, a bucket)."""
+    try:
+        with open(os.path.join(since or out, MANIFESTS[EXPORT])) as f:
+            manifest = json.load(f)
+    except (TypeError, OSError, ValueError):
+        manifest = None
+    known = (manifest or {}).get("segment_files") if incremental else None
+    if paths:
+        if any("://" in path or not os.path.exists(path) for path in paths):
+            return None
+        files = [p for p in paths if os.path.isfile(p)]
+        files += [os.path.join(folder, name) for p in paths for folder, _, names in os.walk(p) for name in names
+                  if not name.endswith(UNREAD)]
+        sizes = {os.path.abspath(f): _size(f) for f in files}
+        if known:  # only the segments not exported as they are now
+            return sum(_unread(size, known.get(f)) for f, size in sizes.items() if f.endswith(".log"))
+        return sum(sizes.values())
+    if known:  # what the last export read: the files (or, of a grown one, the bytes) it read
+        return sum(entry.get("size", 0) - _read_before(entry, manifest["run_id"]) for entry in known.values()
+                   if entry.get("read_by") == manifest.get("run_id"))
+    try:
+        return int(manifest["input_bytes"])
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def _unread(size: int, entry: dict | None) -> int:
+    """The bytes of a segment of ``size`` an incremental export reads, given the previous export's
+    ``segment_files`` entry of it: none of an unchanged one, the new bytes of a longer one (as it
+    grew), all of a new or shorter one.
+
+    >>> _unread(100, {"size": 100}), _unread(150, {"size": 100}), _unread(80, {"size": 100}), _unread(80, None)
+    (0, 50, 80, 80)
+    """
+    before = (entry or {}).get("size")
+    return size - before if before is not None and before <= size else size
+
+
+def _read_before(entry: dict, run_id: str) -> int:
+    """The bytes of a segment the export run ``run_id`` did not read: a grown one's head."""
+    before = [p["size"] for p in entry.get("parts") or [] if p["read_by"] != run_id]
+    return max(before, default=0)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # a broker's cleaner may delete a file between the walk and here
+        return 0
