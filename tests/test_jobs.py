@@ -106,6 +106,8 @@ def places(tmp_path):
     config.write_text(f'profile = "3.9"\n\n[validation]\nwarn = ["{CHECK}"]\n')
     client = tmp_path / "client.properties"
     client.write_text("security.protocol=PLAINTEXT\n")
+    server = tmp_path / "server.properties"
+    server.write_text("producer.id.expiration.ms=3000\n")
     new = str(tmp_path / "new")
     base = {"run": [SAMPLE, "--out", new], "export": [SAMPLE, "--out", new], "audit": [str(out)],
             "validate": [str(out)]}
@@ -115,7 +117,8 @@ def places(tmp_path):
         "--max-bytes-per-second": ["1000000"], "--max-fetches-per-broker": ["3"],
         "--config": [str(config)], "--profile": ["3.9"], "--producer-id-expiration-ms": ["1000"],
         "--transaction-max-timeout-ms": ["2000"], "--export-time-ms": ["5"], "--dedup-key": ["header:id"],
-        "--cleanup-policy": ["compacted=compact"], "--log-start": ["orders:0=5"], "--restart": ["orders:1@offset=7"],
+        "--cleanup-policy": ["compacted=compact"], "--message-timestamp-type": ["orders=LogAppendTime"],
+        "--server-properties": [str(server)], "--log-start": ["orders:0=5"], "--restart": ["orders:1@offset=7"],
         "--range-batches": ["10"], "--history": [str(tmp_path / "metrics")],
         "--prometheus-file": [str(tmp_path / "segaudit.prom")], "--warn": [CHECK], "--allow": [f"{CHECK}=3"],
         "--format": ["json"], "--master": ["local[2]"], "--remote": ["sc://localhost:15002"],
