@@ -5,8 +5,9 @@ movements, and a tiered-storage node whose oldest segments live only in the remo
 The replicated cluster (replication 3, ``min.insync.replicas`` 2): each broker in turn is stopped
 cleanly and started again while the clients write and read, then the preferred leaders are elected
 back. Audited: the three log dirs copied while the producers still write, the three log dirs after
-a clean shutdown (each a whole log dir; together, so the replicas are compared), and the running
-cluster over ``kafka://``. Every one is expected to pass every check with no violation: the restarts'
+a clean shutdown with the controller's (each a whole log dir; together, so the replicas are compared,
+the controller's metadata log among the brokers' copies of it), and the running cluster over
+``kafka://``. Every one is expected to pass every check with no violation: the restarts'
 traces (producer state reloaded from snapshots, new leader epochs) are no finding.
 
 The tiered node (``LocalTieredStorage``, the test jar of 4.3.1: the only version on Maven Central,
@@ -165,7 +166,7 @@ def _elect_preferred(cluster: KafkaCluster, via: int) -> None:
 class ClusterRun:
     version: str
     live: list[Path]  # each broker's log dir copied while the producers wrote
-    final: list[Path]  # each broker's log dir after a clean shutdown
+    final: list[Path]  # each broker's log dir after a clean shutdown, and the controller's (its metadata log)
     fetched: str  # OUT of `segaudit run kafka://...` after the producers stopped
     fetched_code: int
     work: Workload
@@ -219,7 +220,7 @@ def _rolling(version: str, root: Path) -> ClusterRun:
     finally:
         work.stop.set()
         cluster.close()
-    final = [cluster.node(n).log_dir for n in (1, 2, 3)]
+    final = [*(cluster.node(n).log_dir for n in (1, 2, 3)), *(c.log_dir for c in cluster.quorum)]
     print(f"cluster {version}: {', '.join(f'{k} {v:.1f} s' for k, v in phases.items())}", flush=True)
     return ClusterRun(version, live, final, fetched, fetched_code, work, moves, time.monotonic() - started)
 
@@ -347,7 +348,7 @@ def _rows(spark, out: str, query: str) -> list[dict]:
     return [r.asDict() for r in run_sql(spark, out, query).collect()]
 
 
-NODE = "regexp_extract(file, '(broker|node)-[0-9]+', 0)"  # the broker a row's file came from
+NODE = "regexp_extract(file, '(broker|node|controller)-[0-9]+', 0)"  # the node a row's file came from
 
 
 @pytest.fixture(scope="module")
@@ -387,10 +388,13 @@ def test_every_log_dir_passes_every_check(cluster_run, audits, spark, copy):
     summary = _summary(out)
     assert summary["severities"]["violation"] == 0 and summary["replica_divergence"]["violation"] == 0, summary
     assert _failed_checks(out) == [] and code == 0
-    # each broker's whole log dir was read: every partition of the clients' topics on every broker
+    # each broker's whole log dir was read: every partition of the clients' topics on every broker, and
+    # the metadata log on every node (the controller's after the shutdown)
     held = _rows(spark, out, f"SELECT DISTINCT {NODE} AS node, topic, partition FROM batches "
-                             f"WHERE topic IN ('orders', 'payments')")
-    assert len(held) == 3 * sum(TOPICS.values())
+                             f"WHERE topic IN ('orders', 'payments', '__cluster_metadata')")
+    assert len([r for r in held if r["topic"] != "__cluster_metadata"]) == 3 * sum(TOPICS.values())
+    assert sorted(r["node"] for r in held if r["topic"] == "__cluster_metadata") == (
+        ["broker-1", "broker-2", "broker-3"] if copy == "live" else ["controller-100", "node-1", "node-2", "node-3"])
 
 
 def test_the_logs_hold_what_the_producers_were_told(cluster_run, audits, spark):
