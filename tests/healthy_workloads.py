@@ -41,8 +41,9 @@ from kafka.structs import OffsetAndMetadata  # noqa: E402
 from tests import broker_scenarios as sc  # noqa: E402
 from tests.kafka_cluster import HERE, QUICK_JVM, KafkaCluster, copy_log_dir, free_port, java, resolve  # noqa: E402
 
-# connect-file is not on Maven Central for 4.4.0: the newest that is (the connector API is the same)
-CONNECT_FILE = {"4.4.0": "4.3.1"}
+# connect-file is not on Maven Central for 4.4.0, and 4.3.1's does not load in a 4.4.0 worker (AppInfoParser
+# moved to an internals package): the 4.4.0 broker gets a 4.3.1 worker, a worker a release behind its brokers
+CONNECT = {"4.4.0": "4.3.1"}
 
 
 @dataclass
@@ -61,11 +62,15 @@ def replication(cluster: KafkaCluster) -> int:
     return min(len(cluster.members), 3)
 
 
-def _end_offsets(cluster: KafkaCluster, topic: str, partitions: int) -> dict[int, int]:
+def _end_offsets(cluster: KafkaCluster, topic: str, partitions: int, committed: bool = False) -> dict[int, int]:
+    """Each partition's log end offset, or its last stable offset (``committed``: below any open transaction)."""
+    from kafka.protocol.consumer.offsets import IsolationLevel
+
     admin = cluster.admin()
     try:
         tps = {TopicPartition(topic, p): OffsetSpec.LATEST for p in range(partitions)}
-        return {tp.partition: o.offset for tp, o in admin.list_partition_offsets(tps).items()}
+        isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+        return {tp.partition: o.offset for tp, o in admin.list_partition_offsets(tps, isolation).items()}
     finally:
         admin.close()
 
@@ -237,11 +242,12 @@ def share_groups(cluster: KafkaCluster, topic: str = "healthy-share", group: str
 
 
 # -- Kafka Streams ---------------------------------------------------------------------------------
-def _streams_process(cluster: KafkaCluster, root: Path, app: str, source: str, output: str, n: int):
+def _streams_process(cluster: KafkaCluster, root: Path, app: str, source: str, output: str, n: int,
+                     commit_ms: int = 200):
     jars = resolve("kafka-streams", cluster.version)
     log = open(root / f"streams-{n}.log", "ab")
     cmd = [java(), "-Xmx256m", *QUICK_JVM, "-cp", f"{jars}/*", str(HERE / "kafka" / "StreamsApp.java"),
-           cluster.bootstrap, app, source, output, str(root / "state"), str(replication(cluster))]
+           cluster.bootstrap, app, source, output, str(root / "state"), str(replication(cluster)), str(commit_ms)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
 
 
@@ -269,19 +275,25 @@ def kafka_streams(cluster: KafkaCluster, root: Path, app: str = "healthy-streams
     w = Workload("Kafka Streams (exactly_once_v2)", [source, output, repartition, changelog, "__consumer_offsets",
                                                      "__transaction_state"],
                  f"kafka-streams {cluster.version}, exactly_once_v2, killed once")
-    first = _streams_process(cluster, root, app, source, output, 1)
+    feeder = ThreadPoolExecutor(max_workers=1)
+    # the first instance commits every 5 s: killed while its first transaction is open
+    first = _streams_process(cluster, root, app, source, output, 1, commit_ms=5000)
     try:
         _wait("Streams not running", lambda: b"RUNNING" in first.stdout.readline(), timeout=120, every=0)
-        half = records // 2
-        _fill(cluster, source, half, prefix="a", pause_every=100, pause=0.05)
-        _wait("no output yet", lambda: sum(_end_offsets(cluster, output, 3).values()) > 0, timeout=60)
+        fed = feeder.submit(_fill, cluster, source, records, "r", 20, 50, 0.1)  # about 6 s of input
+
+        def open_transaction():
+            return sum(_end_offsets(cluster, output, 3).values()) > sum(_end_offsets(cluster, output, 3, True).values())
+
+        _wait("no open transaction in the output", open_transaction, timeout=60, every=0.2)
+        w.notes["fed_at_kill"] = not fed.done()
     finally:
-        _stop(first, signal.SIGKILL)  # mid-processing: transactions open, no clean close
+        _stop(first, signal.SIGKILL)  # mid-processing: a transaction open, no clean close
     w.notes["output_at_kill"] = sum(_end_offsets(cluster, output, 3).values())
     second = _streams_process(cluster, root, app, source, output, 2)
     try:
-        _fill(cluster, source, records - half, prefix="b", pause_every=100, pause=0.02)
-        w.sent = w.acknowledged = records
+        w.sent = w.acknowledged = fed.result()
+        feeder.shutdown()
 
         def caught_up():
             done = _committed(cluster, app)
@@ -324,8 +336,8 @@ def kafka_connect(cluster: KafkaCluster, root: Path, lines: int = 500) -> Worklo
     root.mkdir(parents=True, exist_ok=True)
     topic, rf = "healthy-connect-lines", replication(cluster)
     cluster.create_topic(topic, 1, rf)
-    runtime = resolve("connect-runtime", cluster.version)
-    connect_file = resolve("connect-file", CONNECT_FILE.get(cluster.version, cluster.version))
+    version = CONNECT.get(cluster.version, cluster.version)
+    runtime, connect_file = resolve("connect-runtime", version), resolve("connect-file", version)
     port = free_port()
     (root / "worker.properties").write_text("".join(f"{k}={v}\n" for k, v in {
         "bootstrap.servers": cluster.bootstrap, "group.id": "healthy-connect",
@@ -344,11 +356,10 @@ def kafka_connect(cluster: KafkaCluster, root: Path, lines: int = 500) -> Worklo
     source_file, sink_file = root / "source.txt", root / "sink.txt"
     source_file.write_text("".join(f"line-{i}\n" for i in range(lines // 2)))
     w = Workload("Kafka Connect (distributed, file connectors)", [topic, *CONNECT_TOPICS],
-                 f"connect-runtime {cluster.version}, connect-file {CONNECT_FILE.get(cluster.version, cluster.version)}")
+                 f"Connect worker {version}, FileStreamSource/Sink")
+    classpath = f"{runtime}/*:" + str(next(connect_file.glob("connect-file-*.jar")))
     cmd = [java(), "-Xmx256m", *QUICK_JVM, f"-Dlog4j.configuration=file:{root / 'log4j.properties'}",
-           "-cp", f"{runtime}/*:{connect_file}/connect-file-*", "org.apache.kafka.connect.cli.ConnectDistributed",
-           str(root / "worker.properties")]
-    cmd[cmd.index("-cp") + 1] = f"{runtime}/*:" + str(next(connect_file.glob("connect-file-*.jar")))
+           "-cp", classpath, "org.apache.kafka.connect.cli.ConnectDistributed", str(root / "worker.properties")]
     out = open(root / "worker.out", "ab")
     worker = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -381,24 +392,30 @@ def kafka_connect(cluster: KafkaCluster, root: Path, lines: int = 500) -> Worklo
 
 
 # -- compaction, retention, DeleteRecords ------------------------------------------------------------
-def compacted_topic(cluster: KafkaCluster, topic: str = "healthy-compacted", records: int = 400, keys: int = 20
-                    ) -> Workload:
-    """Keys overwritten by an idempotent producer while segments roll every 100 ms, until the cleaner
-    has compacted past the first half of the log."""
+def compacted_topic(cluster: KafkaCluster, topic: str = "healthy-compacted", records: int = 120) -> Workload:
+    """One record per batch from an idempotent producer while segments roll every 100 ms: every other
+    batch overwrites one hot key (the cleaner removes those, holes in the producer's sequences), the
+    others carry keys of their own, some overwritten once more at the end; then a second producer
+    overwrites the hot key (the cleaner empties the first producer's last batch and keeps it, for its
+    state); until the cleaner has compacted past all of it."""
     cluster.create_topic(topic, 1, replication(cluster), cleanup_policy="compact", segment_ms=100,
                          min_cleanable_dirty_ratio=0.01, delete_retention_ms=100)
-    w = Workload("compacted topic (cleaned)", [topic], "kafka-python, idempotent")
+    w = Workload("compacted topic (cleaned)", [topic], "kafka-python, idempotent (two producers)")
     producer = _producer(cluster, linger_ms=0)
     try:
         for i in range(records):
-            producer.send(topic, key=f"k{i % keys}".encode(), value=f"v{i}".encode())
-            if i % 20 == 19:
-                producer.flush()
-                time.sleep(0.06)
-        producer.flush()
+            key = "hot" if i % 2 == 0 else f"k{i % (records // 3)}"
+            producer.send(topic, key=key.encode(), value=f"v{i}".encode()).get(timeout=30)
+            time.sleep(0.01)
+        successor = _producer(cluster, linger_ms=0)
+        rewritten = []
+        for value in (b"second", b"third"):  # the second rolls the segment holding the first
+            time.sleep(0.2)
+            rewritten.append(successor.send(topic, key=b"hot", value=value).get(timeout=30).offset)
+        successor.close()
     finally:
         producer.close()
-    w.sent = w.acknowledged = records
+    w.sent = w.acknowledged = records + 2
 
     def cleaned():
         for log_dir in cluster.log_dirs:
@@ -406,11 +423,61 @@ def compacted_topic(cluster: KafkaCluster, topic: str = "healthy-compacted", rec
             if checkpoint.exists():
                 for line in checkpoint.read_text().splitlines()[2:]:
                     parts = line.split()
-                    if len(parts) == 3 and parts[0] == topic and int(parts[2]) > records // 2:
+                    if len(parts) == 3 and parts[0] == topic and int(parts[2]) > rewritten[0]:
                         return int(parts[2])
         return None
 
     w.notes["cleaned_up_to"] = _wait(f"the cleaner did not compact {topic}", cleaned, timeout=90, every=0.25)
+    return w
+
+
+def _markers_on_disk(cluster: KafkaCluster, topic: str) -> int:
+    """The control batches the partition's segments hold now, read from the brokers' own files."""
+    from analytics.kafka.logdir import stream_segment
+
+    found = 0
+    for log_dir in cluster.log_dirs:
+        for segment in sorted(log_dir.glob(f"{topic}-0/*.log")):
+            stream = stream_segment(segment)
+            try:
+                while True:
+                    found += sum(next(stream).batches.column("is_control").to_pylist())
+            except (StopIteration, OSError):
+                pass
+    return found
+
+
+def compacted_transactions(cluster: KafkaCluster, topic: str = "healthy-txn-compacted",
+                           steps: tuple[str, ...] = ("commit:3", "abort:2", "commit:2", "abort:2", "commit:3")
+                           ) -> Workload:
+    """Transactions (Kafka's Java producer) committed and aborted on a compacted topic, then keys
+    overwritten by an idempotent producer while segments roll, until the cleaner has removed aborted
+    records and transaction markers (past ``delete.retention.ms``), as it does to Streams' changelogs
+    and ``__consumer_offsets``."""
+    cluster.create_topic(topic, 1, replication(cluster), cleanup_policy="compact", segment_ms=100,
+                         min_cleanable_dirty_ratio=0.01, delete_retention_ms=100)
+    facts, lines = sc.java_transactions(cluster, topic, f"{topic}-id", list(steps), 60000, create=False)
+    w = Workload("transactions on a compacted topic (markers cleaned)", [topic], facts.client, facts.sent,
+                 facts.acknowledged)
+    markers = len(steps)
+    # every ABORT marker goes once its aborted records went; a COMMIT marker once its records were
+    # overwritten (the first transaction's keys, overwritten first)
+    wanted = sum(1 for step in steps if step.startswith("commit")) - 1
+    keys = [f"{topic}-id-{4 + step}-{i}" for step, part in enumerate(steps) for i in range(int(part.split(":")[1]))]
+    producer = _producer(cluster, linger_ms=0)
+    try:
+        deadline = time.monotonic() + 60
+        i = 0
+        while _markers_on_disk(cluster, topic) > wanted and time.monotonic() < deadline:
+            producer.send(topic, key=keys[i % len(keys)].encode(), value=f"again-{i}".encode()).get(timeout=30)
+            w.sent += 1
+            w.acknowledged += 1
+            i += 1
+            time.sleep(0.15)
+    finally:
+        producer.close()
+    w.notes["markers_left"] = _markers_on_disk(cluster, topic)
+    w.notes["transactions"] = markers
     return w
 
 
@@ -447,7 +514,7 @@ def retention(cluster: KafkaCluster, topic: str = "healthy-retention") -> Worklo
 
 # -- all of them ---------------------------------------------------------------------------------------
 WORKLOADS = ("idempotent", "transactional", "consumer_groups", "share_groups", "streams", "connect", "compacted",
-             "retention")
+             "compacted_transactions", "retention")
 
 
 def run_all(cluster: KafkaCluster, root: Path, only: tuple[str, ...] = WORKLOADS) -> dict[str, Workload]:
@@ -463,6 +530,7 @@ def run_all(cluster: KafkaCluster, root: Path, only: tuple[str, ...] = WORKLOADS
         "streams": lambda: kafka_streams(cluster, root),
         "connect": lambda: kafka_connect(cluster, root),
         "compacted": lambda: compacted_topic(cluster),
+        "compacted_transactions": lambda: compacted_transactions(cluster),
         "retention": lambda: retention(cluster),
     }
     def timed(name):
@@ -478,11 +546,15 @@ def run_all(cluster: KafkaCluster, root: Path, only: tuple[str, ...] = WORKLOADS
     return {name: w for name, w in done.items() if w is not None}
 
 
+# the share coordinator's topic in one partition (50 by default: 50 folders to export, each nearly empty)
+NODE_CONFIG = {"share.coordinator.state.topic.num.partitions": "1"}
+
+
 def healthy_node(version: str, root: Path) -> tuple[dict[str, Workload], Path, Path, str]:
     """A combined KRaft node of ``version`` under ``root`` driven through every workload: the workloads,
     a copy of its log dir taken while it ran, its own log dir after a clean shutdown, its bootstrap."""
     root = Path(root)
-    cluster = KafkaCluster(version, root / "cluster")
+    cluster = KafkaCluster(version, root / "cluster", config=NODE_CONFIG)
     try:
         cluster.start()
         workloads = run_all(cluster, root / "clients")

@@ -1,5 +1,5 @@
 // A stateful Kafka Streams application under exactly_once_v2, run by the tests as a single source file:
-// java -cp '<kafka-streams jars>/*' tests/kafka/StreamsApp.java BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR REPLICATION
+// java -cp '<kafka-streams jars>/*' tests/kafka/StreamsApp.java BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR REPLICATION COMMIT_MS
 // Input values are "word:n"; the topology re-keys each record by its word (the repartition topic
 // <APP_ID>-by-word-repartition), counts per word in a state store (the changelog
 // <APP_ID>-counts-changelog) and writes each new count to OUTPUT. Prints {"state":"RUNNING"} once
@@ -24,8 +24,9 @@ public class StreamsApp {
         p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, "exactly_once_v2");
         p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, Integer.parseInt(args[5]));
-        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(args[6]));
         p.put(StreamsConfig.CLIENT_ID_CONFIG, appId + "-client");
+        p.put("statestore.cache.max.bytes", 0);  // every count update reaches the changelog and the output
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 10000);
         StreamsBuilder builder = new StreamsBuilder();
         builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
