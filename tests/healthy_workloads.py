@@ -10,7 +10,8 @@ its clients saw. Nothing here injects a fault: an audit of the log dirs must fin
 - ``kafka_streams``: ``kafka/StreamsApp.java`` under ``exactly_once_v2`` (a repartition topic, a
   changelog, an output), killed with SIGKILL while it processes, restarted, run until the input is consumed
 - ``kafka_connect``: one distributed worker (``ConnectDistributed``: its config, offset and status
-  topics) with FileStreamSource and FileStreamSink created over its REST API, a connector restarted
+  topics; exactly-once source support, so the leader and the source task write in transactions) with
+  FileStreamSource and FileStreamSink created over its REST API, the source restarted
 - ``compacted_topic``: keys overwritten, segments rolled every 100 ms, the cleaner run
 - ``retention``: a small ``retention.ms`` deletes rolled segments, then DeleteRecords moves the log start
 
@@ -329,9 +330,11 @@ def _rest_ok(port: int, method: str, path: str, body: dict | None = None):
 
 
 def kafka_connect(cluster: KafkaCluster, root: Path, lines: int = 500) -> Workload:
-    """One distributed worker (its config, offset and status topics), FileStreamSource (a file into
-    ``healthy-connect-lines``) and FileStreamSink (the topic into a file) created over REST; the source
-    restarted with its tasks halfway; the worker stopped cleanly once the sink wrote every line."""
+    """One distributed worker (its config, offset and status topics; ``exactly.once.source.support``
+    enabled: the leader writes the configs and the source task its records and offsets in transactions),
+    FileStreamSource (a file into ``healthy-connect-lines``) and FileStreamSink (the topic into a file)
+    created over REST; the source restarted with its tasks halfway (its task's producer fenced); the
+    worker stopped cleanly once the sink wrote every line."""
     root = Path(root) / "connect"
     root.mkdir(parents=True, exist_ok=True)
     topic, rf = "healthy-connect-lines", replication(cluster)
@@ -349,6 +352,7 @@ def kafka_connect(cluster: KafkaCluster, root: Path, lines: int = 500) -> Worklo
         "offset.storage.partitions": 2, "status.storage.partitions": 2, "offset.flush.interval.ms": 500,
         "listeners": f"http://127.0.0.1:{port}",
         "plugin.discovery": "service_load",  # the connectors from their ServiceLoader manifests (a classpath scan takes minutes)
+        "exactly.once.source.support": "enabled",  # the source task and the leader write in transactions (KIP-618)
     }.items()))
     (root / "log4j.properties").write_text("log4j.rootLogger=WARN, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n"
                                            f"log4j.appender.F.File={root / 'worker.log'}\n"
