@@ -59,6 +59,13 @@ class Workload:
     notes: dict = field(default_factory=dict)
 
 
+def framework_jars(version: str) -> list[Path]:
+    """The jars the frameworks' workloads run on, resolved once (Maven Central): kafka-streams of the
+    broker's version, the Connect worker and its file connectors (raises ``JarsUnavailable``)."""
+    connect = CONNECT.get(version, version)
+    return [resolve("kafka-streams", version), resolve("connect-runtime", connect), resolve("connect-file", connect)]
+
+
 def replication(cluster: KafkaCluster) -> int:
     return min(len(cluster.members), 3)
 

@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 
 from tests import healthy_workloads as hw
 from tests.commands import assert_own_lines
-from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, require_jars
+from tests.kafka_cluster import UNAVAILABLE, VERSIONS, JarsUnavailable, KafkaCluster, copy_log_dir, require_jars
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 
@@ -55,6 +56,10 @@ def _segaudit(args: list[str]) -> int:
 def healthy(request, tmp_path_factory, spark) -> Healthy:
     version = request.param
     require_jars(version)
+    try:
+        hw.framework_jars(version)
+    except (JarsUnavailable, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"{UNAVAILABLE}: {e}")
     root = tmp_path_factory.mktemp(f"healthy-{version}")
     seconds, outs = {}, {}
     started = time.monotonic()
@@ -65,12 +70,10 @@ def healthy(request, tmp_path_factory, spark) -> Healthy:
         seconds["workloads"] = time.monotonic() - started
         live = copy_log_dir(cluster.node(1).log_dir, root / "live")
         mark = time.monotonic()  # the whole job over the protocol, right after the copy
-        # Over the protocol there is no __cluster_metadata to read topic configs from, and the export does
-        # not ask DescribeConfigs yet: the compacted topics' policy is given, as a user would have to
-        # (without it, their compaction holes are unexplained SEQUENCE_GAPs and EPOCH_BUMP_NONZEROs)
-        policy = [a for t in COMPACTED for a in ("--cleanup-policy", f"{t}=compact")]
+        # no flag: over the protocol the export asks the cluster for its topics' configs (DescribeConfigs),
+        # as a log dir's export reads them from __cluster_metadata
         outs["fetched"] = (_segaudit(["run", f"kafka://{cluster.bootstrap}", "--out", str(root / "out-fetched"),
-                                      "--no-history", *policy]), str(root / "out-fetched"))
+                                      "--no-history"]), str(root / "out-fetched"))
         seconds["fetched"] = time.monotonic() - mark
     finally:
         cluster.close()
@@ -114,6 +117,11 @@ def test_every_check_passes_and_nothing_is_a_violation(healthy, spark, copy):
     assert ("healthy-compacted", "SEQUENCE_GAP", "compaction") in explained  # the cleaner's holes, read as such
     summary = json.loads(Path(out, "summary.json").read_text())
     assert summary["record_duplicates"] == 0
+    # no flag named the compacted topics: the data dir's metadata log, or the cluster asked over the
+    # protocol, did
+    policy = summary["settings"]["cleanup_policy"]
+    assert set(COMPACTED) <= set(policy["topics"]["cluster_metadata"]), policy
+    assert all(policy["value"][t] == "compact" for t in COMPACTED), policy
 
 
 def test_every_workload_reached_the_log(healthy, spark):
