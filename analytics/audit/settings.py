@@ -9,6 +9,11 @@ broker config, a broker's own entry then the cluster default ``""``), the broker
 - per topic: ``cleanup.policy`` (broker default ``log.cleanup.policy``) and
   ``message.timestamp.type`` (``log.message.timestamp.type``).
 
+An export of a live cluster asked it for the same configs (DescribeConfigs): its topics' own and
+the brokers' dynamic configs stand where the metadata log's do (``cluster_metadata``: the
+controllers' metadata is what the brokers answer from), and the brokers' static configs where
+``server.properties`` does, unless a file is given (:func:`static_properties`).
+
 The metadata log read is the one that went furthest (the highest ``end_offset``) when the export
 holds several brokers' log dirs; a broker's own entry is that of a broker whose log dir is in the
 export (``meta.properties``), the smallest value when they differ (each broker forgets producers
@@ -21,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from analytics.audit.config import GIVEN, AuditConfig
+from analytics.contract import CONFIG_STATIC_BROKER
 
 FLAG, CONFIG, CLUSTER_METADATA, SERVER_PROPERTIES, DEFAULT = "flag", "config", "cluster_metadata", "server.properties", "default"
 SOURCES = (FLAG, CONFIG, CLUSTER_METADATA, SERVER_PROPERTIES, DEFAULT)
@@ -162,5 +168,23 @@ def resolved(store, config: AuditConfig) -> tuple[AuditConfig, dict]:
     if store.is_dir("cluster_configs"):
         for f in sinks.parquet_files(store.path("cluster_configs")):
             cluster += sinks.read_table(f).to_pylist()
-    server = None if config.server_properties is None else read_server_properties(config.server_properties)
-    return resolve(config, topics, cluster, server)
+    server = (static_properties(cluster) if config.server_properties is None
+              else read_server_properties(config.server_properties))
+    return resolve(config, topics, [r for r in cluster if r["resource_type"] != CONFIG_STATIC_BROKER], server)
+
+
+def static_properties(cluster: list[dict]) -> dict[str, str] | None:
+    """The brokers' static settings (their server.properties) as a live cluster reported them
+    (``cluster_configs`` rows of ``contract.CONFIG_STATIC_BROKER``); for a setting the brokers give
+    differently, the smallest number (the first broker to forget a producer, say); None: no row.
+
+    >>> static_properties([{"resource_type": "static_broker", "resource_name": "2", "name": "a", "value": "9"},
+    ...                    {"resource_type": "static_broker", "resource_name": "1", "name": "a", "value": "7"}])
+    {'a': '7'}
+    """
+    found: dict[str, list[str]] = {}
+    for r in cluster:
+        if r["resource_type"] == CONFIG_STATIC_BROKER:
+            found.setdefault(r["name"], []).append(r["value"])
+    return {name: min(values, key=lambda v: (_as_int(v) is None, _as_int(v) or 0, v))
+            for name, values in found.items()} or None

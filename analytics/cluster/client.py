@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from analytics.cluster import login
 from analytics.cluster.config import ClientConfig
+from analytics.contract import CONFIG_STATIC_BROKER
 from analytics.errors import InputError
 
 READ_UNCOMMITTED = 0  # aborted data and markers are part of the log
@@ -36,6 +37,11 @@ RETRIABLE = {
     56: "KAFKA_STORAGE_ERROR", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
 }
 DENIED = {29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED"}
+# DescribeConfigs' config sources the export keeps, as (cluster_configs.resource_type, whether the
+# row names its resource): a topic's own config, a broker's dynamic one, the cluster-wide dynamic
+# default (resource_name ""), a broker's static one (its server.properties)
+CONFIG_SOURCES = {"DYNAMIC_TOPIC_CONFIG": ("topic", True), "DYNAMIC_BROKER_CONFIG": ("broker", True),
+                  "DYNAMIC_DEFAULT_BROKER_CONFIG": ("broker", False), "STATIC_BROKER_CONFIG": (CONFIG_STATIC_BROKER, True)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +149,36 @@ class Cluster:
         return sorted(described.items())
 
     # -- the executors' fetches ---------------------------------------------------------------------
+    def configs(self, topics: list[str]) -> list[dict]:
+        """The configs the cluster holds for ``topics`` and its brokers, as ``cluster_configs`` rows
+        (resource_type, resource_name, name, value), from DescribeConfigs' non-default values: a topic's
+        own configs; each broker's dynamic configs (resource_name its id), the cluster-wide dynamic
+        defaults (resource_name ""), and its static ones, those of its server.properties (resource_type
+        ``contract.CONFIG_STATIC_BROKER``). Sensitive values are left out. A principal not allowed to describe
+        configs gets none: the audit then takes its other sources."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        brokers = sorted(b["broker_id"] for b in self._ask(self.admin.describe_cluster)["brokers"]
+                         if not b.get("is_fenced"))
+        resources = ([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics]
+                     + [ConfigResource(ConfigResourceType.BROKER, str(b)) for b in brokers])
+        try:
+            got = self.admin.describe_configs(resources)
+        except KafkaError:
+            return []
+        rows = []
+        for by_name in got.values():
+            for name, entries in by_name.items():
+                for key, entry in entries.items():
+                    where = CONFIG_SOURCES.get(entry.get("config_source"))
+                    if where is None or entry.get("is_sensitive") or entry.get("value") is None:
+                        continue
+                    resource_type, own = where
+                    rows.append({"resource_type": resource_type, "resource_name": name if own else "",
+                                 "name": key, "value": str(entry["value"])})
+        return sorted({tuple(r.items()): r for r in rows}.values(), key=lambda r: tuple(r.values()))
+
     def leader(self, topic: str, partition: int) -> int:
         """The partition's leader now (metadata asked again), -1 when it has none."""
         for p in self.partitions(re.escape(topic)):

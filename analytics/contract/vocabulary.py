@@ -157,6 +157,9 @@ DEDUP_KEY_VALUE = "key_value"
 DEDUP_HEADER_PREFIX = "header:"
 DEFAULT_DEDUP_KEY = DEDUP_DELIVERY
 LOG_APPEND_TIME = "LogAppendTime"  # batches.timestamp_type of a batch the broker stamped
+# cluster_configs.resource_type of a broker's static config (its server.properties), as a live cluster
+# reports it (DescribeConfigs); "topic" and "broker" rows are the KRaft metadata's configs
+CONFIG_STATIC_BROKER = "static_broker"
 DEDUP_KEY_MEANING = {
     DEDUP_DELIVERY: "the record's key, value and headers, and its producer timestamp in a CreateTime batch: "
                     "what a producer's retry writes again",

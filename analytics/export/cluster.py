@@ -82,6 +82,7 @@ def export_cluster(
                               f"--topics {topics!r}")
         producers, unsettled = _producer_state(cluster, captured)
         coordinator, coordinator_note = _coordinator_transactions(cluster, captured)
+        configs = _configs(cluster, captured, f"kafka://{config.bootstrap}")
     ranges = split(captured, range_offsets=range_offsets, per_broker=per_broker)
     offsets = sum(p.end - p.start for p in captured.partitions)
     groups = len({r.group for r in ranges})
@@ -111,6 +112,7 @@ def export_cluster(
         _write_small(run.path("producer_snapshots"), pa.Table.from_pylist(producers, schema.PRODUCER_SNAPSHOTS))
         _write_small(run.path("coordinator_transactions"),
                      pa.Table.from_pylist(coordinator, schema.COORDINATOR_TRANSACTIONS))
+        _write_small(run.path("cluster_configs"), pa.Table.from_pylist(configs, schema.CLUSTER_CONFIGS))
         write_missing_tables(run, records)
         _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
         _write_small(run.path("log_start_offsets"), pa.Table.from_pylist(
@@ -196,3 +198,11 @@ def _received(folder: str) -> int:
     table = _read_parts(folder, schema.SEGMENTS)
     return int(pc.sum(table["size_bytes"]).as_py() or 0) if table.num_rows else 0
 
+
+def _configs(cluster: Cluster, captured: Capture, where: str) -> list[dict]:
+    """``cluster_configs`` rows of the exported topics and the brokers, asked now (DescribeConfigs):
+    ``log_dir`` the cluster, ``node_id`` the broker a broker's own row is of."""
+    rows = cluster.configs(sorted({p.topic for p in captured.partitions}))
+    return [r | {"offset": None, "log_dir": where, "end_offset": None, "file": None,
+                 "node_id": int(r["resource_name"]) if r["resource_type"] != "topic" and r["resource_name"] else None}
+            for r in rows]
