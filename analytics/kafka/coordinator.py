@@ -21,8 +21,8 @@ import struct
 
 from analytics.contract.vocabulary import TOMBSTONE, TXN_ID_STATES
 from analytics.kafka.errors import RECORD_DECODE, KafkaFormatError
+from analytics.kafka.fields import Fields
 from analytics.kafka.model import TransactionalIdChange
-from analytics.kafka.util import java_utf8
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -32,62 +32,11 @@ NO_PRODUCER_ID = -1
 _TAG_PREVIOUS, _TAG_NEXT, _TAG_CLIENT_VERSION = 0, 1, 2
 
 
-class _Reader:
-    """Big-endian fields of a Kafka message, with the bounds checked."""
-
-    def __init__(self, data: bytes, what: str):
-        self.data = data
-        self.pos = 0
-        self.what = what
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise KafkaFormatError(RECORD_DECODE, f"{self.what} ends inside a field at byte {self.pos}")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def fixed(self, fmt: str) -> int:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise KafkaFormatError(RECORD_DECODE, f"{self.what}: an unsigned varint longer than 5 bytes")
-
-    def string(self, flexible: bool) -> str:
-        n = self.uvarint() - 1 if flexible else self.fixed(">h")
-        if n < 0:
-            raise KafkaFormatError(RECORD_DECODE, f"{self.what}: a null string where Kafka writes none")
-        return java_utf8(bytes(self.take(n)))
-
-    def length(self, flexible: bool) -> int:
-        """An array's length; -1 for null."""
-        return self.uvarint() - 1 if flexible else self.fixed(">i")
-
-    def tags(self) -> dict[int, bytes]:
-        fields = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            fields[tag] = bytes(self.take(self.uvarint()))
-        return fields
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise KafkaFormatError(RECORD_DECODE, f"{self.what}: {len(self.data) - self.pos} bytes after the last field")
-
-
 def transactional_id_of(key: bytes | None) -> str:
     """The transactional id a ``__transaction_state`` record key names; KafkaFormatError otherwise."""
     if key is None:
         raise KafkaFormatError(RECORD_DECODE, "a __transaction_state record without a key")
-    r = _Reader(key, "transaction log key")
+    r = Fields(key, "transaction log key")
     version = r.fixed(">h")
     if version != KEY_VERSION:
         raise KafkaFormatError(RECORD_DECODE, f"transaction log key version {version}: Kafka writes {KEY_VERSION}")
@@ -103,7 +52,7 @@ def decode_change(key: bytes | None, value: bytes | None, *, partition: int, fil
                  transactional_id=transactional_id_of(key))
     if value is None:
         return TransactionalIdChange(**where, state=TOMBSTONE)
-    r = _Reader(value, "transaction log value")
+    r = Fields(value, "transaction log value")
     version = r.fixed(">h")
     if version not in VALUE_VERSIONS:
         raise KafkaFormatError(RECORD_DECODE, f"transaction log value version {version}: Kafka writes 0 or 1")

@@ -25,12 +25,11 @@ stops the reading.
 from __future__ import annotations
 
 import re
-import struct
 from dataclasses import dataclass, field
 
 from analytics.kafka.errors import RECORD_DECODE, KafkaFormatError
+from analytics.kafka.fields import Fields
 from analytics.kafka.model import ParseError
-from analytics.kafka.util import java_utf8
 
 METADATA_TOPIC = "__cluster_metadata"
 SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
@@ -41,53 +40,6 @@ KNOWN_TYPES = frozenset(range(30)) - {6, 13, 16}  # RegisterBrokerRecord (0) to 
 VERSIONS = {TOPIC_RECORD: 0, CONFIG_RECORD: 0, REMOVE_TOPIC_RECORD: 0, BEGIN_TXN: 0, END_TXN: 0, ABORT_TXN: 0}
 RESOURCE_TYPES = {2: "topic", 4: "broker"}  # ConfigResource.Type ids; others (client metrics, groups) kept by number
 TOPIC, BROKER = "topic", "broker"
-
-
-class _Fields:
-    """Kafka's flexible message encoding, read with the bounds checked."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise KafkaFormatError(RECORD_DECODE, f"metadata record ends inside a field at byte {self.pos}")
-        self.pos += n
-        return bytes(self.data[self.pos - n:self.pos])
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise KafkaFormatError(RECORD_DECODE, "metadata record: an unsigned varint longer than 5 bytes")
-
-    def int8(self) -> int:
-        return struct.unpack(">b", self.take(1))[0]
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1
-        if n < 0:
-            if nullable:
-                return None
-            raise KafkaFormatError(RECORD_DECODE, "metadata record: a null string in a field that is never null")
-        return java_utf8(self.take(n))
-
-    def uuid(self) -> str:
-        return self.take(16).hex()
-
-    def end(self) -> None:
-        """The tagged fields (none of them needed) and nothing after them."""
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-        if self.pos != len(self.data):
-            raise KafkaFormatError(RECORD_DECODE, f"metadata record: {len(self.data) - self.pos} bytes after the last field")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +57,7 @@ def decode_record(value: bytes | None) -> MetadataRecord:
     here has no fields (:func:`is_known` says whether Kafka had it)."""
     if value is None:
         raise KafkaFormatError(RECORD_DECODE, "a metadata record without a value")
-    r = _Fields(value)
+    r = Fields(value, "metadata record")
     frame = r.uvarint()
     if frame != FRAME_VERSION:
         raise KafkaFormatError(RECORD_DECODE, f"metadata record frame version {frame}: Kafka writes {FRAME_VERSION}")
@@ -123,7 +75,8 @@ def decode_record(value: bytes | None) -> MetadataRecord:
         fields = {}
         r.take(len(value) - r.pos)
         return MetadataRecord(api_key, version, fields)
-    r.end()
+    r.tags()  # none of them needed
+    r.done()
     return MetadataRecord(api_key, version, fields)
 
 
