@@ -71,22 +71,32 @@ class JarsUnavailable(RuntimeError):
 
 def resolve(artifact: str, version: str) -> Path:
     """The folder of jars of ``org.apache.kafka:<artifact>:<version>`` with its runtime dependencies."""
-    target = CACHE / f"{artifact}-{version}"
+    return cached_jars(f"{artifact}-{version}", [(
+        ["dependency:copy-dependencies", "-DincludeScope=runtime", f"-Dkafka.artifact={artifact}",
+         f"-Dkafka.version={version}"], "*.jar", f"org.apache.kafka:{artifact}:{version}")])
+
+
+def cached_jars(name: str, steps: list[tuple[list[str], str, str]]) -> Path:
+    """``CACHE/<name>``, filled once by Maven: each step is (the goal and its arguments, run with
+    ``-DoutputDirectory`` the folder; a glob the folder must then match; what it resolves, for the
+    error). Filled in a staging folder renamed into place when complete, so an interrupted or
+    concurrent resolution never leaves a partial folder; raises ``JarsUnavailable``."""
+    target = CACHE / name
     if (target / ".complete").is_file():
         return target
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarsUnavailable("Maven (mvn) is not on PATH; on Debian: sudo apt-get install -y maven")
     CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{artifact}-{version}-", dir=CACHE))
-    cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
-           f"-Dkafka.artifact={artifact}", f"-Dkafka.version={version}", f"-DoutputDirectory={staging}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0 or not any(staging.glob("*.jar")):
-        shutil.rmtree(staging, ignore_errors=True)
-        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln] or ["no jar resolved"]
-        raise JarsUnavailable(f"org.apache.kafka:{artifact}:{version}: {lines[0].strip()}")
-    (staging / ".complete").write_text(version)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=CACHE))
+    for goal, expected, what in steps:
+        done = subprocess.run([mvn, "-q", "-B", "-f", str(POM), *goal, f"-DoutputDirectory={staging}"],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode != 0 or not any(staging.glob(expected)):
+            shutil.rmtree(staging, ignore_errors=True)
+            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln] or ["no jar resolved"]
+            raise JarsUnavailable(f"{what}: {lines[0].strip()}")
+    (staging / ".complete").write_text(name)
     if target.exists() and not (target / ".complete").exists():
         shutil.rmtree(target, ignore_errors=True)  # an interrupted resolution
     try:

@@ -12,12 +12,10 @@ and :func:`broker_config`.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from tests.kafka_cluster import CACHE, POM, JarsUnavailable
+from tests.kafka_cluster import cached_jars
 
 TIERED_STORAGE_VERSION = "4.3.1"
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
@@ -25,30 +23,9 @@ LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredSt
 
 def tiered_storage_jars(version: str = TIERED_STORAGE_VERSION) -> Path:
     """The folder holding ``kafka-storage-<version>-test.jar`` and ``kafka-clients-<version>-test.jar``."""
-    target = CACHE / f"tiered-storage-{version}"
-    if (target / ".complete").is_file():
-        return target
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JarsUnavailable("Maven (mvn) is not on PATH; on Debian: sudo apt-get install -y maven")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".tiered-storage-{version}-", dir=CACHE))
-    for artifact in ("kafka-storage", "kafka-clients"):
-        done = subprocess.run([mvn, "-q", "-B", "-f", str(POM), "dependency:copy",
-                               f"-Dartifact=org.apache.kafka:{artifact}:{version}:jar:test",
-                               f"-DoutputDirectory={staging}"], capture_output=True, text=True, timeout=900)
-        if done.returncode != 0 or not any(staging.glob(f"{artifact}-*.jar")):
-            shutil.rmtree(staging, ignore_errors=True)
-            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln] or ["no jar resolved"]
-            raise JarsUnavailable(f"org.apache.kafka:{artifact}:{version}:test: {lines[0].strip()}")
-    (staging / ".complete").write_text(version)
-    if target.exists() and not (target / ".complete").exists():
-        shutil.rmtree(target, ignore_errors=True)
-    try:
-        staging.rename(target)
-    except OSError:  # another process won the race
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return cached_jars(f"tiered-storage-{version}", [
+        (["dependency:copy", f"-Dartifact=org.apache.kafka:{artifact}:{version}:jar:test"], f"{artifact}-*.jar",
+         f"org.apache.kafka:{artifact}:{version}:test") for artifact in ("kafka-storage", "kafka-clients")])
 
 
 def broker_config(remote: Path, metadata_replicas: int = 1) -> dict[str, str]:
