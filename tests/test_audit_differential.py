@@ -322,17 +322,22 @@ def test_compaction_explains_a_new_epoch_whose_first_batch_the_cleaner_removed(s
                 _row(topic, 3, 2, pid=1, epoch=1, seq=1, ts=1003),  # epoch 1's sequence 0 at offset 2: gone
                 _row(topic, 6, 1, pid=1, epoch=2, seq=3, ts=1004)]  # 0..2 missing, one hole (offset 5)
     batches = rows("compacted") + rows("deleted")
-    config = AuditConfig(cleanup_policy={"compacted": "compact"})
+    for got in _both_replays(spark, batches, AuditConfig(cleanup_policy={"compacted": "compact"})):
+        assert [got[("compacted", o)] for o in (3, 6)] == [("EPOCH_BUMP_NONZERO", "compaction"),
+                                                           ("EPOCH_BUMP_NONZERO", None)]
+        assert [got[("deleted", o)] for o in (3, 6)] == [("EPOCH_BUMP_NONZERO", None)] * 2
+
+
+def _both_replays(spark, batches: list[dict], config: AuditConfig) -> tuple[dict, dict]:
+    """(topic, base_offset) -> (verdict, explained_by) of ``batches``, by Spark's classify and by the
+    reference replay."""
     got_spark = {(r["topic"], r["base_offset"]): (r["verdict"], r["explained_by"])
                  for r in classify(spark.createDataFrame(batches, schema=_spark_schema()), config).collect()}
     reference = replay(batches, config)
     got_reference = {(b["topic"], b["base_offset"]): (reference[(b["file"], b["file_position"])]["verdict"],
                                                       reference[(b["file"], b["file_position"])]["explained_by"])
                      for b in batches}
-    for got in (got_spark, got_reference):
-        assert [got[("compacted", o)] for o in (3, 6)] == [("EPOCH_BUMP_NONZERO", "compaction"),
-                                                           ("EPOCH_BUMP_NONZERO", None)]
-        assert [got[("deleted", o)] for o in (3, 6)] == [("EPOCH_BUMP_NONZERO", None)] * 2
+    return got_spark, got_reference
 
 
 def test_a_producers_first_data_batch_after_markers_only_is_partial_history_where_history_is_partial(spark):
@@ -348,14 +353,7 @@ def test_a_producers_first_data_batch_after_markers_only_is_partial_history_wher
                 _row(topic, 20, 1, pid=3, epoch=3, control="COMMIT", ce=0, ts=1003),
                 _row(topic, 21, 1, pid=3, epoch=4, seq=5, txn=True, ts=1004)]  # a new epoch, its 0..4 gone
     batches = rows("compacted") + rows("deleted")
-    config = AuditConfig(cleanup_policy={"compacted": "compact"})
-    got_spark = {(r["topic"], r["base_offset"]): (r["verdict"], r["explained_by"])
-                 for r in classify(spark.createDataFrame(batches, schema=_spark_schema()), config).collect()}
-    reference = replay(batches, config)
-    got_reference = {(b["topic"], b["base_offset"]): (reference[(b["file"], b["file_position"])]["verdict"],
-                                                      reference[(b["file"], b["file_position"])]["explained_by"])
-                     for b in batches}
-    for got in (got_spark, got_reference):
+    for got in _both_replays(spark, batches, AuditConfig(cleanup_policy={"compacted": "compact"})):
         assert [got[("compacted", o)] for o in (13, 21)] == [("SEQUENCE_GAP", "partial_history"),
                                                              ("EPOCH_BUMP_NONZERO", "partial_history")], got
         assert [got[("deleted", o)] for o in (13, 21)] == [("SEQUENCE_GAP", None), ("EPOCH_BUMP_NONZERO", None)], got
