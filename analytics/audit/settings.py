@@ -98,7 +98,7 @@ def resolve(config: AuditConfig, topics: list[str], cluster: list[dict],
         """The dynamic broker config ``name``: the exported brokers' own entries, else the cluster default."""
         own = [r["value"] for r in broker_rows if r["name"] == name and r["resource_name"] in nodes]
         if own:
-            return min(own, key=lambda v: (_as_int(v) is None, _as_int(v) or 0, v))
+            return _smallest(own)
         cluster_wide = [r["value"] for r in broker_rows if r["name"] == name and r["resource_name"] == ""]
         return cluster_wide[0] if cluster_wide else None
 
@@ -149,6 +149,12 @@ def _freshest(cluster: list[dict]) -> list[dict]:
     return [r for r in cluster if r["log_dir"] == best]
 
 
+def _smallest(values: list[str]) -> str:
+    """Of one setting's values on several brokers, the smallest number (the first broker to act on
+    it: to forget a producer, say); values that are not numbers only when none is."""
+    return min(values, key=lambda v: (_as_int(v) is None, _as_int(v) or 0, v))
+
+
 def _as_int(text) -> int | None:
     try:
         return int(str(text).strip())
@@ -186,5 +192,4 @@ def static_properties(cluster: list[dict]) -> dict[str, str] | None:
     for r in cluster:
         if r["resource_type"] == CONFIG_STATIC_BROKER:
             found.setdefault(r["name"], []).append(r["value"])
-    return {name: min(values, key=lambda v: (_as_int(v) is None, _as_int(v) or 0, v))
-            for name, values in found.items()} or None
+    return {name: _smallest(values) for name, values in found.items()} or None
