@@ -36,8 +36,16 @@ DEFAULT_FETCH_BYTES = 8 * MIB
 # -- the audit ----------------------------------------------------------------------------------
 
 # Batches of a partition's history replayed in one task (analytics.audit.ranges): work, not results;
-# every verdict is the same whatever the cut.
+# every verdict is the same whatever the cut. The audit's plan sizes the ranges from the memory a
+# task may use (analytics.audit.plan.range_decision), RANGE_ROW_BYTES a batch: a window buffers a
+# whole group (a range), and a 10M-batch audit at Spark's default 1 GiB heap (local mode: 217 MiB of
+# execution memory a task on 2 cores) completes with ranges of 250,000 (870 bytes a batch) and fails
+# with one window group of 3.3M (docs/benchmarks.md). DEFAULT_RANGE_BATCHES is the smallest range
+# the plan gives and the one it gives when the memory is unknown (Spark Connect; a cluster manager
+# that does not say its executors' cores). Fewer ranges are fewer passes: 4M batches in 4 histories
+# on 2 cores, 89 s in 16 ranges against 76 s in 4 (one a history).
 DEFAULT_RANGE_BATCHES = 250_000
+RANGE_ROW_BYTES = 1024
 # Tiny ranges (a test's) share tasks: a task's fixed cost is worth this many batches.
 MIN_TASK_BATCHES = 10_000
 # The replayed rows are held (persisted) for the state from this many batches; fewer are checkpointed

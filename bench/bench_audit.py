@@ -27,6 +27,11 @@ export's ``batches`` table:
   run completes only if nothing large is collected to the driver. Its peak is the resident memory
   of the driver's process tree.
 
+With ``--partitions N``, each size is also audited as N partitions (``bench_audit_histories.split_copy``:
+every partition of the export cut at offset boundaries, each piece a partition of its own: the
+shape of a real cluster's many short histories), the steady ``segaudit audit`` beside the steady
+lean replay of the same copy.
+
 The verdict counts of DuckDB and of the reference are checked against Spark's. ``--conf`` sets
 Spark options of the in-process session (e.g. ``spark.sql.requireAllClusterKeysForCoPartition=true``,
 Spark's default, to time the join back of a session not built by ``get_spark``).
@@ -94,6 +99,26 @@ def spark_cases(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float]
     counts = Counter({r["verdict"]: r["count"] for r in spark.read.parquet(str(target)).groupBy("verdict").count().collect()})
     shutil.rmtree(target, ignore_errors=True)
     return times, counts
+
+
+def many_partitions(spark, out: Path, config: AuditConfig, partitions: int, total: int) -> dict[str, float]:
+    """The steady audit and the steady lean replay of ``out`` cut into about ``partitions`` partitions."""
+    from bench_audit_histories import split_copy
+
+    from analytics.audit.job import audit
+
+    existing = spark.read.parquet(str(out / "batches")).select("topic", "partition").distinct().count()
+    split = max(1, -(-partitions // existing))
+    target = out.parent / f"{out.name}.split{split}"
+    split_copy(spark, out, target, split)
+    label = f"{existing * split:,} partitions"
+    times = {}
+    for run in ("first", "steady"):
+        times[f"segaudit audit, {label} ({run})"] = audit(spark, str(target), config).seconds
+        times[f"{LEAN}, {label} ({run})"] = lean_case(spark, target)[0]
+    print_side_by_side([(total, times[f"segaudit audit, {label} (steady)"], times[f"{LEAN}, {label} (steady)"])],
+                       f"segaudit audit, {label}")
+    return times
 
 
 def duckdb_case(out: Path, config: AuditConfig, threads: int) -> tuple[float, Counter]:
@@ -188,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-default-memory", action="store_true")
     ap.add_argument("--executor-memory", default="8g", help="the standalone worker's executors, in the default-memory case")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark option of the in-process session")
+    ap.add_argument("--partitions", type=int, default=None, help="also audit each size cut into about N partitions")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
@@ -215,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
             py_seconds, py_counts = python_case(out, config)
             assert py_counts == spark_counts, ("the reference and Spark disagree", py_counts, spark_counts)
             times["pure Python"] = py_seconds
+        if args.partitions:
+            times |= many_partitions(spark, out, config, args.partitions, total)
         base = times["Spark classify"]
         for label, seconds in times.items():
             print(f"{total:>11,} {label:<30} {seconds:>8.1f} {total / seconds:>10,.0f} {seconds / base:>17.2f}x", flush=True)

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args)
         return
-    from analytics.audit.config import DEFAULT_RANGE_BATCHES
+    from analytics.tuning import DEFAULT_RANGE_BATCHES
 
     print(f"one partition, {args.batches:,} batches from {args.producers} producers")
     print(f"{'case':<30} {'seconds':>8} {'stage':>6} {'tasks':>6} {'task s':>7} {'longest':>8} {'share':>6} "

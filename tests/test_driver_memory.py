@@ -121,3 +121,12 @@ def test_a_containers_limit_counts_when_lower(monkeypatch, tmp_path, v2, v1, exp
 
 def test_this_machine_is_read():
     assert memory.physical_memory() > 0
+
+
+def test_a_tasks_memory_is_its_share_of_the_heap(spark):
+    """The session's JVM heap less Spark's reserve, times the memory fraction, over its cores."""
+    from analytics.spark.memory import task_memory
+
+    heap = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    expected = (heap - 300 * 2**20) * 0.6 // spark.sparkContext.defaultParallelism
+    assert abs(task_memory(spark) - expected) <= 1

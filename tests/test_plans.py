@@ -123,3 +123,14 @@ def test_every_threshold_lives_in_tuning():
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
             found += [(str(path), t.id) for t in targets if isinstance(t, ast.Name) and t.id in names]
     assert found == []
+
+
+def test_ranges_are_as_long_as_a_tasks_memory_holds():
+    from analytics.audit.plan import range_decision
+
+    floor, row = tuning.DEFAULT_RANGE_BATCHES, tuning.RANGE_ROW_BYTES
+    assert range_decision(None)[0] == floor  # Spark Connect, or executors of unknown cores
+    assert range_decision(floor * row - 1)[0] == floor  # less memory than the smallest range needs
+    assert range_decision(floor * row * 4)[0] == floor * 4
+    # this machine's local session (half of 24 GiB, 2 cores): 4M batches in 4 partitions are not cut
+    assert range_decision(int((12 * 1024 - 300) * 2**20 * 0.6 / 2))[0] > 1_000_000

@@ -6,6 +6,7 @@
     export_time_ms = 1767490224297        # "now" for hanging transactions (default: newest batch timestamp)
     dedup_key = "delivery"                # or "key_value" or "header:<name>" (contract.DEDUP_DELIVERY)
     range_batches = 250000                # a longer partition history is replayed in ranges this long
+                                          # (default: sized from the memory of a task)
     server_properties = "/etc/kafka/server.properties"  # the brokers' static settings (analytics.audit.settings)
 
     [cleanup_policy]                      # default: the data dir's __cluster_metadata, server.properties
@@ -36,7 +37,6 @@ from pathlib import Path
 from analytics.contract import DEDUP_DELIVERY, DEDUP_HEADER_PREFIX, DEDUP_KEY_VALUE, DEFAULT_DEDUP_KEY
 from analytics.replay.broker import LATEST_PROFILE_NAME, Profile, resolve_profile
 
-from analytics.tuning import DEFAULT_RANGE_BATCHES
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class AuditConfig:
     """``profile``: the brokers' behaviour by Kafka version (``resolve_profile``: a profile name, ``4.x``
     or a version such as ``3.9``); an unknown one is a ValueError. ``producer_id_expiration_ms`` None
     takes the profile's default (:attr:`expiration_ms`). ``range_batches``: how long a partition's
-    history gets before it is replayed in several tasks (:mod:`analytics.audit.ranges`)."""
+    history gets before it is replayed in several tasks (:mod:`analytics.audit.ranges`); None: the
+    audit's plan sizes it from the memory of a task (:func:`analytics.audit.plan.range_decision`)."""
 
     profile: str = LATEST_PROFILE_NAME
     producer_id_expiration_ms: int | None = None
@@ -66,7 +67,7 @@ class AuditConfig:
     cleanup_policy: dict[str, str] = field(default_factory=dict)
     log_start_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     broker_restarts: tuple[Restart, ...] = ()
-    range_batches: int = DEFAULT_RANGE_BATCHES
+    range_batches: int | None = None
     message_timestamp_type: dict[str, str] = field(default_factory=dict)
     server_properties: str | None = None
     # who gave each setting, flag or config (per topic for a per-topic one): the others are resolved
@@ -75,7 +76,7 @@ class AuditConfig:
 
     def __post_init__(self) -> None:
         resolve_profile(self.profile)
-        if self.range_batches < 1:
+        if self.range_batches is not None and self.range_batches < 1:
             raise ValueError(f"range_batches must be at least 1, not {self.range_batches}")
 
     @property
@@ -155,7 +156,7 @@ def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
         cleanup_policy={str(k): str(v) for k, v in doc.get("cleanup_policy", {}).items()},
         log_start_offsets=starts,
         broker_restarts=tuple(restarts),
-        range_batches=int(doc.get("range_batches", DEFAULT_RANGE_BATCHES)),
+        range_batches=None if doc.get("range_batches") is None else int(doc["range_batches"]),
         message_timestamp_type={str(k): str(v) for k, v in doc.get("message_timestamp_type", {}).items()},
         server_properties=None if doc.get("server_properties") is None else str(doc["server_properties"]),
         given={k: ({str(t): "config" for t in doc[k]} if k in PER_TOPIC else "config")

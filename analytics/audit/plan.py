@@ -9,7 +9,8 @@ what it continues, and the session settings its steps run under:
 - ``linked``: every history continues and OUT is local: the earlier verdicts' files are kept as
   they are (hard links), and the derived tables add the new rows to the previous audit's.
 
-A linked audit of few new batches (``FEW_BATCHES``, :mod:`analytics.tuning`) that needs no earlier
+A history longer than the configured ``range_batches`` is replayed in offset ranges; unset, the plan
+sizes them from the memory of a task (:func:`range_decision`). A linked audit of few new batches (``FEW_BATCHES``, :mod:`analytics.tuning`) that needs no earlier
 verdict again and few records runs its queries planned once each (``single_plan_conf``); the
 derived tables too, unless replicas are compared. The decision is :func:`audit_decision`, a pure
 function of a few numbers. ``analytics.plans.audit_plan`` is this module's :func:`audit_plan`.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from analytics import reuse
 from analytics.audit.config import AuditConfig
@@ -28,7 +29,12 @@ from analytics.contract import AUDIT, EXPORT, SUMMARY
 from analytics.publish import published, read_manifest
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import read_parquet
-from analytics.tuning import FEW_BATCHES
+from analytics.tuning import DEFAULT_RANGE_BATCHES, FEW_BATCHES, MIB, RANGE_ROW_BYTES
+
+# The replay holds its rows for the state tables (``analytics.audit.rules.replay``): held uncompressed,
+# Spark's columnar cache costs half as much to build (4M batches: the window stage and the cache 13.0 s
+# without holding, 27.5 s held compressed, 20.0 s held uncompressed; docs/benchmarks.md).
+HELD_CONF = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 
 FULL = "full"
 CONTINUED = "continued"
@@ -40,7 +46,7 @@ class AuditPlan:
     """An audit of ``out``: ``config`` (resolved; ``provenance``: where each setting came from), the
     export's manifest and tables it reads, its ``mode``, the audit it continues (``continue_from``,
     ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
-    replay and of the derived tables (empty: Spark's own planning), and why."""
+    replay and of the derived tables (``HELD_CONF`` alone or empty: Spark's own planning), and why."""
 
     out: str
     config: AuditConfig
@@ -71,9 +77,13 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     from analytics.audit.increment import increment, read_since
     from analytics.audit.replicas import held_in_several
 
+    from analytics.spark.memory import task_memory
+
     store = published(out)
     manifest = read_manifest(out, EXPORT)
     config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
+    if config.range_batches is None:  # not set: as long as a task's memory holds
+        config = replace(config, range_batches=range_decision(task_memory(spark))[0])
     batches = read_parquet(spark, store.path("batches"))
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
     records = read_parquet(spark, store.path("records")) if store.is_dir("records") else None
@@ -83,7 +93,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     if previous is None:
         if why:
             (progress or (lambda _msg: None))(why)
-        return AuditPlan(**inputs, reason=why or "a full audit")
+        return AuditPlan(**inputs, replay_conf=HELD_CONF, reason=why or "a full audit")
     since = read_since(spark, store.path("batches"), batches.schema, manifest.get("segment_files") or {},
                        manifest["run_id"], previous.file_state)
     few = single_plan_conf(default_parallelism(spark)) if few_batches(since and since.batches) else {}
@@ -98,7 +108,8 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
         look_back=look_back, record_rows=record_rows,
         replicated=held_in_several(manifest.get("segment_files") or {}))
     return AuditPlan(**inputs, mode=mode, continue_from=continue_from, previous=previous, since=since, step=step,
-                     replay_conf=few if replay_single else {}, derived_conf=few if derived_single else {},
+                     replay_conf=HELD_CONF | (few if replay_single else {}),
+                     derived_conf=HELD_CONF | few if derived_single else {},
                      reason=reason)
 
 
@@ -106,6 +117,24 @@ def few_batches(batches: int | None) -> bool:
     """Whether ``batches`` new batches (None: unknown, every file scanned) are few enough to plan
     each query once."""
     return batches is not None and batches <= FEW_BATCHES
+
+
+def range_decision(task_bytes: int | None) -> tuple[int, str]:
+    """The batches of a range (:mod:`analytics.audit.ranges`) when the configuration does not set them,
+    and why: what ``task_bytes`` of execution memory a task holds at ``RANGE_ROW_BYTES`` a batch, never
+    fewer than ``DEFAULT_RANGE_BATCHES``, which is also the size when the memory is unknown (None).
+
+    >>> range_decision(None)
+    (250000, 'the memory of a task unknown: ranges of 250,000 batches')
+    >>> range_decision(3_600_000_000)
+    (3515625, '3,433 MiB a task: ranges of 3,515,625 batches')
+    >>> range_decision(200_000_000)[0]
+    250000
+    """
+    if task_bytes is None:
+        return DEFAULT_RANGE_BATCHES, f"the memory of a task unknown: ranges of {DEFAULT_RANGE_BATCHES:,} batches"
+    size = max(DEFAULT_RANGE_BATCHES, task_bytes // RANGE_ROW_BYTES)
+    return size, f"{task_bytes // MIB:,} MiB a task: ranges of {size:,} batches"
 
 
 def audit_decision(*, continuing: bool, since_batches: int | None = None, every: bool = False,

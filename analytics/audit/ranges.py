@@ -121,5 +121,5 @@ def task_of(plan: Plan, tasks: int) -> "F.Column":
     about equal count, each run's key one that Spark's hash partitioning into ``tasks`` sends to
     its own task (:func:`analytics.spark.partitioning.task_keys`)."""
     keys = F.array(*[F.lit(k) for k in task_keys(tasks)])
-    run = F.floor(F.col(RANGE) * tasks / plan.ranges).cast("int")
+    run = F.floor(F.col(RANGE) * tasks / max(plan.ranges, 1)).cast("int")
     return F.element_at(keys, run + 1).cast("int")

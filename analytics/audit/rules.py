@@ -35,7 +35,7 @@ from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark.session import default_parallelism
 
-from analytics.tuning import BROADCAST_ROWS, HOLD_BATCHES, MIN_TASK_BATCHES
+from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES, MIN_TASK_BATCHES
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,9 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
 
     One exchange of the ``REPLAY_COLUMNS`` by range (:mod:`analytics.audit.ranges`) and two sorts
     within each range: the partition order and the producer order. When every history is one range
-    (up to ``config.range_batches`` batches), the exchange is a hash of the range id and the
-    duplicate ranges sort on it too, so nothing else shuffles: :func:`_in_one_range`. Longer
+    (up to ``config.range_batches`` batches; unset, ``DEFAULT_RANGE_BATCHES``: the audit's plan sets
+    it), the exchange is a hash of the task replaying the range, and the duplicate ranges partition by
+    it too, so nothing else shuffles: :func:`_in_one_range`. Longer
     histories are cut into ranges replayed side by side with the state the earlier ranges carry:
     :func:`_in_ranges`. The untracked and corrupt rows ride along in their own groups instead of
     being split off and unioned back (which would scan and shuffle twice). The narrow facts then
@@ -105,7 +106,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     and the join back costs more (200k batches: classify about 15% slower).
     """
     # numbered files, the cut, and in the same pass the state each file leaves: small, held
-    dictionary = ranges.file_dictionary(batches, config.range_batches, state.per_file()).localCheckpoint()
+    size = config.range_batches or DEFAULT_RANGE_BATCHES  # unset: the audit's plan sizes it, classify alone does not
+    dictionary = ranges.file_dictionary(batches, size, state.per_file()).localCheckpoint()
     plan = ranges.plan(dictionary)
     # one broadcast, for both joins
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
@@ -113,11 +115,11 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts)
     rows = batches.transform(steps.replay_columns(files))
     if (prior is None and not plan.split) or plan.ranges == 0:
-        replayed = _in_one_range(rows, config)
+        replayed = _in_one_range(rows, plan, size, config)
     elif not plan.split:
         replayed = _after_prior(rows, config, _prior_ranges(prior, histories))
     else:
-        replayed = _in_ranges(rows, plan, config, [] if held is None else held,
+        replayed = _in_ranges(rows, plan, size, config, [] if held is None else held,
                               None if prior is None else _prior_ranges(prior, histories))
     if held is not None:  # read twice: for the verdicts and for the state
         if plan.batches >= HOLD_BATCHES:
@@ -150,10 +152,12 @@ def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:
             prior.rows)
 
 
-def _in_one_range(rows: DataFrame, config: AuditConfig) -> DataFrame:
-    """Every history in one range (its ``task`` its ``rid``): one hash exchange, which every window reuses."""
+def _in_one_range(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig) -> DataFrame:
+    """Every history in one range: one hash exchange of ``task`` (:func:`_tasks`), which every window
+    reuses."""
+    tasks = _tasks(rows.sparkSession, plan, size)
     return (
-        rows.withColumn(TASK, F.col(RANGE)).repartition(TASK)
+        rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
         .transform(steps.duplicate_ranges(RANGE))
         .transform(steps.partition_facts)
         .transform(steps.producer_state)
@@ -188,22 +192,20 @@ def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFram
     return replayed if copies is None else replayed.join(copies, on=list(steps.ROW_KEY), how="left")
 
 
-def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: list,
+def _in_ranges(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig, held: list,
                prior: tuple | None = None) -> DataFrame:
     """Histories cut into ranges, each replayed in a task with what the earlier ranges carry
     (:mod:`analytics.audit.carry`). The copies first, over whole histories (an exchange of seven
     narrow columns, :func:`~analytics.audit.steps.copies`); then one exchange of ``task``
     (:func:`~analytics.audit.ranges.task_of`: contiguous ranges, about ``range_batches`` batches a
-    task but at least ``MIN_TASK_BATCHES``, at least a task per core while there are ranges, and no
+    task (``size``) but at least ``MIN_TASK_BATCHES``, at least a task per core while there are ranges, and no
     sampling pass) and per range the partition facts, held (``persist``, in memory or on local
     disk; a checkpoint would forget the partitioning) for the producer windows, which run twice
     over them: once for the small aggregate of what each range carries out
     (:func:`~analytics.audit.carry.running_carry`), once for the facts, cheaper than holding their
     45 columns. ``held`` gets the held frame, for the caller to release once the result is written.
     ``prior``: a previous audit's state as ranges before the first (:func:`_prior_ranges`)."""
-    spark = rows.sparkSession
-    per_task = max(config.range_batches, MIN_TASK_BATCHES)
-    tasks = min(plan.ranges, max(-(-plan.batches // per_task), default_parallelism(spark)))
+    tasks = _tasks(rows.sparkSession, plan, size)
     spans, starting, running_before, earlier, _ = prior if prior is not None else (None,) * 5
     copies = _small(steps.copies(rows, earlier).localCheckpoint())
     partition_carry = carry.partition_carry(rows, spans).localCheckpoint()
@@ -224,6 +226,15 @@ def _in_ranges(rows: DataFrame, plan: ranges.Plan, config: AuditConfig, held: li
     carried = _small(carry.running_carry(running, running_before).localCheckpoint())
     return (running.join(carried, on=[RANGE, carry.PRODUCER], how="left").transform(carry.carry_in)
             .join(copies, on=list(steps.ROW_KEY), how="left"))
+
+
+def _tasks(spark, plan: ranges.Plan, size: int) -> int:
+    """The tasks the ranges are replayed in: about ``size`` batches a task but at least
+    ``MIN_TASK_BATCHES``, at least one per core while there are ranges, never more than the ranges:
+    a task per shuffle partition, none empty (adaptive execution does not coalesce the partitions of
+    a held plan: with Spark's 200, 4 histories were replayed in 200 tasks, 196 of them empty)."""
+    per_task = max(size, MIN_TASK_BATCHES)
+    return max(1, min(plan.ranges, max(-(-plan.batches // per_task), default_parallelism(spark))))
 
 
 def _small(table: DataFrame, bound: int | None = None) -> DataFrame:

@@ -109,8 +109,12 @@ def running() -> WindowSpec:
 
 def by_range(key: str) -> WindowSpec:
     """A producer's data batches with the same epoch and sequence range, in offset order: in the
-    whole history (``key``: ``history``), or in the range when that is the whole history (``rid``)."""
-    return (Window.partitionBy(key, "state_pid", "producer_epoch", "base_sequence", "last_sequence")
+    whole history (``key``: ``history``), or in the range when that is the whole history (``rid``).
+    In a range, the window partitions by ``task`` first, as the partition and producer windows do, so
+    all three cluster on the one exchange of ``task`` (partitioned by ``rid`` first, each window
+    would shuffle the rows again)."""
+    keys = (TASK, RANGE) if key == RANGE else (key,)
+    return (Window.partitionBy(*keys, "state_pid", "producer_epoch", "base_sequence", "last_sequence")
             .orderBy(*ORDER))
 
 

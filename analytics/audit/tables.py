@@ -57,10 +57,12 @@ def per_file(v):
     on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
     on_state = F.when(F.col("state_last_sequence").isNotNull(), F.col("base_offset"))
     stateful_data = F.when(has_state() & is_data(), F.col("base_sequence"))
-    last_state = F.when(F.col("state_last_sequence").isNotNull(), F.struct(
-        "base_offset", "file_position", F.col("state_last_sequence").alias("sequence"),
-        F.col("state_last_offset").alias("offset")))
-    return data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
+    # the latest state row in (base_offset, file_position) order, as one number (a file is under 2^32
+    # bytes): every aggregate then has a fixed-width buffer and Spark hashes the groups instead of
+    # sorting the verdicts for them (a max of a struct sorts: 4M batches, 10.6 task seconds against 4.6)
+    at = F.when(F.col("state_last_sequence").isNotNull(),
+                F.col("base_offset").cast(ORDER_TYPE) * F.lit(2**32).cast(ORDER_TYPE) + F.col("file_position"))
+    per_file = data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         F.min("max_timestamp").alias("first_timestamp"),
@@ -75,9 +77,23 @@ def per_file(v):
         F.max(on_state).alias("last_state_offset"),
         F.min(stateful_data).alias("min_base_sequence"),
         F.max(stateful_data).alias("max_base_sequence"),
-        F.max(last_state).alias("last_state"),
+        F.max(at).alias("last_at"),
+        F.max_by("state_last_sequence", at).alias("last_sequence_left"),
+        F.max_by("state_last_offset", at).alias("last_offset_left"),
         *[F.sum((F.col("verdict") == name).cast("long")).alias(name.lower()) for name in VERDICTS],
     )
+    last_at = F.col("last_at")
+    last_state = F.when(last_at.isNotNull(), F.struct(
+        F.floor(last_at / 2**32).cast("long").alias("base_offset"), F.pmod(last_at, F.lit(2**32)).cast("long").alias("file_position"),
+        F.col("last_sequence_left").alias("sequence"), F.col("last_offset_left").alias("offset")))
+    verdict_counts = [name.lower() for name in VERDICTS]
+    return per_file.select(*[c for c in per_file.columns if c not in ("last_at", "last_sequence_left", "last_offset_left",
+                                                                       *verdict_counts)],
+                           last_state.alias("last_state"), *verdict_counts)
+
+
+# A decimal wide enough for an offset times 2^32 plus a file position, which Spark's hash aggregate holds.
+ORDER_TYPE = "decimal(38,0)"
 
 
 def _per_file_sums():

@@ -57,7 +57,8 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
                         "data dir's __cluster_metadata; overrides the config")
     p.add_argument("--range-batches", type=positive, default=None, metavar="N",
                    help="replay a partition's history in ranges of about N batches, each in a task of its own "
-                        "(default 250000; changes where the work runs, never a verdict)")
+                        "(default: as many as a task's memory holds, at least 250000; changes where the work runs, "
+                        "never a verdict)")
     p.add_argument("--incremental", action="store_true",
                    help="continue the audit already in OUT: replay only the batches after the state it left "
                         "(the tables equal a full audit's; a changed history is replayed whole)")

@@ -159,3 +159,31 @@ def driver_memory_conf(master: str | None, conf: Mapping[str, str] | None = None
         return {}
     mib = driver_memory_mib(physical_memory() if memory is None else memory)
     return {DRIVER_MEMORY: f"{mib}m"} if mib else {}
+
+
+# Spark keeps this much of an executor's heap for itself (``RESERVED_SYSTEM_MEMORY_BYTES``) and gives
+# ``spark.memory.fraction`` (default 0.6) of the rest to execution and storage, shared by its tasks.
+RESERVED_MIB = 300
+DEFAULT_MEMORY_FRACTION = 0.6
+
+
+def task_memory(spark) -> int | None:
+    """The bytes of execution memory one task of ``spark`` may count on: an executor's unified memory
+    (its heap less Spark's reserve, times ``spark.memory.fraction``) over the tasks it runs at once.
+    In local mode the executor is the driver's JVM, whose heap it asks; on a cluster manager the
+    executors' ``spark.executor.memory`` over ``spark.executor.cores``. None when unknown: over Spark
+    Connect, or executors whose cores the configuration does not say."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):  # no context to ask
+        return None
+    conf, jvm = spark.sparkContext.getConf(), spark.sparkContext._jvm
+    fraction = float(conf.get("spark.memory.fraction", str(DEFAULT_MEMORY_FRACTION)))
+    if is_local_master(spark.sparkContext.master):
+        heap, tasks = int(jvm.java.lang.Runtime.getRuntime().maxMemory()), spark.sparkContext.defaultParallelism
+    else:
+        cores = conf.get("spark.executor.cores", None)
+        if not cores:
+            return None
+        memory = conf.get("spark.executor.memory", "1g")
+        heap, tasks = int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(memory)), int(cores)
+    usable = max(heap - RESERVED_MIB * MIB, 0) * fraction
+    return int(usable // max(tasks, 1))
