@@ -24,7 +24,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analytics.audit.carry import PRIOR_RANGE, PRODUCER, producer_ranges, running_ranges
+from analytics.audit.carry import PRIOR_RANGE, PRODUCER, producer_and_running_ranges
 from analytics.audit.ranges import HISTORY, RANGE
 from analytics.contract.vocabulary import HISTORY_KEY
 
@@ -69,8 +69,7 @@ def left_by(replayed: DataFrame, histories: DataFrame, by_file: DataFrame,
     a row per file, held), summed per history (no scan, no replay); ``starts``: ``(history,
     log_start_offset)``. ``file_state``: the fingerprint of each file's batches (without ``read_by``,
     which the export's manifest gives)."""
-    producers = (producer_ranges(replayed, by=(HISTORY,))
-                 .join(running_ranges(replayed, by=(HISTORY,)), on=[HISTORY, PRODUCER], how="inner"))
+    producers = producer_and_running_ranges(replayed, by=(HISTORY,))
     partitions = by_file.groupBy(HISTORY).agg(*fingerprint_sum(), _spans_sum("valid"), _spans_sum("corrupt"))
     if starts is None:
         partitions = partitions.withColumn("log_start_offset", F.lit(None).cast("long"))
