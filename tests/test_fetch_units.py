@@ -174,3 +174,67 @@ def test_a_login_is_asked_directly_only_with_sasl_and_only_of_a_broker_that_answ
             "sasl_plain_password": "p"}
     assert refusal(ClientConfig(f"127.0.0.1:{port}")) is None
     assert refusal(ClientConfig(f"127.0.0.1:{port}", sasl), wait_s=2) is None
+
+
+class _Cluster:
+    """A partition's log served the way a broker answers a Fetch: from the batch holding the offset
+    asked; ``answers`` first give their error codes (or raise), then the log; ``earliest``: its log
+    start (below it, OFFSET_OUT_OF_RANGE)."""
+
+    def __init__(self, log: bytes, where: list, answers=(), earliest: int = 0):
+        self.log, self.where, self.answers, self.earliest, self.asked = log, where, list(answers), earliest, []
+
+    def leader(self, topic, partition):
+        return 1
+
+    def offsets(self, partitions, spec):
+        return {partitions[0]: self.earliest if spec == "earliest" else self.where[-1][2] + 1}
+
+    def fetch(self, node, topic, partition, offset, max_bytes):
+        from analytics.cluster.client import Fetched
+
+        self.asked.append(offset)
+        end = self.where[-1][2] + 1
+        if self.answers:
+            answer = self.answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return Fetched(answer, b"", end, self.earliest)
+        if offset < self.earliest:
+            return Fetched(1, b"", end, self.earliest)
+        at = next(p for p, base, last in self.where if last >= offset)
+        return Fetched(0, self.log[at:at + max_bytes], end, self.earliest)
+
+
+def _fetched(cluster, start: int, end: int, retry_seconds: float = 60.0):
+    from analytics.cluster.fetch import Limits, fetch_range
+    from analytics.cluster.plan import FetchRange
+
+    scanner = StreamScanner(topic="t", partition=0, file="f")
+    r = FetchRange(index=0, group=0, topic="t", partition=0, start=start, end=end, first=True, leader=1, file="f")
+    chunks = list(fetch_range(cluster, r, scanner, Limits(retry_seconds=retry_seconds), Throttle(None)))
+    bases = [b for c in chunks for b in c.batches.column("base_offset").to_pylist()]
+    return bases, [(e.error_kind, e.message) for e in scanner.errors]
+
+
+def test_a_range_is_fetched_through_retriable_answers_and_a_lost_connection():
+    log, where = _log(2, 3, 1)
+    bases, errors = _fetched(_Cluster(log, where, answers=[6, OSError("reset")]), 0, 6)
+    assert errors == [] and bases == [0, 2, 5]
+
+
+def test_offsets_deleted_during_the_export_are_lost_and_the_rest_fetched():
+    log, where = _log(2, 3, 1)
+    cluster = _Cluster(log, where, earliest=2)  # retention moved the log start past the first batch
+    bases, errors = _fetched(cluster, 0, 6)
+    assert cluster.asked[:2] == [0, 2] and bases == [2, 5]
+    assert errors == [("offsets_lost", "offsets 0..1 of t-0 not fetched: deleted during the export "
+                                        "(the log starts at 2 now)")]
+    bases, errors = _fetched(_Cluster(log, where, earliest=6), 0, 6)  # all of it deleted
+    assert bases == [] and [kind for kind, _ in errors] == ["offsets_lost"] and "0..5" in errors[0][1]
+
+
+def test_a_leader_that_stays_away_loses_the_range_after_the_retries():
+    log, where = _log(2)
+    bases, errors = _fetched(_Cluster(log, where, answers=[OSError("refused")] * 3), 0, 2, retry_seconds=0.2)
+    assert bases == [] and errors == [("offsets_lost", "offsets 0..1 of t-0 not fetched: OSError, retried for 0.2 s")]

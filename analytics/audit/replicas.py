@@ -100,16 +100,28 @@ def divergence(batches: DataFrame, segments: DataFrame, leader_epochs: DataFrame
     a, b = _side(held, pairs, "log_dir", "a"), _side(held, pairs, "other_log_dir", "b")
     joined = a.join(b, on=[*PAIR, "base_offset"], how="full_outer")
     joined = _with_extent(_with_extent(joined, extents, "log_dir", "a"), extents, "other_log_dir", "b").localCheckpoint()
+    compacted = on_compacted_topic(config)
+    rows = _both_sides_differ(joined, compacted).unionByName(_one_side_only(joined, held)).localCheckpoint()
+    return _ranges(rows, epochs, compacted)
+
+
+def _both_sides_differ(joined: DataFrame, compacted) -> DataFrame:
+    """``different_batch`` rows of the offsets both sides start a batch at, with batches that differ
+    (not a compacted topic's batch the cleaner thinned on one side only)."""
     both = F.col("a_last_offset").isNotNull() & F.col("b_last_offset").isNotNull()
     same = F.lit(True)
     for c in SAME:
         same = same & F.col(f"a_{c}").eqNullSafe(F.col(f"b_{c}"))
-    compacted = on_compacted_topic(config)
     thinned = compacted
     for c in ("last_offset", "producer_id", "producer_epoch", "base_sequence", "crc_valid"):
         thinned = thinned & F.col(f"a_{c}").eqNullSafe(F.col(f"b_{c}"))
-    differs = joined.where(both & ~same & ~thinned).select(*PAIR, "base_offset", *_as_rows("a", "b", DIFFERENT_BATCH))
+    return joined.where(both & ~same & ~thinned).select(*PAIR, "base_offset", *_as_rows("a", "b", DIFFERENT_BATCH))
 
+
+def _one_side_only(joined: DataFrame, held: DataFrame) -> DataFrame:
+    """The rows of batches one side holds and the other does not start a batch at: ``missing`` inside
+    the common range where no batch of the other side covers their offsets, ``different_batch`` where
+    one does, ``truncated_tail`` past the other side's end."""
     # a batch of one side only: the side that holds it is "here", the other "there"
     alone = []
     for here, there in (("a", "b"), ("b", "a")):
@@ -152,8 +164,7 @@ def divergence(batches: DataFrame, segments: DataFrame, leader_epochs: DataFrame
         *TP, F.col("here").alias("log_dir"), F.col("there").alias("other_log_dir"), "base_offset",
         *_one_side_rows(TRUNCATED_TAIL))
 
-    rows = differs.unionByName(one_sided_differs).unionByName(missing).unionByName(tail).localCheckpoint()
-    return _ranges(rows, epochs, compacted)
+    return one_sided_differs.unionByName(missing).unionByName(tail)
 
 
 BUCKET = 4096  # offsets per bucket of the coverage match

@@ -68,8 +68,6 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
                 throttle: Throttle) -> Iterator[Chunk]:
     """The chunks of ``r``'s entries, fed through ``scanner`` (whose ``errors`` and ``info`` then
     describe the range)."""
-    from kafka.errors import KafkaError
-
     offset, node = r.start, r.leader
     max_bytes = limits.fetch_bytes if not limits.bytes_per_second else max(
         64 * 1024, min(limits.fetch_bytes, int(limits.bytes_per_second)))
@@ -77,18 +75,7 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
     empty = 0
     deleted: tuple[int, int] | None = None  # (first offset lost, the log start after it): named at the next entry
     while offset < r.end:
-        reason = None
-        try:
-            if node < 0:
-                node = cluster.leader(r.topic, r.partition)
-            if node < 0:
-                reason = "the partition has no leader"
-            else:
-                got = cluster.fetch(node, r.topic, r.partition, offset, max_bytes)
-                if got.error_code in RETRIABLE:
-                    reason = RETRIABLE[got.error_code]
-        except (KafkaError, OSError, InputError) as e:  # InputError: no broker answered the leader's lookup
-            reason = type(e).__name__ if not isinstance(e, InputError) else str(e)
+        node, got, reason = _ask(cluster, r, node, offset, max_bytes)
         if reason is not None:
             retrying_since = retrying_since or time.monotonic()
             if time.monotonic() - retrying_since > limits.retry_seconds:
@@ -101,14 +88,8 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
         if got.error_code in DENIED:
             raise InputError(f"cannot fetch {r.topic}-{r.partition}: {DENIED[got.error_code]}")
         if got.error_code == OFFSET_OUT_OF_RANGE:
-            key = (r.topic, r.partition)
-            earliest = cluster.offsets([key], "earliest")[key]
-            if earliest <= offset:  # past the end: the log was truncated below the captured end
-                latest = cluster.offsets([key], "latest")[key]
-                _lose(scanner, r, offset, r.end, f"the log ends at {latest} now (it was truncated)")
-                return
-            if earliest >= r.end:
-                _lose(scanner, r, offset, r.end, f"deleted during the export (the log starts at {earliest} now)")
+            earliest = _restart_at(cluster, scanner, r, offset)
+            if earliest is None:
                 return
             deleted, offset = (offset, earliest), earliest
             continue
@@ -145,6 +126,37 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
             continue
         empty = 0
         offset = framed.next_offset
+
+
+def _ask(cluster: Cluster, r: FetchRange, node: int, offset: int, max_bytes: int):
+    """One Fetch of ``r`` at ``offset`` from ``node`` (-1: the partition's leader, looked up first):
+    the node asked, its answer, and why to ask again (None: the answer stands)."""
+    from kafka.errors import KafkaError
+
+    try:
+        if node < 0:
+            node = cluster.leader(r.topic, r.partition)
+        if node < 0:
+            return node, None, "the partition has no leader"
+        got = cluster.fetch(node, r.topic, r.partition, offset, max_bytes)
+        return node, got, RETRIABLE.get(got.error_code)
+    except (KafkaError, OSError, InputError) as e:  # InputError: no broker answered the leader's lookup
+        return node, None, type(e).__name__ if not isinstance(e, InputError) else str(e)
+
+
+def _restart_at(cluster: Cluster, scanner: StreamScanner, r: FetchRange, offset: int) -> int | None:
+    """After OFFSET_OUT_OF_RANGE at ``offset``: the log start to go on from, its offsets below lost
+    (retention or DeleteRecords during the export); None when the rest of ``r`` is lost (said)."""
+    key = (r.topic, r.partition)
+    earliest = cluster.offsets([key], "earliest")[key]
+    if earliest <= offset:  # past the end: the log was truncated below the captured end
+        latest = cluster.offsets([key], "latest")[key]
+        _lose(scanner, r, offset, r.end, f"the log ends at {latest} now (it was truncated)")
+        return None
+    if earliest >= r.end:
+        _lose(scanner, r, offset, r.end, f"deleted during the export (the log starts at {earliest} now)")
+        return None
+    return earliest
 
 
 def _lose(scanner: StreamScanner, r: FetchRange, first: int, end: int, why: str, stops: bool = True) -> None:

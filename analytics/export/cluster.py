@@ -69,7 +69,6 @@ def export_cluster(
 ) -> ExportResult:
     """Export the topics matching ``topics`` (a regex over whole names) of the cluster ``source``
     (``kafka://HOST:PORT[,...]``) to ``out``; returns what was written."""
-    from analytics.spark.fetching import FetchExportTask
     from analytics.spark.session import default_parallelism
 
     started = time.monotonic()
@@ -94,31 +93,11 @@ def export_cluster(
     if coordinator_note:
         say(coordinator_note)
     with publication(out, EXPORT) as run:
-        staging = run.path()
-        errors = run.path("_parts", "parse_errors")
         say(f"exporting {len(captured.partitions)} partitions of cluster {captured.cluster_id}, {offsets:,} offsets "
             f"in {len(ranges)} ranges, {groups} tasks, to {run.store.path()}")
-        if ranges:
-            read = (spark.read.format("kafka-segments").option("table", FetchExportTask.table)
-                    .option("cluster", source).option("ranges", json.dumps([r.to_json() for r in ranges]))
-                    .option("tablesOut", staging).option("errorsOut", errors).option("records", records))
-            if client_config:
-                read = read.option("clientConfig", os.path.abspath(client_config))
-            if share:
-                read = read.option("bytesPerSecond", str(share))
-            read.load(captured.log_dir).repartition(1).write.parquet(run.path("segments"))
-        else:
-            _write_small(run.path("segments"), schema.SEGMENTS.empty_table())
-        _write_small(run.path("producer_snapshots"), pa.Table.from_pylist(producers, schema.PRODUCER_SNAPSHOTS))
-        _write_small(run.path("coordinator_transactions"),
-                     pa.Table.from_pylist(coordinator, schema.COORDINATOR_TRANSACTIONS))
-        _write_small(run.path("cluster_configs"), pa.Table.from_pylist(configs, schema.CLUSTER_CONFIGS))
-        write_missing_tables(run, records)
-        _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
-        _write_small(run.path("log_start_offsets"), pa.Table.from_pylist(
-            [{"topic": p.topic, "partition": p.partition, "log_start_offset": p.log_start,
-              "file": f"{captured.log_dir}/{LOG_START_FILE}"} for p in captured.partitions],
-            schema.LOG_START_OFFSETS))
+        errors = _fetch_segments(spark, run, source, captured.log_dir, ranges, records=records,
+                                 client_config=client_config, share=share)
+        _write_side_tables(run, captured, producers, coordinator, configs, records, errors)
         rows = {t: parquet_rows(run.path(t)) for t in run.written()}
         received = _received(run.path("segments"))
         run.publish({
@@ -128,24 +107,70 @@ def export_cluster(
             "files": len(ranges),
             "input_bytes": received,
             "rows": rows,
-            "cluster": {
-                "cluster_id": captured.cluster_id,
-                "bootstrap": config.bootstrap,
-                "topics": topics,
-                "client_config": os.path.abspath(client_config) if client_config else None,
-                "captured_at_ms": captured.captured_at,
-                "max_bytes_per_second": max_bytes_per_second,
-                "per_broker": per_broker,
-                "partitions": [{"topic": p.topic, "partition": p.partition, "start": p.start, "end": p.end,
-                                "log_start": p.log_start, "leader": p.leader} for p in captured.partitions],
-                "producer_state_unsettled": [f"{t}-{p}" for t, p in unsettled],
-                "coordinator_transactions": coordinator_note or "complete",
-            },
+            "cluster": _cluster_manifest(captured, config.bootstrap, topics, client_config, max_bytes_per_second,
+                                         per_broker, unsettled, coordinator_note),
         })
     seconds = time.monotonic() - started
     say(f"exported {offsets:,} offsets of {len(captured.partitions)} partitions ({received / 1e6:,.1f} MB fetched) "
         f"in {seconds:.1f} s")
     return ExportResult(run.store.path(), run.run_id, len(ranges), received, rows, seconds)
+
+
+def _fetch_segments(spark, run, source: str, log_dir: str, ranges: list, *, records: bool,
+                    client_config: str | None, share: float | None) -> str:
+    """Fetch the ranges in Spark's tasks (the ``kafka-segments`` source writes the batches, records
+    and sidecar tables into the run folder, and one ``segments`` row per range); the folder of the
+    tasks' parse errors."""
+    from analytics.spark.fetching import FetchExportTask
+
+    errors = run.path("_parts", "parse_errors")
+    if not ranges:
+        _write_small(run.path("segments"), schema.SEGMENTS.empty_table())
+        return errors
+    read = (spark.read.format("kafka-segments").option("table", FetchExportTask.table)
+            .option("cluster", source).option("ranges", json.dumps([r.to_json() for r in ranges]))
+            .option("tablesOut", run.path()).option("errorsOut", errors).option("records", records))
+    if client_config:
+        read = read.option("clientConfig", os.path.abspath(client_config))
+    if share:
+        read = read.option("bytesPerSecond", str(share))
+    read.load(log_dir).repartition(1).write.parquet(run.path("segments"))
+    return errors
+
+
+def _write_side_tables(run, captured: Capture, producers: list[dict], coordinator: list[dict], configs: list[dict],
+                       records: bool, errors: str) -> None:
+    """The tables the cluster's answers give (producer state, the coordinator's transactions, configs,
+    log start offsets), the parse errors the tasks found, and the empty tables of a log dir's export."""
+    _write_small(run.path("producer_snapshots"), pa.Table.from_pylist(producers, schema.PRODUCER_SNAPSHOTS))
+    _write_small(run.path("coordinator_transactions"),
+                 pa.Table.from_pylist(coordinator, schema.COORDINATOR_TRANSACTIONS))
+    _write_small(run.path("cluster_configs"), pa.Table.from_pylist(configs, schema.CLUSTER_CONFIGS))
+    write_missing_tables(run, records)
+    _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
+    _write_small(run.path("log_start_offsets"), pa.Table.from_pylist(
+        [{"topic": p.topic, "partition": p.partition, "log_start_offset": p.log_start,
+          "file": f"{captured.log_dir}/{LOG_START_FILE}"} for p in captured.partitions],
+        schema.LOG_START_OFFSETS))
+
+
+def _cluster_manifest(captured: Capture, bootstrap: str, topics: str, client_config: str | None,
+                      max_bytes_per_second: float | None, per_broker: int, unsettled: list,
+                      coordinator_note: str | None) -> dict:
+    """The manifest's ``cluster`` entry: what was captured, how, and what could not be settled."""
+    return {
+        "cluster_id": captured.cluster_id,
+        "bootstrap": bootstrap,
+        "topics": topics,
+        "client_config": os.path.abspath(client_config) if client_config else None,
+        "captured_at_ms": captured.captured_at,
+        "max_bytes_per_second": max_bytes_per_second,
+        "per_broker": per_broker,
+        "partitions": [{"topic": p.topic, "partition": p.partition, "start": p.start, "end": p.end,
+                        "log_start": p.log_start, "leader": p.leader} for p in captured.partitions],
+        "producer_state_unsettled": [f"{t}-{p}" for t, p in unsettled],
+        "coordinator_transactions": coordinator_note or "complete",
+    }
 
 
 def _producer_state(cluster: Cluster, captured: Capture) -> tuple[list[dict], list[tuple[str, int]]]:
