@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 def events_of(folder: Path) -> list[dict]:
     """Every event of the application logged under ``folder`` (Spark 4: a folder of rolled files)."""
     events = []
-    for name in sorted(glob.glob(str(folder / "*" / "events_*"))) or sorted(glob.glob(str(folder / "*"))):
+    for name in sorted(glob.glob(str(folder / "*" / "events_*"))):
         with open(name) as f:
             events.extend(json.loads(line) for line in f)
     return events
