@@ -174,13 +174,17 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
 
 def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed) -> _Written:
-    """Write the replay's tables at once (and the record duplicates, which read records only)."""
+    """Write the replay's tables: the verdicts at once with the tables that do not read the replayed
+    rows (and the record duplicates, which read records only), then ``producer_state``, aggregated
+    from the replayed rows the verdicts' write held. Written beside the verdicts, its tasks took cores
+    only to wait for held blocks the verdicts' tasks were still computing (8 task seconds of a 4M
+    audit on 2 cores), and the join back's scan queued behind them: 2 to 3 s of a 30 to 60 s audit
+    (docs/benchmarks.md)."""
     from analytics.spark.concurrent import concurrently
 
     new_files: list[str] = []
     writes = {
         "batch_verdicts": lambda: target.write_verdicts(replayed.verdicts, plan.linked, new_files),
-        "producer_state": lambda: target.write("producer_state", replayed.producers),
         "partition_state": lambda: target.write("partition_state", replayed.partitions),
         "file_state": lambda: target.write("file_state", _read_by(spark, replayed.files, plan.export_manifest)),
     }
@@ -190,6 +194,7 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
             count_of("kind", DUPLICATE_KINDS))
     try:
         done = concurrently(spark, writes)
+        target.write("producer_state", replayed.producers)
     finally:
         for frame in replayed.held:
             frame.unpersist()
