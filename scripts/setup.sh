@@ -35,4 +35,7 @@ fi
 echo "segaudit setup: installing into .venv (first run takes a minute or two) ..." >&2
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >&2
+# segaudit's Java (the audit's one-pass replay, analytics/audit/java), compiled once against this
+# Spark into ~/.cache/segaudit/jars; without it the audit replays with window functions, just slower.
+.venv/bin/python -m analytics.spark.javacode >/dev/null || true
 echo "$want" > "$stamp"

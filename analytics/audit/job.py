@@ -160,10 +160,10 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
     held: list = []  # what the replay persisted for its result, released once it is written
     if plan.step is None:
-        done = replay(plan.batches, plan.config, plan.log_starts, held)
+        done = replay(plan.batches, plan.config, plan.log_starts, held, one_pass=plan.one_pass)
         return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held)
     step = plan.step
-    done = replay(step.batches, plan.config, plan.log_starts, held, step.prior)
+    done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, one_pass=plan.one_pass)
     files = (done.file_state if step.file_state is None
              else merged(step.file_state, done.file_state, "file_state"))
     verdicts = done.verdicts if plan.linked else done.verdicts.unionByName(

@@ -27,6 +27,7 @@ from analytics.audit.config import AuditConfig
 from analytics.audit.settings import resolved
 from analytics.contract import AUDIT, EXPORT, SUMMARY
 from analytics.publish import published, read_manifest
+from analytics.spark import javacode
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import read_parquet
 from analytics.tuning import DEFAULT_RANGE_BATCHES, FEW_BATCHES, MIB, RANGE_ROW_BYTES
@@ -46,7 +47,9 @@ class AuditPlan:
     """An audit of ``out``: ``config`` (resolved; ``provenance``: where each setting came from), the
     export's manifest and tables it reads, its ``mode``, the audit it continues (``continue_from``,
     ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
-    replay and of the derived tables (``HELD_CONF`` alone or empty: Spark's own planning), and why."""
+    replay and of the derived tables (``HELD_CONF`` alone or empty: Spark's own planning), and why;
+    ``one_pass``: histories in one range are replayed by segaudit's Java pass (the session has it,
+    :mod:`analytics.spark.javacode`), else by the window steps, with the same facts."""
 
     out: str
     config: AuditConfig
@@ -63,6 +66,7 @@ class AuditPlan:
     replay_conf: dict = field(default_factory=dict)
     derived_conf: dict = field(default_factory=dict)
     reason: str = "a full audit"
+    one_pass: bool = False
 
     @property
     def linked(self) -> bool:
@@ -88,7 +92,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
     records = read_parquet(spark, store.path("records")) if store.is_dir("records") else None
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
-                  log_starts=log_starts, records=records)
+                  log_starts=log_starts, records=records, one_pass=javacode.load(spark))
     previous, why = (None, None) if continue_from is None else previous_audit(spark, continue_from, config)
     if previous is None:
         if why:

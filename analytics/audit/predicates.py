@@ -232,8 +232,13 @@ def expiry_point(config: AuditConfig) -> Column:
     producer.id.expiration.ms after its previous one, with no transaction open (a producer with one
     never expires) and one a forgotten producer could send (:func:`taken_when_forgotten`). The
     state since is rebuilt from this batch on."""
-    return (F.col("tracked") & (idle() >= config.expiration_ms) & ~transaction_open()
-            & taken_when_forgotten(config))
+    return expiry_candidate(config) & (idle() >= config.expiration_ms) & ~transaction_open()
+
+
+def expiry_candidate(config: AuditConfig) -> Column:
+    """What :func:`expiry_point` reads of the row alone: a replayed batch a forgotten producer could
+    send (:func:`taken_when_forgotten`)."""
+    return F.col("tracked") & taken_when_forgotten(config)
 
 
 def rebuilt_state_takes() -> Column:

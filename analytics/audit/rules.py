@@ -8,7 +8,9 @@ evaluate are named Column predicates (:mod:`analytics.audit.predicates`), each t
 One shuffle of the replay's columns: rows are partitioned by their offset range (one per history,
 a log dir's topic and partition, unless the history is longer than ``AuditConfig.range_batches``);
 the partition and producer windows cluster on supersets of that key, so Spark reuses the exchange
-and only sorts, on integers, and no task holds more than a range. The rest of ``batches`` joins
+and only sorts, on integers, and no task holds more than a range. A history in one range may instead be
+replayed by one pass in Java over its rows in offset order (``java/HistoryReplay.java``), which adds
+the columns the window steps add, the same values (``tests/test_replay_pass.py``). The rest of ``batches`` joins
 back co-partitioned. Native Column expressions only.
 
 The state before a batch is what the previous visible batches of its producer left: its epoch;
@@ -30,12 +32,17 @@ from pyspark.sql import functions as F
 
 from analytics.audit import carry, ranges, state, steps
 from analytics.audit.config import AuditConfig
+from analytics.audit.predicates import expiry_candidate
 from analytics.audit.ranges import HISTORY, RANGE, TASK
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
+from analytics.spark import javacode
 from analytics.spark.session import default_parallelism
 
 from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES, MIN_TASK_BATCHES
+
+# The column :func:`_in_one_pass` hands the Java pass the expiry point's row-local part in.
+EXPIRY_CANDIDATE = "expiry_candidate"
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
 
 
 def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
-           held: list | None = None, prior: Prior | None = None) -> Replay:
+           held: list | None = None, prior: Prior | None = None, one_pass: bool | None = None) -> Replay:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
     transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
@@ -80,7 +87,9 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     within each range: the partition order and the producer order. When every history is one range
     (up to ``config.range_batches`` batches; unset, ``DEFAULT_RANGE_BATCHES``: the audit's plan sets
     it), the exchange is a hash of the task replaying the range, and the duplicate ranges partition by
-    it too, so nothing else shuffles: :func:`_in_one_range`. Longer
+    it too, so nothing else shuffles: :func:`_in_one_range`; or, with ``one_pass`` (None: when the
+    session has segaudit's Java, :mod:`analytics.spark.javacode`), the same exchange, one sort and
+    one pass over each range computing the same columns: :func:`_in_one_pass`. Longer
     histories are cut into ranges replayed side by side with the state the earlier ranges carry:
     :func:`_in_ranges`. The untracked and corrupt rows ride along in their own groups instead of
     being split off and unioned back (which would scan and shuffle twice). The narrow facts then
@@ -115,7 +124,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts)
     rows = batches.transform(steps.replay_columns(files))
     if (prior is None and not plan.split) or plan.ranges == 0:
-        replayed = _in_one_range(rows, plan, size, config)
+        in_one_pass = javacode.load(rows.sparkSession) if one_pass is None else one_pass
+        replayed = (_in_one_pass if in_one_pass else _in_one_range)(rows, plan, size, config)
     elif not plan.split:
         replayed = _after_prior(rows, config, _prior_ranges(prior, histories))
     else:
@@ -164,6 +174,25 @@ def _in_one_range(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCo
         .transform(steps.running_state(config))
         .transform(steps.sequence_mark)
     )
+
+
+def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig) -> DataFrame:
+    """The facts of :func:`_in_one_range` from one pass over each range in offset order
+    (``java/HistoryReplay.java``): the same exchange of ``task``, one sort of each task's rows by
+    (range, offset) where the windows sort three times, and the producers' state and the copies in
+    maps where the windows run five operators. The Java class reads the window steps' inputs by name and
+    adds their columns; the expiry point's row-local part comes in as a column
+    (:func:`~analytics.audit.predicates.expiry_candidate`)."""
+    from pyspark.sql import DataFrame as Frame
+
+    spark, tasks = rows.sparkSession, _tasks(rows.sparkSession, plan, size)
+    ranged = (
+        rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
+        .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config))
+        .sortWithinPartitions(TASK, RANGE, *ranges.ORDER, "file_id")
+    )
+    replayed = spark._jvm.segaudit.HistoryReplay.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms)
+    return Frame(replayed, spark).drop(EXPIRY_CANDIDATE)
 
 
 def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFrame:

@@ -1,0 +1,345 @@
+// The replay's window facts in one pass over each offset range, as the broker replays a log: the rows
+// of a range in offset order, the partition's running spans, each producer's state in a map and the
+// copies in a map of (producer, epoch, first sequence, last sequence). It computes exactly the columns
+// analytics/audit/steps.py's window steps add (duplicate_ranges, partition_facts, producer_state,
+// running_state, sequence_mark) for rows sorted by (task, rid, base_offset, file_position) whose
+// histories are each one range with nothing carried in: one sort instead of three and no window
+// operator. analytics/audit/replay_pass.py calls it and tests/test_replay_pass.py holds it equal to the
+// windows. Values follow SQL: a null input gives the null or the default the window expression gives.
+package segaudit;
+
+import java.io.Serializable;
+import java.util.HashMap;
+import java.util.Iterator;
+
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.JoinedRow;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+public final class HistoryReplay {
+  static final long SEQ_SPACE = 1L << 31;
+
+  private HistoryReplay() {}
+
+  /** The columns the pass adds, in the order the window steps add them. */
+  public static StructType added() {
+    StructType mark = new StructType().add("run", DataTypes.LongType).add("seq", DataTypes.LongType)
+        .add("offset", DataTypes.LongType);
+    return new StructType()
+        .add("dup_rank", DataTypes.IntegerType).add("dup_original", DataTypes.LongType)
+        .add("cum_holes", DataTypes.LongType).add("partition_first_offset", DataTypes.LongType)
+        .add("offset_overlap", DataTypes.LongType).add("prev_epoch", DataTypes.ShortType)
+        .add("prev_max_timestamp", DataTypes.LongType).add("prev_base_offset", DataTypes.LongType)
+        .add("offset_holes", DataTypes.LongType).add("prev_coordinator_epoch", DataTypes.IntegerType)
+        .add("last_txn_data", DataTypes.LongType).add("last_marker", DataTypes.LongType)
+        .add("prev_data_seq", DataTypes.IntegerType).add("expired_offset", DataTypes.LongType)
+        .add("state_last_seq", DataTypes.IntegerType).add("state_last_off", DataTypes.LongType)
+        .add("epoch_run", DataTypes.LongType).add("seq_wraps", DataTypes.LongType, false)
+        .add("mark", mark);
+  }
+
+  /**
+   * The rows of {@code sorted} (sorted by task, rid, base_offset, file_position within each Spark
+   * partition, every rid in one partition) with {@link #added()}'s columns. {@code expiryTakes}: the
+   * boolean column saying a tracked batch a forgotten producer could send (an expiry point when it
+   * comes at least {@code expirationMs} after its producer's previous batch, no transaction open).
+   */
+  public static Dataset<Row> apply(Dataset<Row> sorted, String expiryTakes, long expirationMs) {
+    StructType in = sorted.schema();
+    StructType out = in;
+    for (var field : added().fields()) {
+      out = out.add(field);
+    }
+    Columns at = new Columns(in, expiryTakes);
+    JavaRDD<InternalRow> rows = sorted.queryExecution().toRdd().toJavaRDD();
+    JavaRDD<InternalRow> replayed = rows.mapPartitions(it -> new Pass(it, at, expirationMs), true);
+    return sorted.sparkSession().internalCreateDataFrame(replayed.rdd(), out, false);
+  }
+
+  /** The input columns the pass reads, by position. */
+  static final class Columns implements Serializable {
+    final int rid, crcValid, base, last, control, transactional, timestamp, epoch, baseSeq, lastSeq;
+    final int coordinator, statePid, expiry;
+
+    Columns(StructType in, String expiryTakes) {
+      rid = in.fieldIndex("rid");
+      crcValid = in.fieldIndex("crc_valid");
+      base = in.fieldIndex("base_offset");
+      last = in.fieldIndex("last_offset");
+      control = in.fieldIndex("is_control");
+      transactional = in.fieldIndex("is_transactional");
+      timestamp = in.fieldIndex("max_timestamp");
+      epoch = in.fieldIndex("producer_epoch");
+      baseSeq = in.fieldIndex("base_sequence");
+      lastSeq = in.fieldIndex("last_sequence");
+      coordinator = in.fieldIndex("coordinator_epoch");
+      statePid = in.fieldIndex("state_pid");
+      expiry = in.fieldIndex(expiryTakes);
+    }
+  }
+
+  /** A partition's valid (or corrupt) batches so far: by partition_facts' window. */
+  static final class Spans {
+    long span;  // the offsets the earlier batches span (their sum; 0 for none)
+    Long top;  // their highest last offset
+    boolean started;
+    Long first;  // the first batch's base offset
+  }
+
+  /** A producer's batches so far in the range: by the producer windows. */
+  static final class Producer {
+    boolean seen;
+    Short prevEpoch;
+    Long prevTimestamp, prevBase, prevCumHoles;
+    Integer coordinator, prevDataSeq, stateSeq;
+    Long lastTxnData, lastMarker, expired, stateOff;
+    long runs;
+    boolean anyRun;
+    long wraps;
+    boolean marked;
+    Long markRun, markSeq, markOffset;
+  }
+
+  /** The copies' key: (state_pid, epoch, base sequence, last sequence), nulls equal as in a window group. */
+  static final class Range {
+    final Long pid;
+    final Short epoch;
+    final Integer baseSeq, lastSeq;
+
+    Range(Long pid, Short epoch, Integer baseSeq, Integer lastSeq) {
+      this.pid = pid;
+      this.epoch = epoch;
+      this.baseSeq = baseSeq;
+      this.lastSeq = lastSeq;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof Range)) {
+        return false;
+      }
+      Range r = (Range) o;
+      return java.util.Objects.equals(pid, r.pid) && java.util.Objects.equals(epoch, r.epoch)
+          && java.util.Objects.equals(baseSeq, r.baseSeq) && java.util.Objects.equals(lastSeq, r.lastSeq);
+    }
+
+    @Override
+    public int hashCode() {
+      int h = pid == null ? 0 : Long.hashCode(pid);
+      h = 31 * h + (epoch == null ? 0 : epoch);
+      h = 31 * h + (baseSeq == null ? 0 : baseSeq);
+      return 31 * h + (lastSeq == null ? 0 : lastSeq);
+    }
+  }
+
+  /** A copy's group so far: its rows and the first one's base offset. */
+  static final class Copies {
+    int rows;
+    Long first;
+  }
+
+  static final class Pass implements Iterator<InternalRow> {
+    final Iterator<InternalRow> rows;
+    final Columns at;
+    final long expirationMs;
+    long rid = Long.MIN_VALUE;
+    boolean started;
+    final Spans[] spans = new Spans[3];  // crc_valid false, true, null
+    final HashMap<Long, Producer> producers = new HashMap<>();
+    final HashMap<Range, Copies> copies = new HashMap<>();
+
+    Pass(Iterator<InternalRow> rows, Columns at, long expirationMs) {
+      this.rows = rows;
+      this.at = at;
+      this.expirationMs = expirationMs;
+    }
+
+    @Override
+    public boolean hasNext() {
+      return rows.hasNext();
+    }
+
+    static Long getLong(InternalRow row, int i) {
+      return row.isNullAt(i) ? null : row.getLong(i);
+    }
+
+    static Integer getInt(InternalRow row, int i) {
+      return row.isNullAt(i) ? null : row.getInt(i);
+    }
+
+    static Boolean getBoolean(InternalRow row, int i) {
+      return row.isNullAt(i) ? null : row.getBoolean(i);
+    }
+
+    static long pmod(long a, long n) {
+      long r = a % n;
+      return r < 0 ? r + n : r;
+    }
+
+    /** Struct order as Spark's max takes it: field by field, null first. */
+    static int compare(Long a, Long b) {
+      if (a == null || b == null) {
+        return a == null ? (b == null ? 0 : -1) : 1;
+      }
+      return Long.compare(a, b);
+    }
+
+    @Override
+    public InternalRow next() {
+      InternalRow row = rows.next();
+      long r = row.getLong(at.rid);
+      if (!started || r != rid) {  // a new range: every state starts empty
+        started = true;
+        rid = r;
+        spans[0] = new Spans();
+        spans[1] = new Spans();
+        spans[2] = new Spans();
+        producers.clear();
+        copies.clear();
+      }
+      Boolean crcValid = getBoolean(row, at.crcValid);
+      Long base = getLong(row, at.base), last = getLong(row, at.last);
+      Boolean control = getBoolean(row, at.control), transactional = getBoolean(row, at.transactional);
+      Boolean data = control == null ? null : !control;
+      Long timestamp = getLong(row, at.timestamp);
+      Short epoch = row.isNullAt(at.epoch) ? null : row.getShort(at.epoch);
+      Integer baseSeq = getInt(row, at.baseSeq), lastSeq = getInt(row, at.lastSeq);
+      Integer coordinator = getInt(row, at.coordinator);
+      Long pid = getLong(row, at.statePid);
+      Boolean expiryTakes = getBoolean(row, at.expiry);
+      Object[] v = new Object[19];
+
+      // duplicate_ranges: the row's rank in its copies' group and the group's first base offset
+      Copies group = copies.computeIfAbsent(new Range(pid, epoch, baseSeq, lastSeq), k -> new Copies());
+      if (group.rows++ == 0) {
+        group.first = base;
+      }
+      if (Boolean.TRUE.equals(data)) {
+        v[0] = group.rows;
+        v[1] = group.first;
+      }
+
+      // partition_facts
+      Spans s = spans[crcValid == null ? 2 : crcValid ? 1 : 0];
+      Long cumHoles = base == null ? null : base - s.span;
+      if (!s.started) {
+        s.started = true;
+        s.first = base;
+      }
+      v[2] = cumHoles;
+      v[3] = s.first;
+      if (Boolean.TRUE.equals(crcValid)) {
+        long overlap = s.top != null && base != null ? s.top - base + 1 : 0;
+        v[4] = Math.max(overlap, 0L);
+      }
+      if (base != null && last != null) {
+        s.span += last - base + 1;
+      }
+      if (last != null && (s.top == null || last > s.top)) {
+        s.top = last;
+      }
+
+      // producer_state: the previous row of the producer, and the latest of some over its earlier rows
+      Producer p = producers.computeIfAbsent(pid, k -> new Producer());
+      Short prevEpoch = p.seen ? p.prevEpoch : null;
+      Long prevTimestamp = p.seen ? p.prevTimestamp : null;
+      Long prevCumHoles = p.seen ? p.prevCumHoles : null;
+      v[5] = prevEpoch;
+      v[6] = prevTimestamp;
+      v[7] = p.seen ? p.prevBase : null;
+      v[8] = cumHoles == null || prevCumHoles == null ? null : cumHoles - prevCumHoles;
+      v[9] = p.coordinator;
+      Long lastTxnData = p.lastTxnData, lastMarker = p.lastMarker;
+      Integer prevDataSeq = p.prevDataSeq;
+      v[10] = lastTxnData;
+      v[11] = lastMarker;
+      v[12] = prevDataSeq;
+
+      // running_state
+      Boolean epochChanged = prevEpoch == null ? Boolean.TRUE : epoch == null ? null : !epoch.equals(prevEpoch);
+      Long idle = timestamp == null || prevTimestamp == null ? null : timestamp - prevTimestamp;
+      boolean txnOpen = lastTxnData != null && (lastMarker == null || lastTxnData > lastMarker);
+      if (Boolean.TRUE.equals(expiryTakes) && idle != null && idle >= expirationMs && !txnOpen && base != null) {
+        p.expired = base;
+      }
+      v[13] = p.expired;
+      Integer sequenceLeft = null;
+      Long offsetLeft = null;
+      if (Boolean.TRUE.equals(data)) {
+        sequenceLeft = lastSeq;
+        offsetLeft = last;
+      } else if (Boolean.TRUE.equals(epochChanged)) {
+        sequenceLeft = -1;
+        offsetLeft = -1L;
+      }
+      v[14] = p.stateSeq;
+      v[15] = p.stateOff;
+      if (sequenceLeft != null) {
+        p.stateSeq = sequenceLeft;
+      }
+      if (offsetLeft != null) {
+        p.stateOff = offsetLeft;
+      }
+      if (epochChanged != null) {
+        p.anyRun = true;
+        p.runs += epochChanged ? 1 : 0;
+      }
+      Long epochRun = p.anyRun ? p.runs : null;
+      v[16] = epochRun;
+      if (Boolean.TRUE.equals(data) && prevDataSeq != null && lastSeq != null) {
+        long step = pmod((long) lastSeq - prevDataSeq, SEQ_SPACE);
+        if (step > SEQ_SPACE / 2) {
+          step -= SEQ_SPACE;
+        }
+        p.wraps += (prevDataSeq + step - lastSeq) / SEQ_SPACE;
+      }
+      v[17] = p.wraps;
+
+      // sequence_mark: the max over the earlier data rows of (epoch run, sequence on the line, last offset)
+      if (p.marked) {
+        v[18] = new GenericInternalRow(new Object[] {p.markRun, p.markSeq, p.markOffset});
+      }
+      if (Boolean.TRUE.equals(data)) {
+        Long seq = lastSeq == null ? null : lastSeq + p.wraps * SEQ_SPACE;
+        int c = !p.marked ? 1 : compare(epochRun, p.markRun);
+        if (c == 0) {
+          c = compare(seq, p.markSeq);
+        }
+        if (c == 0) {
+          c = compare(last, p.markOffset);
+        }
+        if (c > 0) {
+          p.marked = true;
+          p.markRun = epochRun;
+          p.markSeq = seq;
+          p.markOffset = last;
+        }
+      }
+
+      // what this row leaves for the producer's next
+      p.seen = true;
+      p.prevEpoch = epoch;
+      p.prevTimestamp = timestamp;
+      p.prevBase = base;
+      p.prevCumHoles = cumHoles;
+      if (coordinator != null && (p.coordinator == null || coordinator > p.coordinator)) {
+        p.coordinator = coordinator;
+      }
+      if (Boolean.TRUE.equals(data) && Boolean.TRUE.equals(transactional) && base != null) {
+        p.lastTxnData = base;
+      }
+      if (Boolean.TRUE.equals(control) && base != null) {
+        p.lastMarker = base;
+      }
+      if (Boolean.TRUE.equals(data) && lastSeq != null) {
+        p.prevDataSeq = lastSeq;
+      }
+      return new JoinedRow(row, new GenericInternalRow(v));
+    }
+  }
+}

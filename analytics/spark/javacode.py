@@ -1,0 +1,133 @@
+"""segaudit's own Java: compiled once against the Spark that runs it, and loaded into a session.
+
+Some work is a pass over Spark's internal rows that no DataFrame operator does as cheaply (the
+audit's replay of each history in offset order, ``analytics/audit/java``). Its source ships in the
+package. :func:`jar` compiles it with Eclipse's compiler for Java (ecj, fetched once from Maven
+Central through :mod:`analytics.spark.maven`: it runs on the JRE Spark needs, no JDK) against the
+jars of the installed Spark, into ``segaudit-<hash>.jar`` in the jar cache, where the hash covers
+the sources, the Spark jars' names and the compiler: built once per installation (``scripts/setup.sh``
+builds it), later calls only look. :func:`load` adds the jar to a classic session's driver and
+executors.
+
+Nothing here is required: without the jar (no network for the compiler, a Spark whose classes the
+source does not compile against) or over Spark Connect (no JVM of the client's own), :func:`load`
+says no and the caller runs the same work as DataFrame operations, which give the same results
+(``tests/test_replay_pass.py``). ``python -m analytics.spark.javacode`` builds the jar and says where.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from analytics.spark import maven
+
+# Eclipse's compiler, the newest release that runs on Java 17 (3.38 on needs Java 21).
+ECJ = "org.eclipse.jdt:ecj:3.37.0"
+SOURCES = sorted((Path(__file__).resolve().parent.parent / "audit" / "java").glob("*.java"))
+# The jar each SparkContext has (the context's id -> the jar), so a jar is added once.
+_loaded: dict[int, Path] = {}
+# Why the last :func:`jar` or :func:`load` said no (``python -m analytics.spark.javacode`` prints it).
+why_not: list[str] = []
+
+
+def jar(spark_jars: Path | None = None, *, build: bool = True) -> Path | None:
+    """segaudit's jar for the Spark whose jars are ``spark_jars`` (the installed one's when not
+    given), built when missing and ``build``; None when it cannot be (the reason is logged)."""
+    from analytics.spark.session import check_java, spark_jars as installed
+
+    folder = spark_jars or installed()
+    key = hashlib.sha256()
+    for source in SOURCES:
+        key.update(source.name.encode() + b"\0" + source.read_bytes())
+    key.update(ECJ.encode() + "\0".join(sorted(p.name for p in folder.glob("*.jar"))).encode())
+    target = maven.cache_dir() / f"segaudit-{key.hexdigest()[:20]}.jar"
+    if target.is_file() or not build:
+        return target if target.is_file() else None
+    try:
+        compiler = maven.jars([ECJ], "Eclipse's Java compiler")[0]
+        _compile(check_java()[0], compiler, folder, target)
+    except (OSError, maven.FetchFailed, subprocess.CalledProcessError) as e:
+        why_not[:] = [f"segaudit's Java was not built: {_reason(e)}"]
+        return None
+    return target
+
+
+def _compile(java: str, compiler: Path, spark_jars: Path, target: Path) -> None:
+    """The sources compiled for Java 17 into ``target``, through a temporary file renamed when whole."""
+    with tempfile.TemporaryDirectory(prefix="segaudit-javac-") as scratch:
+        classes = Path(scratch) / "classes"
+        done = subprocess.run(
+            [java, "-jar", str(compiler), "-17", "-nowarn", "-encoding", "UTF-8",
+             "-cp", os.pathsep.join(str(p) for p in sorted(spark_jars.glob("*.jar"))),
+             "-d", str(classes), *map(str, SOURCES)],
+            capture_output=True, text=True)
+        if done.returncode != 0:
+            raise subprocess.CalledProcessError(done.returncode, "ecj", done.stdout, done.stderr)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+        try:
+            with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
+                for path in sorted(classes.rglob("*.class")):
+                    archive.write(path, path.relative_to(classes).as_posix())
+            os.replace(temporary, target)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+
+
+def load(spark) -> bool:
+    """Whether segaudit's classes are in ``spark`` (a classic session): added to its driver's class
+    loader and to its executors (``SparkContext.addJar``) the first time."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return False
+    context = spark.sparkContext
+    if id(context) in _loaded:
+        return True
+    found = jar()
+    if found is None:
+        return False
+    jvm = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        loader.addURL(jvm.java.io.File(str(found)).toURI().toURL())  # Spark's MutableURLClassLoader
+        context._jsc.sc().addJar(str(found))
+        jvm.java.lang.Class.forName("segaudit.HistoryReplay", True, loader)
+    except Exception as e:  # noqa: BLE001 - a driver whose loader takes no jar: the caller's DataFrame form then
+        why_not[:] = [f"segaudit's Java was not loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}"]
+        return False
+    _loaded[id(context)] = found
+    return True
+
+
+def _reason(error: Exception) -> str:
+    """One line of why a build failed: the compiler's first error line, or the error's."""
+    if isinstance(error, subprocess.CalledProcessError):
+        lines = [line for line in f"{error.stdout or ''}{error.stderr or ''}".splitlines() if line.strip()]
+        return f"the compiler failed: {lines[0] if lines else error.returncode}"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def main() -> int:
+    """Build the jar (``scripts/setup.sh``): its path on stdout, or on stderr why there is none
+    (the audit then replays with window functions; never an error)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print("segaudit setup: no java on PATH yet: segaudit's Java is built at the first audit", file=sys.stderr)
+        return 0
+    built = jar()
+    if built is None:
+        print(f"segaudit setup: {why_not[0]} (the audit replays with window functions)", file=sys.stderr)
+    else:
+        print(built)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

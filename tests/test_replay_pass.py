@@ -1,0 +1,92 @@
+"""The Java pass (``analytics/audit/java/HistoryReplay.java``) against the window steps it stands in
+for: built and loaded into the session, and on the same rows the same columns, of the same types,
+with the same values: random histories under random configurations, and every generated scenario's
+export."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analytics.audit.config import AuditConfig
+from analytics.spark import javacode
+from tests.test_audit_differential import MARK_CASES, _producer_rows, _spark_schema, history
+
+pytestmark = pytest.mark.spark
+
+
+def _replayed(batches, config: AuditConfig, one_pass: bool):
+    """What the replay computes before its row facts, every history in one range: by the Java pass
+    or by the windows (``rules._in_one_pass``, ``rules._in_one_range``)."""
+    from pyspark.sql import functions as F
+
+    from analytics.audit import ranges, rules, state, steps
+
+    size = 10**9
+    dictionary = ranges.file_dictionary(batches, size, state.per_file()).localCheckpoint()
+    plan = ranges.plan(dictionary)
+    files = F.broadcast(dictionary.select("file", ranges.HISTORY, "file_id", "rid0", "bounds"))
+    rows = batches.transform(steps.replay_columns(files))
+    return (rules._in_one_pass if one_pass else rules._in_one_range)(rows, plan, size, config)
+
+
+def _assert_same(batches, config: AuditConfig):
+    """The two replays of ``batches`` hold the same rows; the windows' rows, held."""
+    windows, one_pass = _replayed(batches, config, False).cache(), _replayed(batches, config, True)
+    assert one_pass.schema.simpleString() == windows.schema.simpleString()
+    left, right = windows.exceptAll(one_pass).collect(), one_pass.exceptAll(windows).collect()
+    assert (left, right) == ([], [])
+    return windows
+
+
+def test_the_java_pass_is_built_and_loaded(spark):
+    assert javacode.load(spark), javacode.why_not
+    assert javacode.jar(build=False) is not None
+    assert javacode.load(spark)  # once per session: the second call only looks
+
+
+@given(st.tuples(*[history(f"t{i}") for i in range(12)]), st.data())
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_random_histories_get_the_facts_the_windows_give(spark, histories, data):
+    assert javacode.load(spark), javacode.why_not
+    rows = [r for h in histories for r in h]
+    config = AuditConfig(profile=data.draw(st.sampled_from(["4.x", "2.4", "0.11"])),
+                         producer_id_expiration_ms=data.draw(st.sampled_from([2_000, None])))
+    assert _assert_same(spark.createDataFrame(rows, schema=_spark_schema()), config).count() == len(rows)
+
+
+def test_every_scenario_gets_the_facts_the_windows_give(spark, audited):
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    assert javacode.load(spark), javacode.why_not
+    frames = [spark.read.parquet(f"{audited[name][1]}/batches") for name in audited]
+    # and a second copy of a log's segments beside the first, one byte further on: every offset twice
+    clean = frames[list(audited).index("clean")]
+    frames.append(clean.withColumn("file", F.concat("file", F.lit(".copy")))
+                  .withColumn("file_position", F.col("file_position") + 1))
+    # and producers whose sequences cross INT_MAX between batches, forward and back
+    frames.append(spark.createDataFrame([r for topic, (b, _) in MARK_CASES.items() for r in _producer_rows(topic, b)],
+                                        schema=_spark_schema()))
+    batches = reduce(lambda a, b: a.unionByName(b), frames)
+    # expiry points in every scenario whose producers pause (a second, not the broker's week)
+    replayed = _assert_same(batches, AuditConfig(producer_id_expiration_ms=1_000))
+    facts = replayed.agg(*(F.sum(c.cast("int")).alias(name) for name, c in {
+        "rows": F.lit(True), "copies": F.col("dup_rank") > 1, "overlaps": F.col("offset_overlap") > 0,
+        "expired": F.col("expired_offset").isNotNull(), "wraps": F.col("seq_wraps") != 0,
+        "corrupt": ~F.col("crc_valid"), "marked": F.col("mark").isNotNull(),
+        "coordinated": F.col("prev_coordinator_epoch").isNotNull(), "runs": F.col("epoch_run") > 1,
+    }.items())).first().asDict()
+    assert facts["rows"] == batches.count() > 500
+    assert [name for name in facts if not facts[name]] == []  # the scenarios reach every kind of fact
+
+
+def test_the_audit_of_an_export_replays_in_one_pass_when_the_session_has_the_jar(spark, audited):
+    from analytics.audit.config import load_config
+    from analytics.audit.plan import audit_plan
+
+    generated, out = audited["clean"]
+    assert audit_plan(spark, out, load_config(generated.truth_dir / "audit.toml")).one_pass
