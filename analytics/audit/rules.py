@@ -43,6 +43,10 @@ from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES
 
 # The column :func:`_in_one_pass` hands the Java pass the expiry point's row-local part in.
 EXPIRY_CANDIDATE = "expiry_candidate"
+# The order of a task's rows in the Java pass: each range's rows together, in offset order (a task
+# holds one ``task`` value; a range one topic), topic first, so that the write of ``batch_verdicts``,
+# partitioned by topic, finds its rows in order and sorts nothing (the pass says it keeps the order).
+ONE_PASS_ORDER = ("topic", RANGE, *ranges.ORDER, "file_id")
 
 
 @dataclass(frozen=True)
@@ -122,16 +126,19 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
     histories = dictionary.select(HISTORY, *HISTORY_KEY).distinct()
     starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts)
-    rows = batches.transform(steps.replay_columns(files))
-    if (prior is None and not plan.split) or plan.ranges == 0:
-        in_one_pass = javacode.load(rows.sparkSession) if one_pass is None else one_pass
-        replayed = (_in_one_pass if in_one_pass else _in_one_range)(rows, plan, size, config)
+    one_range = (prior is None and not plan.split) or plan.ranges == 0
+    in_one_pass = one_range and (javacode.load(batches.sparkSession) if one_pass is None else one_pass)
+    rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass))
+    if in_one_pass:
+        replayed = _in_one_pass(rows, plan, size, config)
+    elif one_range:
+        replayed = _in_one_range(rows, plan, size, config)
     elif not plan.split:
         replayed = _after_prior(rows, config, _prior_ranges(prior, histories))
     else:
         replayed = _in_ranges(rows, plan, size, config, [] if held is None else held,
                               None if prior is None else _prior_ranges(prior, histories))
-    if held is not None:  # read twice: for the verdicts and for the state
+    if held is not None and not in_one_pass:  # read twice: for the verdicts and for the state
         if plan.batches >= HOLD_BATCHES:
             replayed = replayed.persist()
             held.append(replayed)
@@ -145,9 +152,10 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .transform(steps.conflicts)
         .transform(steps.explanations(config))
     )
+    if not in_one_pass:
+        facts = facts.transform(steps.join_back(batches, files.drop("rid0", "bounds")))
     verdicts = (
-        facts.transform(steps.join_back(batches, files.drop("rid0", "bounds")))
-        .transform(steps.severity_and_text(config))
+        facts.transform(steps.severity_and_text(config))
         .select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
     )
     producers, partitions, files_state = state.left_by(
@@ -189,9 +197,10 @@ def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCon
     ranged = (
         rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
         .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config))
-        .sortWithinPartitions(TASK, RANGE, *ranges.ORDER, "file_id")
+        .sortWithinPartitions(*ONE_PASS_ORDER)
     )
-    replayed = spark._jvm.segaudit.HistoryReplay.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms)
+    replayed = spark._jvm.segaudit.HistoryReplay.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
+                                                       list(ONE_PASS_ORDER))
     return Frame(replayed, spark).drop(EXPIRY_CANDIDATE)
 
 

@@ -9,17 +9,34 @@
 package segaudit;
 
 import java.io.Serializable;
+import java.lang.reflect.Constructor;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.List;
 
 import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Ascending$;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.JoinedRow;
+import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
+import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning;
+import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
+import scala.Option;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
 
 public final class HistoryReplay {
   static final long SEQ_SPACE = 1L << 31;
@@ -49,7 +66,8 @@ public final class HistoryReplay {
    * boolean column saying a tracked batch a forgotten producer could send (an expiry point when it
    * comes at least {@code expirationMs} after its producer's previous batch, no transaction open).
    */
-  public static Dataset<Row> apply(Dataset<Row> sorted, String expiryTakes, long expirationMs) {
+  public static Dataset<Row> apply(Dataset<Row> sorted, String expiryTakes, long expirationMs, List<String> sortedBy)
+      throws ReflectiveOperationException {
     StructType in = sorted.schema();
     StructType out = in;
     for (var field : added().fields()) {
@@ -58,7 +76,41 @@ public final class HistoryReplay {
     Columns at = new Columns(in, expiryTakes);
     JavaRDD<InternalRow> rows = sorted.queryExecution().toRdd().toJavaRDD();
     JavaRDD<InternalRow> replayed = rows.mapPartitions(it -> new Pass(it, at, expirationMs), true);
-    return sorted.sparkSession().internalCreateDataFrame(replayed.rdd(), out, false);
+    return ordered(sorted.sparkSession(), replayed.rdd(), out, sortedBy);
+  }
+
+  /**
+   * The rows of {@code rdd} as a Dataset of schema {@code out} whose plan says that each partition's
+   * rows are sorted by the columns {@code sortedBy} (ascending, nulls first), as they come: a write
+   * partitioned by the first of them then needs no sort of its own. Spark's LogicalRDD takes the
+   * ordering; its constructor's later parameters (a stream, the session, statistics) differ between
+   * Spark versions, so it is called by their types.
+   */
+  static Dataset<Row> ordered(SparkSession session, RDD<InternalRow> rdd, StructType out, List<String> sortedBy)
+      throws ReflectiveOperationException {
+    Seq<AttributeReference> output = DataTypeUtils.toAttributes(out);
+    List<AttributeReference> columns = CollectionConverters.asJava(output);
+    List<SortOrder> ordering = new ArrayList<>();
+    Seq<Expression> none = seq(new ArrayList<Expression>());
+    for (String name : sortedBy) {
+      ordering.add(new SortOrder(columns.get(out.fieldIndex(name)), Ascending$.MODULE$, NullsFirst$.MODULE$, none));
+    }
+    Constructor<?> make = LogicalRDD.class.getConstructors()[0];
+    Object[] args = new Object[make.getParameterCount()];
+    Class<?>[] types = make.getParameterTypes();
+    args[0] = output;
+    args[1] = rdd;
+    args[2] = new UnknownPartitioning(0);
+    args[3] = seq(ordering);
+    args[4] = false;
+    for (int i = 5; i < args.length; i++) {
+      args[i] = types[i].isAssignableFrom(SparkSession.class) ? session : Option.empty();
+    }
+    return Dataset.ofRows(session, (LogicalPlan) make.newInstance(args));
+  }
+
+  static <T> Seq<T> seq(List<T> items) {
+    return scala.collection.immutable.List$.MODULE$.from(CollectionConverters.asScala(items));
   }
 
   /** The input columns the pass reads, by position. */
