@@ -90,3 +90,19 @@ def test_the_audit_of_an_export_replays_in_one_pass_when_the_session_has_the_jar
 
     generated, out = audited["clean"]
     assert audit_plan(spark, out, load_config(generated.truth_dir / "audit.toml")).one_pass
+
+
+def test_copies_are_found_across_the_growth_of_the_pass_tables_and_each_range_starts_empty(spark):
+    """Thousands of sequence ranges in one history (the pass's table of copies grows several times
+    while it holds them), then copies of the first ones; and a second history with the same
+    producer id and sequences, which is no copy of the first's."""
+    from tests.test_audit_differential import _row
+
+    rows = []
+    for topic in ("a", "b"):
+        offsets = range(10_000)
+        rows += [_row(topic, o, 1, pid=7, epoch=0, seq=o, ts=1_000 + o) for o in offsets]
+        rows += [_row(topic, 10_000 + i, 1, pid=7, epoch=0, seq=i * 997, ts=20_000 + i) for i in range(10)]
+    replayed = _assert_same(spark.createDataFrame(rows, schema=_spark_schema()), AuditConfig())
+    copies = sorted(r["dup_original"] for r in replayed.where("dup_rank > 1").collect())
+    assert copies == sorted([i * 997 for i in range(10)] * 2)

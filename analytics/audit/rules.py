@@ -37,7 +37,7 @@ from analytics.audit.ranges import HISTORY, RANGE, TASK
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark import javacode
-from analytics.spark.session import default_parallelism
+from analytics.spark.session import default_parallelism, settings
 
 from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES, MIN_TASK_BATCHES
 
@@ -47,6 +47,12 @@ EXPIRY_CANDIDATE = "expiry_candidate"
 # holds one ``task`` value; a range one topic), topic first, so that the write of ``batch_verdicts``,
 # partitioned by topic, finds its rows in order and sorts nothing (the pass says it keeps the order).
 ONE_PASS_ORDER = ("topic", RANGE, *ranges.ORDER, "file_id")
+# The Java pass reads its input as the RDD of the input's physical plan. Under adaptive execution
+# that plan runs its shuffle when the RDD is asked for (to re-plan what follows it), so the exchange
+# would run as the replay is planned, alone; planned without it (its exchange has a fixed count of
+# partitions, nothing to adapt) it runs in the first job that reads the pass, beside the other
+# writes, and a later job reading the pass again reuses its shuffle files.
+LAZY_PLAN_CONF = {"spark.sql.adaptive.enabled": "false"}
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
     )
     producers, partitions, files_state = state.left_by(
-        replayed, histories, dictionary.select("file", HISTORY, *state.per_file()), starts)
+        replayed, histories, dictionary.select("file", HISTORY, *state.per_file()),
+        starts)
     return Replay(verdicts, producers, partitions, files_state)
 
 
@@ -194,13 +201,16 @@ def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCon
     from pyspark.sql import DataFrame as Frame
 
     spark, tasks = rows.sparkSession, _tasks(rows.sparkSession, plan, size)
+    if not javacode.load(spark):  # the caller asked for it where the session cannot have it
+        raise RuntimeError(f"the one-pass replay needs segaudit's Java: {'; '.join(javacode.why_not)}")
     ranged = (
         rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
         .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config))
         .sortWithinPartitions(*ONE_PASS_ORDER)
     )
-    replayed = spark._jvm.segaudit.HistoryReplay.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
-                                                       list(ONE_PASS_ORDER))
+    with settings(spark, LAZY_PLAN_CONF):  # the Java pass takes the plan's RDD: planned, not run
+        replayed = spark._jvm.segaudit.HistoryReplay.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
+                                                           list(ONE_PASS_ORDER))
     return Frame(replayed, spark).drop(EXPIRY_CANDIDATE)
 
 

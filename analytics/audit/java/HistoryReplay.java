@@ -26,6 +26,7 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.SpecificInternalRow;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning;
 import org.apache.spark.sql.catalyst.types.DataTypeUtils;
@@ -157,42 +158,87 @@ public final class HistoryReplay {
     Long markRun, markSeq, markOffset;
   }
 
-  /** The copies' key: (state_pid, epoch, base sequence, last sequence), nulls equal as in a window group. */
-  static final class Range {
-    final Long pid;
-    final Short epoch;
-    final Integer baseSeq, lastSeq;
+  /**
+   * The copies' groups of a range: (state_pid, epoch, base sequence, last sequence), a null a value of
+   * its own as in a window group, to the rows seen and the first one's base offset. Open addressing
+   * over arrays: a range may hold millions of groups, and an object per group would make each of
+   * them garbage the collector copies. Emptied for the next range by a new generation, not a fill.
+   */
+  static final class CopyTable {
+    int capacity = 1 << 12, size, generation = 1;
+    long[] pids = new long[capacity], sequences = new long[capacity], firsts = new long[capacity];
+    short[] epochs = new short[capacity];
+    byte[] nulls = new byte[capacity], firstNulls = new byte[capacity];
+    int[] rows = new int[capacity], stamps = new int[capacity];
 
-    Range(Long pid, Short epoch, Integer baseSeq, Integer lastSeq) {
-      this.pid = pid;
-      this.epoch = epoch;
-      this.baseSeq = baseSeq;
-      this.lastSeq = lastSeq;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      if (!(o instanceof Range)) {
-        return false;
+    void clear() {
+      size = 0;
+      if (++generation == Integer.MAX_VALUE) {
+        java.util.Arrays.fill(stamps, 0);
+        generation = 1;
       }
-      Range r = (Range) o;
-      return java.util.Objects.equals(pid, r.pid) && java.util.Objects.equals(epoch, r.epoch)
-          && java.util.Objects.equals(baseSeq, r.baseSeq) && java.util.Objects.equals(lastSeq, r.lastSeq);
     }
 
-    @Override
-    public int hashCode() {
-      int h = pid == null ? 0 : Long.hashCode(pid);
-      h = 31 * h + (epoch == null ? 0 : epoch);
-      h = 31 * h + (baseSeq == null ? 0 : baseSeq);
-      return 31 * h + (lastSeq == null ? 0 : lastSeq);
+    static int hash(long pid, long sequences, short epoch, byte nulls) {
+      long h = pid * 0x9E3779B97F4A7C15L ^ sequences * 0xC2B2AE3D27D4EB4FL ^ (epoch * 31L + nulls) * 0x165667B19E3779F9L;
+      h ^= h >>> 29;
+      h *= 0xBF58476D1CE4E5B9L;
+      return (int) (h ^ (h >>> 32));
     }
-  }
 
-  /** A copy's group so far: its rows and the first one's base offset. */
-  static final class Copies {
-    int rows;
-    Long first;
+    /** The group's slot, a new one (no rows) when the range has not seen the key. */
+    int slot(long pid, long sequences, short epoch, byte nulls) {
+      if (2 * (size + 1) > capacity) {
+        grow();
+      }
+      int at = hash(pid, sequences, epoch, nulls) & (capacity - 1);
+      while (stamps[at] == generation) {
+        if (pids[at] == pid && this.sequences[at] == sequences && epochs[at] == epoch && this.nulls[at] == nulls) {
+          return at;
+        }
+        at = (at + 1) & (capacity - 1);
+      }
+      stamps[at] = generation;
+      pids[at] = pid;
+      this.sequences[at] = sequences;
+      epochs[at] = epoch;
+      this.nulls[at] = nulls;
+      rows[at] = 0;
+      size++;
+      return at;
+    }
+
+    void grow() {
+      CopyTable bigger = new CopyTable();
+      bigger.capacity = capacity * 2;
+      bigger.pids = new long[bigger.capacity];
+      bigger.sequences = new long[bigger.capacity];
+      bigger.firsts = new long[bigger.capacity];
+      bigger.epochs = new short[bigger.capacity];
+      bigger.nulls = new byte[bigger.capacity];
+      bigger.firstNulls = new byte[bigger.capacity];
+      bigger.rows = new int[bigger.capacity];
+      bigger.stamps = new int[bigger.capacity];
+      for (int i = 0; i < capacity; i++) {
+        if (stamps[i] == generation) {
+          int at = bigger.slot(pids[i], sequences[i], epochs[i], nulls[i]);
+          bigger.rows[at] = rows[i];
+          bigger.firsts[at] = firsts[i];
+          bigger.firstNulls[at] = firstNulls[i];
+        }
+      }
+      capacity = bigger.capacity;
+      size = bigger.size;
+      generation = bigger.generation;
+      pids = bigger.pids;
+      sequences = bigger.sequences;
+      firsts = bigger.firsts;
+      epochs = bigger.epochs;
+      nulls = bigger.nulls;
+      firstNulls = bigger.firstNulls;
+      rows = bigger.rows;
+      stamps = bigger.stamps;
+    }
   }
 
   static final class Pass implements Iterator<InternalRow> {
@@ -203,7 +249,10 @@ public final class HistoryReplay {
     boolean started;
     final Spans[] spans = new Spans[3];  // crc_valid false, true, null
     final HashMap<Long, Producer> producers = new HashMap<>();
-    final HashMap<Range, Copies> copies = new HashMap<>();
+    final CopyTable copies = new CopyTable();
+    // the added columns, refilled each row, and the row out: the consumer copies a row before the next
+    final SpecificInternalRow added = new SpecificInternalRow(added());
+    final JoinedRow joined = new JoinedRow();
 
     Pass(Iterator<InternalRow> rows, Columns at, long expirationMs) {
       this.rows = rows;
@@ -267,13 +316,17 @@ public final class HistoryReplay {
       Object[] v = new Object[19];
 
       // duplicate_ranges: the row's rank in its copies' group and the group's first base offset
-      Copies group = copies.computeIfAbsent(new Range(pid, epoch, baseSeq, lastSeq), k -> new Copies());
-      if (group.rows++ == 0) {
-        group.first = base;
+      byte nulls = (byte) ((pid == null ? 1 : 0) | (epoch == null ? 2 : 0) | (baseSeq == null ? 4 : 0)
+          | (lastSeq == null ? 8 : 0));
+      long sequences = ((long) (baseSeq == null ? 0 : baseSeq) << 32) | ((lastSeq == null ? 0 : lastSeq) & 0xFFFFFFFFL);
+      int group = copies.slot(pid == null ? 0 : pid, sequences, epoch == null ? 0 : epoch, nulls);
+      if (copies.rows[group]++ == 0) {
+        copies.firsts[group] = base == null ? 0 : base;
+        copies.firstNulls[group] = (byte) (base == null ? 1 : 0);
       }
       if (Boolean.TRUE.equals(data)) {
-        v[0] = group.rows;
-        v[1] = group.first;
+        v[0] = copies.rows[group];
+        v[1] = copies.firstNulls[group] != 0 ? null : copies.firsts[group];
       }
 
       // partition_facts
@@ -391,7 +444,10 @@ public final class HistoryReplay {
       if (Boolean.TRUE.equals(data) && lastSeq != null) {
         p.prevDataSeq = lastSeq;
       }
-      return new JoinedRow(row, new GenericInternalRow(v));
+      for (int i = 0; i < v.length; i++) {
+        added.update(i, v[i]);
+      }
+      return joined.apply(row, added);
     }
   }
 }
