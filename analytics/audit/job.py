@@ -175,11 +175,13 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
 def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed) -> _Written:
     """Write the replay's tables: the verdicts at once with the tables that do not read the replayed
-    rows (and the record duplicates, which read records only), then ``producer_state``, aggregated
-    from the replayed rows the verdicts' write held. Written beside the verdicts, its tasks took cores
-    only to wait for held blocks the verdicts' tasks were still computing (8 task seconds of a 4M
-    audit on 2 cores), and the join back's scan queued behind them: 2 to 3 s of a 30 to 60 s audit
-    (docs/benchmarks.md)."""
+    rows (and the record duplicates, which read records only), and ``producer_state``, aggregated
+    from the replayed rows: beside the verdicts when the replay holds nothing (the one pass, whose
+    shuffle the two jobs share: the state's tasks take the cores the verdicts' last tasks leave
+    idle), after them when the verdicts' write holds the rows. Written beside a held replay, its
+    tasks took cores only to wait for held blocks the verdicts' tasks were still computing (8 task
+    seconds of a 4M audit on 2 cores), and the join back's scan queued behind them: 2 to 3 s of a 30
+    to 60 s audit (docs/benchmarks.md)."""
     from analytics.spark.concurrent import concurrently
 
     new_files: list[str] = []
@@ -192,9 +194,12 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
         writes["record_duplicates"] = lambda: target.write_counted(
             "record_duplicates", tables.record_duplicates(plan.records, plan.config.dedup_key, plan.batches),
             count_of("kind", DUPLICATE_KINDS))
+    if not replayed.held:
+        writes["producer_state"] = lambda: target.write("producer_state", replayed.producers)
     try:
         done = concurrently(spark, writes)
-        target.write("producer_state", replayed.producers)
+        if replayed.held:
+            target.write("producer_state", replayed.producers)
     finally:
         for frame in replayed.held:
             frame.unpersist()

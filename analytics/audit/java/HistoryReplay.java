@@ -1,11 +1,12 @@
 // The replay's window facts in one pass over each offset range, as the broker replays a log: the rows
 // of a range in offset order, the partition's running spans, each producer's state in a map and the
-// copies in a map of (producer, epoch, first sequence, last sequence). It computes exactly the columns
+// copies in a table of (producer, epoch, first sequence, last sequence). It adds exactly the columns
 // analytics/audit/steps.py's window steps add (duplicate_ranges, partition_facts, producer_state,
-// running_state, sequence_mark) for rows sorted by (task, rid, base_offset, file_position) whose
-// histories are each one range with nothing carried in: one sort instead of three and no window
-// operator. analytics/audit/replay_pass.py calls it and tests/test_replay_pass.py holds it equal to the
-// windows. Values follow SQL: a null input gives the null or the default the window expression gives.
+// running_state, sequence_mark) to rows sorted within each task by (topic, rid, base_offset,
+// file_position, file_id) whose histories are each one range with nothing carried in: one sort
+// instead of three and no window operator. analytics/audit/rules.py (_in_one_pass) calls it;
+// tests/test_replay_pass.py holds it equal to the windows. Values follow SQL: a null input gives the
+// null or the default the window expression gives.
 package segaudit;
 
 import java.io.Serializable;
