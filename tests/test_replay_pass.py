@@ -106,3 +106,27 @@ def test_copies_are_found_across_the_growth_of_the_pass_tables_and_each_range_st
     replayed = _assert_same(spark.createDataFrame(rows, schema=_spark_schema()), AuditConfig())
     copies = sorted(r["dup_original"] for r in replayed.where("dup_rank > 1").collect())
     assert copies == sorted([i * 997 for i in range(10)] * 2)
+
+
+def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
+    """Every scenario's ``batch_verdicts`` (every column: the one pass carries them through, the
+    windows join them back) and ``producer_state`` (the one pass replays again for it, the windows
+    hold their rows) from the two replays."""
+    from functools import reduce
+
+    from analytics.audit.config import load_config
+    from analytics.audit.rules import replay
+
+    assert javacode.load(spark), javacode.why_not
+    batches = reduce(lambda a, b: a.unionByName(b),
+                     [spark.read.parquet(f"{audited[name][1]}/batches") for name in audited])
+    starts = reduce(lambda a, b: a.unionByName(b),
+                    [spark.read.parquet(f"{audited[name][1]}/log_start_offsets") for name in audited])
+    config = load_config(audited["idle-expiration"][0].truth_dir / "audit.toml")
+    one_pass, windows = (replay(batches, config, starts, [], one_pass=flag) for flag in (True, False))
+    for table in ("verdicts", "producer_state", "partition_state"):
+        a, b = getattr(one_pass, table), getattr(windows, table)
+        assert a.schema == b.schema, table
+        assert (a.exceptAll(b).count(), b.exceptAll(a).count()) == (0, 0), table
+    assert one_pass.verdicts.count() == batches.count()
+    assert one_pass.verdicts.where("severity = 'violation'").count() > 0  # the scenarios' faults are in it
