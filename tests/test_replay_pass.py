@@ -18,24 +18,33 @@ pytestmark = pytest.mark.spark
 
 def _replayed(batches, config: AuditConfig, one_pass: bool):
     """What the replay computes before its row facts, every history in one range: by the Java pass
-    or by the windows (``rules._in_one_pass``, ``rules._in_one_range``)."""
+    or by the windows (``rules._in_one_pass``, ``rules._in_one_range``); and the producers'
+    aggregates per history (the pass's own, or Spark's of the windows' rows)."""
     from pyspark.sql import functions as F
 
-    from analytics.audit import ranges, rules, state, steps
+    from analytics.audit import carry, ranges, rules, state, steps
 
     size = 10**9
     dictionary = ranges.file_dictionary(batches, size, state.per_file()).localCheckpoint()
     plan = ranges.plan(dictionary)
     files = F.broadcast(dictionary.select("file", ranges.HISTORY, "file_id", "rid0", "bounds"))
     rows = batches.transform(steps.replay_columns(files))
-    return (rules._in_one_pass if one_pass else rules._in_one_range)(rows, plan, size, config)
+    if one_pass:
+        return rules._in_one_pass(rows, plan, size, config)
+    replayed = rules._in_one_range(rows, plan, size, config)
+    return replayed, carry.producer_and_running_ranges(replayed, by=(ranges.HISTORY,))
 
 
 def _assert_same(batches, config: AuditConfig):
-    """The two replays of ``batches`` hold the same rows; the windows' rows, held."""
-    windows, one_pass = _replayed(batches, config, False).cache(), _replayed(batches, config, True)
+    """The two replays of ``batches`` hold the same rows and leave the same producer aggregates;
+    the windows' rows, held."""
+    (windows, aggregated), (one_pass, left_by_pass) = (_replayed(batches, config, flag) for flag in (False, True))
+    windows = windows.cache()
     assert one_pass.schema.simpleString() == windows.schema.simpleString()
     left, right = windows.exceptAll(one_pass).collect(), one_pass.exceptAll(windows).collect()
+    assert (left, right) == ([], [])
+    assert left_by_pass.schema == aggregated.schema
+    left, right = aggregated.exceptAll(left_by_pass).collect(), left_by_pass.exceptAll(aggregated).collect()
     assert (left, right) == ([], [])
     return windows
 

@@ -135,8 +135,9 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     one_range = (prior is None and not plan.split) or plan.ranges == 0
     in_one_pass = one_range and (javacode.load(batches.sparkSession) if one_pass is None else one_pass)
     rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass))
+    producers = None  # the state the producers leave: aggregated from the replayed rows, unless the pass gives it
     if in_one_pass:
-        replayed = _in_one_pass(rows, plan, size, config)
+        replayed, producers = _in_one_pass(rows, plan, size, config)
     elif one_range:
         replayed = _in_one_range(rows, plan, size, config)
     elif not plan.split:
@@ -165,8 +166,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .select(*[c for c in batches.columns if c != "log_dir"], *VERDICT_COLUMNS)
     )
     producers, partitions, files_state = state.left_by(
-        replayed, histories, dictionary.select("file", HISTORY, *state.per_file()),
-        starts)
+        replayed, histories, dictionary.select("file", HISTORY, *state.per_file()), starts, producers)
     return Replay(verdicts, producers, partitions, files_state)
 
 
@@ -191,13 +191,17 @@ def _in_one_range(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCo
     )
 
 
-def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig) -> DataFrame:
+def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig) -> tuple[DataFrame, DataFrame]:
     """The facts of :func:`_in_one_range` from one pass over each range in offset order
     (``java/HistoryReplay.java``): the same exchange of ``task``, one sort of each task's rows by
     (range, offset) where the windows sort three times, and the producers' state and the copies in
     maps where the windows run five operators. The Java class reads the window steps' inputs by name and
     adds their columns; the expiry point's row-local part comes in as a column
-    (:func:`~analytics.audit.predicates.expiry_candidate`)."""
+    (:func:`~analytics.audit.predicates.expiry_candidate`). Then the state the producers leave
+    (:func:`~analytics.audit.carry.producer_and_running_ranges` per history, its schema Spark's), from
+    the same pass run again over the same sorted rows (the exchange's files are reused), which keeps
+    its maps at each range's end instead of the rows: no aggregate of the replayed rows, whose
+    structs Spark would sort 4M rows for."""
     from pyspark.sql import DataFrame as Frame
 
     spark, tasks = rows.sparkSession, _tasks(rows.sparkSession, plan, size)
@@ -208,10 +212,12 @@ def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCon
         .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config))
         .sortWithinPartitions(*ONE_PASS_ORDER)
     )
+    java = spark._jvm.segaudit.HistoryReplay
     with settings(spark, LAZY_PLAN_CONF):  # the Java pass takes the plan's RDD: planned, not run
-        replayed = spark._jvm.segaudit.HistoryReplay.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
-                                                           list(ONE_PASS_ORDER))
-    return Frame(replayed, spark).drop(EXPIRY_CANDIDATE)
+        replayed = Frame(java.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms, list(ONE_PASS_ORDER)), spark)
+        schema = carry.producer_and_running_ranges(replayed, by=(HISTORY,)).schema
+        producers = Frame(java.state(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms, schema.json()), spark)
+    return replayed.drop(EXPIRY_CANDIDATE), producers
 
 
 def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFrame:

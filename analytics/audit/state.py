@@ -62,14 +62,17 @@ def per_file() -> dict[str, Column]:
 
 
 def left_by(replayed: DataFrame, histories: DataFrame, by_file: DataFrame,
-            starts: DataFrame | None) -> tuple[DataFrame, DataFrame, DataFrame]:
+            starts: DataFrame | None, producers: DataFrame | None = None) -> tuple[DataFrame, DataFrame, DataFrame]:
     """``(producer_state, partition_state, file_state)`` of the ``replayed`` rows (the replay's facts,
     counted from each history's start). ``histories``: ``(history, log_dir, topic, partition)``;
     ``by_file``: ``(file, history)`` and the :func:`per_file` aggregates of each file's batches (small:
     a row per file, held), summed per history (no scan, no replay); ``starts``: ``(history,
     log_start_offset)``. ``file_state``: the fingerprint of each file's batches (without ``read_by``,
-    which the export's manifest gives)."""
-    producers = producer_and_running_ranges(replayed, by=(HISTORY,))
+    which the export's manifest gives). ``producers``: the
+    :func:`~analytics.audit.carry.producer_and_running_ranges` per history when the replay gave them
+    (the Java pass), else aggregated from ``replayed``."""
+    if producers is None:
+        producers = producer_and_running_ranges(replayed, by=(HISTORY,))
     partitions = by_file.groupBy(HISTORY).agg(*fingerprint_sum(), _spans_sum("valid"), _spans_sum("corrupt"))
     if starts is None:
         partitions = partitions.withColumn("log_start_offset", F.lit(None).cast("long"))

@@ -6,11 +6,14 @@
 // file_position, file_id) whose histories are each one range with nothing carried in: one sort
 // instead of three and no window operator. analytics/audit/rules.py (_in_one_pass) calls it;
 // tests/test_replay_pass.py holds it equal to the windows. Values follow SQL: a null input gives the
-// null or the default the window expression gives.
+// null or the default the window expression gives. The same pass also gives, per range and producer,
+// the aggregates analytics/audit/carry.py's producer_and_running_ranges takes over the replayed rows
+// (the state the audit leaves), at each range's end: no row kept, no aggregate for Spark to sort.
 package segaudit;
 
 import java.io.Serializable;
 import java.lang.reflect.Constructor;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -34,6 +37,7 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.LogicalRDD;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import scala.Option;
@@ -82,6 +86,34 @@ public final class HistoryReplay {
   }
 
   /**
+   * Per range and stateful producer of {@code sorted} (as {@link #apply} takes it), the aggregates of
+   * its replayed rows, as rows of {@code schemaJson}: the history (the column named by its first
+   * field), the producer id, then {@link #STATE}. The schema is the one Spark gives the same
+   * aggregate (analytics/audit/carry.py), so the two cannot drift apart unnoticed: a field this pass
+   * does not fill is an error here.
+   */
+  public static Dataset<Row> state(Dataset<Row> sorted, String expiryTakes, long expirationMs, String schemaJson)
+      throws ReflectiveOperationException {
+    StructType out = (StructType) DataType.fromJson(schemaJson);
+    List<String> names = new ArrayList<>(List.of(out.fieldNames()));
+    if (!names.subList(2, names.size()).equals(STATE) || !"state_pid".equals(names.get(1))) {
+      throw new IllegalArgumentException("the producer state's columns are not the pass's: " + names);
+    }
+    StructType in = sorted.schema();
+    Columns at = new Columns(in, expiryTakes);
+    int history = in.fieldIndex(names.get(0));
+    DataType historyType = in.fields()[history].dataType();
+    JavaRDD<InternalRow> rows = sorted.queryExecution().toRdd().toJavaRDD();
+    JavaRDD<InternalRow> left = rows.mapPartitions(
+        it -> new StatePass(new Pass(it, at, expirationMs), history, historyType), true);
+    return ordered(sorted.sparkSession(), left.rdd(), out, new ArrayList<>());
+  }
+
+  /** The aggregates {@link #state} gives each producer, in order. */
+  static final List<String> STATE = List.of("last", "coordinator_epoch", "txn_data", "marker", "data_seq", "expired",
+      "left", "runs", "wraps", "mark");
+
+  /**
    * The rows of {@code rdd} as a Dataset of schema {@code out} whose plan says that each partition's
    * rows are sorted by the columns {@code sortedBy} (ascending, nulls first), as they come: a write
    * partitioned by the first of them then needs no sort of its own. Spark's LogicalRDD takes the
@@ -118,7 +150,7 @@ public final class HistoryReplay {
   /** The input columns the pass reads, by position. */
   static final class Columns implements Serializable {
     final int rid, crcValid, base, last, control, transactional, timestamp, epoch, baseSeq, lastSeq;
-    final int coordinator, statePid, expiry;
+    final int coordinator, statePid, expiry, position;
 
     Columns(StructType in, String expiryTakes) {
       rid = in.fieldIndex("rid");
@@ -134,6 +166,7 @@ public final class HistoryReplay {
       coordinator = in.fieldIndex("coordinator_epoch");
       statePid = in.fieldIndex("state_pid");
       expiry = in.fieldIndex(expiryTakes);
+      position = in.fieldIndex("file_position");
     }
   }
 
@@ -157,6 +190,83 @@ public final class HistoryReplay {
     long wraps;
     boolean marked;
     Long markRun, markSeq, markOffset;
+    // the aggregates of carry.producer_and_running_ranges not kept above: the latest row (by base
+    // offset, file position, then the struct's other fields, as Spark's max of the struct), the
+    // latest data row's last sequence, the latest row that left a sequence
+    boolean hasLast, hasDataSeq, hasLeft;
+    Long lastBase, lastPosition, lastTimestamp, lastCumHoles, dataBase, dataPosition, leftBase, leftPosition, leftOff;
+    Short lastEpoch;
+    Integer dataSeq, leftSeq;
+
+    /** The aggregates of the producer's rows (after the last), as {@link HistoryReplay#STATE} lists them. */
+    Object[] state() {
+      return new Object[] {
+          hasLast ? new GenericInternalRow(new Object[] {lastBase, lastPosition, lastEpoch, lastTimestamp, lastCumHoles}) : null,
+          coordinator, lastTxnData, lastMarker,
+          hasDataSeq ? new GenericInternalRow(new Object[] {dataBase, dataPosition, dataSeq}) : null,
+          expired,
+          hasLeft ? new GenericInternalRow(new Object[] {leftBase, leftPosition, leftSeq, leftOff}) : null,
+          runs, wraps,
+          marked ? new GenericInternalRow(new Object[] {markRun, markSeq, markOffset}) : null};
+    }
+  }
+
+  /**
+   * The producers' aggregates of each range as the pass leaves them, one row each (the null producer,
+   * the rows no producer state tracks, has none), emitted when the next range starts and at the end.
+   */
+  static final class StatePass implements Iterator<InternalRow> {
+    final Pass pass;
+    final int history;
+    final DataType historyType;
+    Object historyValue;
+    boolean ended;
+    final ArrayDeque<InternalRow> out = new ArrayDeque<>();
+
+    StatePass(Pass pass, int history, DataType historyType) {
+      this.pass = pass;
+      this.history = history;
+      this.historyType = historyType;
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (out.isEmpty() && !ended) {
+        if (!pass.rows.hasNext()) {
+          ended = true;
+          leave();
+          break;
+        }
+        InternalRow row = pass.rows.next();
+        if (pass.started && row.getLong(pass.at.rid) != pass.rid) {
+          leave();
+        }
+        pass.step(row);
+        historyValue = row.get(history, historyType);
+      }
+      return !out.isEmpty();
+    }
+
+    @Override
+    public InternalRow next() {
+      if (!hasNext()) {
+        throw new java.util.NoSuchElementException();
+      }
+      return out.poll();
+    }
+
+    void leave() {
+      for (var entry : pass.producers.entrySet()) {
+        if (entry.getKey() != null) {
+          Object[] aggregates = entry.getValue().state();
+          Object[] values = new Object[aggregates.length + 2];
+          values[0] = historyValue;
+          values[1] = entry.getKey();
+          System.arraycopy(aggregates, 0, values, 2, aggregates.length);
+          out.add(new GenericInternalRow(values));
+        }
+      }
+    }
   }
 
   /**
@@ -294,6 +404,15 @@ public final class HistoryReplay {
     @Override
     public InternalRow next() {
       InternalRow row = rows.next();
+      Object[] v = step(row);
+      for (int i = 0; i < v.length; i++) {
+        added.update(i, v[i]);
+      }
+      return joined.apply(row, added);
+    }
+
+    /** The row's added columns; the state it leaves kept for the rows after it. */
+    Object[] step(InternalRow row) {
       long r = row.getLong(at.rid);
       if (!started || r != rid) {  // a new range: every state starts empty
         started = true;
@@ -445,10 +564,62 @@ public final class HistoryReplay {
       if (Boolean.TRUE.equals(data) && lastSeq != null) {
         p.prevDataSeq = lastSeq;
       }
-      for (int i = 0; i < v.length; i++) {
-        added.update(i, v[i]);
+      Long position = getLong(row, at.position);
+      if (!p.hasLast || later(base, position, epoch, timestamp, cumHoles, p)) {
+        p.hasLast = true;
+        p.lastBase = base;
+        p.lastPosition = position;
+        p.lastEpoch = epoch;
+        p.lastTimestamp = timestamp;
+        p.lastCumHoles = cumHoles;
       }
-      return joined.apply(row, added);
+      if (Boolean.TRUE.equals(data) && (!p.hasDataSeq || laterData(base, position, lastSeq, p))) {
+        p.hasDataSeq = true;
+        p.dataBase = base;
+        p.dataPosition = position;
+        p.dataSeq = lastSeq;
+      }
+      if (sequenceLeft != null && (!p.hasLeft || laterLeft(base, position, sequenceLeft, offsetLeft, p))) {
+        p.hasLeft = true;
+        p.leftBase = base;
+        p.leftPosition = position;
+        p.leftSeq = sequenceLeft;
+        p.leftOff = offsetLeft;
+      }
+      return v;
+    }
+
+    static int compare(Short a, Short b) {
+      return compare(a == null ? null : (long) a, b == null ? null : (long) b);
+    }
+
+    static int compare(Integer a, Integer b) {
+      return compare(a == null ? null : (long) a, b == null ? null : (long) b);
+    }
+
+    /** The row's (base, position, epoch, timestamp, cum_holes) above the producer's latest, as Spark's max orders structs. */
+    static boolean later(Long base, Long position, Short epoch, Long timestamp, Long cumHoles, Producer p) {
+      int c = compare(base, p.lastBase);
+      c = c != 0 ? c : compare(position, p.lastPosition);
+      c = c != 0 ? c : compare(epoch, p.lastEpoch);
+      c = c != 0 ? c : compare(timestamp, p.lastTimestamp);
+      c = c != 0 ? c : compare(cumHoles, p.lastCumHoles);
+      return c > 0;
+    }
+
+    static boolean laterData(Long base, Long position, Integer seq, Producer p) {
+      int c = compare(base, p.dataBase);
+      c = c != 0 ? c : compare(position, p.dataPosition);
+      c = c != 0 ? c : compare(seq, p.dataSeq);
+      return c > 0;
+    }
+
+    static boolean laterLeft(Long base, Long position, Integer seq, Long off, Producer p) {
+      int c = compare(base, p.leftBase);
+      c = c != 0 ? c : compare(position, p.leftPosition);
+      c = c != 0 ? c : compare(seq, p.leftSeq);
+      c = c != 0 ? c : compare(off, p.leftOff);
+      return c > 0;
     }
   }
 }
