@@ -1,13 +1,14 @@
 """Where an audit's time goes: its passes in wall seconds and task seconds, from Spark's event log.
 
-    .venv/bin/python bench/profile_audit.py OUT [--runs 2] [--range-batches N] [--driver-memory 8g]
+    .venv/bin/python bench/profile_audit.py OUT [--runs 2] [--range-batches N] [--driver-memory 8g] [--stages S]
 
 Audits the export OUT ``--runs`` times in one Spark application (the first also pays for the JIT
 and the Python workers; the last is profiled), then reads the application's event log and prints
 each job of the last run: when it started and ended after the run began, its task seconds and
 tasks, the records its stages read (input and shuffle) and spilled bytes, and the Python line that
 submitted it (PySpark's call site). A pass of the audit is a job or a few consecutive jobs of one
-call site; jobs of concurrent writes overlap.
+call site; jobs of concurrent writes overlap. ``--stages S``: each stage of the jobs with at
+least S task seconds too, with its longest tasks (seconds and records read): where tasks are unequal.
 """
 
 from __future__ import annotations
@@ -57,7 +58,24 @@ def jobs_after(events: list[dict], since_ms: int) -> list[dict]:
             job["task_ms"] += m["Executor Run Time"]
             job["read"] += m["Input Metrics"]["Records Read"] + m["Shuffle Read Metrics"]["Total Records Read"]
             job["spilled"] += m["Disk Bytes Spilled"]
+            info = e["Task Info"]
+            stage = job.setdefault("stages", {}).setdefault(e["Stage ID"], {
+                "stage": e["Stage ID"], "first": info["Launch Time"], "last": info["Finish Time"], "tasks": []})
+            stage["first"], stage["last"] = min(stage["first"], info["Launch Time"]), max(stage["last"], info["Finish Time"])
+            stage["tasks"].append((m["Executor Run Time"], m["Input Metrics"]["Records Read"]
+                                   + m["Shuffle Read Metrics"]["Total Records Read"],
+                                   m["Shuffle Write Metrics"]["Shuffle Records Written"]))
     return sorted(jobs.values(), key=lambda j: j["start"])
+
+
+def print_stages(job: dict, started_ms: int) -> None:
+    """The job's stages: when their tasks ran, their task seconds, each task's seconds and records read."""
+    for stage in sorted(job.get("stages", {}).values(), key=lambda s: s["first"]):
+        tasks = sorted(stage["tasks"], reverse=True)
+        shown = ", ".join(f"{ms / 1000:.1f} s/{read:,}" for ms, read, _ in tasks[:6])
+        print(f"{'':>8} stage {stage['stage']}: {(stage['first'] - started_ms) / 1000:.1f}-"
+              f"{(stage['last'] - started_ms) / 1000:.1f} s, {sum(t[0] for t in tasks) / 1000:.1f} task s, "
+              f"{len(tasks)} tasks, shuffle written {sum(t[2] for t in tasks):,}; longest: {shown}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--range-batches", type=int, default=None)
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--min-task-seconds", type=float, default=0.3, help="jobs with less task time are summed apart")
+    ap.add_argument("--stages", type=float, default=None, metavar="S",
+                    help="also each stage of the jobs with at least S task seconds")
     args = ap.parse_args(argv)
 
     from analytics.audit.config import AuditConfig
@@ -91,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         print(f"{(j['start'] - started_ms) / 1000:>8.1f} {((j['end'] or j['start']) - started_ms) / 1000:>7.1f} "
               f"{j['task_ms'] / 1000:>7.1f} {j['tasks']:>6} {j['read']:>13,} {j['spilled'] / 2**20:>10.0f}  {j['site']}")
+        if args.stages is not None and j["task_ms"] / 1000 >= args.stages:
+            print_stages(j, started_ms)
     print(f"\n{len([j for j in jobs if j['task_ms'] / 1000 < args.min_task_seconds])} smaller jobs, "
           f"{sum(small.values()):.1f} task s in all")
     total = sum(j["task_ms"] for j in jobs) / 1000

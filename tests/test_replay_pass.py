@@ -119,8 +119,8 @@ def test_copies_are_found_across_the_growth_of_the_pass_tables_and_each_range_st
 
 def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
     """Every scenario's ``batch_verdicts`` (every column: the one pass carries them through, the
-    windows join them back) and ``producer_state`` (the one pass replays again for it, the windows
-    hold their rows) from the two replays."""
+    windows join them back) and ``producer_state`` (the one pass keeps it as it reads the rows for the
+    verdicts, the windows hold their rows) from the two replays."""
     from functools import reduce
 
     from analytics.audit.config import load_config
@@ -132,10 +132,40 @@ def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
     starts = reduce(lambda a, b: a.unionByName(b),
                     [spark.read.parquet(f"{audited[name][1]}/log_start_offsets") for name in audited])
     config = load_config(audited["idle-expiration"][0].truth_dir / "audit.toml")
-    one_pass, windows = (replay(batches, config, starts, [], one_pass=flag) for flag in (True, False))
+    held: list = []
+    one_pass, windows = (replay(batches, config, starts, held if flag else [], one_pass=flag) for flag in (True, False))
+    one_pass.verdicts.write.format("noop").mode("overwrite").save()  # read through: the state is kept
+    assert _kept_blocks(spark) > 0
     for table in ("verdicts", "producer_state", "partition_state"):
         a, b = getattr(one_pass, table), getattr(windows, table)
         assert a.schema == b.schema, table
         assert (a.exceptAll(b).count(), b.exceptAll(a).count()) == (0, 0), table
     assert one_pass.verdicts.count() == batches.count()
     assert one_pass.verdicts.where("severity = 'violation'").count() > 0  # the scenarios' faults are in it
+    for frame in held:
+        frame.unpersist()
+    assert _kept_blocks(spark) == 0
+
+
+def test_the_state_of_rows_read_in_part_is_not_kept(spark, audited):
+    """A job that reads only some of a task's rows (a ``limit``) keeps no state for it: the state then
+    replays, and is the whole history's."""
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.rules import replay
+
+    batches = spark.read.parquet(f"{audited['clean'][1]}/batches")
+    held: list = []
+    one_pass, windows = replay(batches, AuditConfig(), None, held, one_pass=True), replay(batches, AuditConfig(), None, [], one_pass=False)
+    assert len(one_pass.verdicts.limit(3).collect()) == 3
+    assert _kept_blocks(spark) == 0
+    a, b = one_pass.producer_state, windows.producer_state
+    assert a.count() > 0 and (a.exceptAll(b).count(), b.exceptAll(a).count()) == (0, 0)
+    for frame in held:
+        frame.unpersist()
+
+
+def _kept_blocks(spark) -> int:
+    """The cached partitions of the producer state the session's replays keep."""
+    kept = spark._jvm.segaudit.HistoryReplay.KEPT
+    return sum(info.numCachedPartitions() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()
+               if info.name() == kept)

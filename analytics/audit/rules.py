@@ -137,7 +137,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass))
     producers = None  # the state the producers leave: aggregated from the replayed rows, unless the pass gives it
     if in_one_pass:
-        replayed, producers = _in_one_pass(rows, plan, size, config)
+        replayed, producers = _in_one_pass(rows, plan, size, config, held)
     elif one_range:
         replayed = _in_one_range(rows, plan, size, config)
     elif not plan.split:
@@ -191,17 +191,20 @@ def _in_one_range(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCo
     )
 
 
-def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig) -> tuple[DataFrame, DataFrame]:
+def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig,
+                 held: list | None = None) -> tuple[DataFrame, DataFrame]:
     """The facts of :func:`_in_one_range` from one pass over each range in offset order
     (``java/HistoryReplay.java``): the same exchange of ``task``, one sort of each task's rows by
     (range, offset) where the windows sort three times, and the producers' state and the copies in
     maps where the windows run five operators. The Java class reads the window steps' inputs by name and
     adds their columns; the expiry point's row-local part comes in as a column
     (:func:`~analytics.audit.predicates.expiry_candidate`). Then the state the producers leave
-    (:func:`~analytics.audit.carry.producer_and_running_ranges` per history, its schema Spark's), from
-    the same pass run again over the same sorted rows (the exchange's files are reused), which keeps
-    its maps at each range's end instead of the rows: no aggregate of the replayed rows, whose
-    structs Spark would sort 4M rows for."""
+    (:func:`~analytics.audit.carry.producer_and_running_ranges` per history, its schema Spark's), which
+    the pass takes from its maps at each range's end: no aggregate of the replayed rows, whose structs
+    Spark would sort every row for. With ``held``, the pass that reads a task's rows through keeps
+    that task's state (as a cached block: a job reading the state after the rows were read reads the
+    blocks, and replays nothing again), released with ``held``; else, and for a task whose block is
+    missing, the state replays the task's rows again from the same exchange."""
     from pyspark.sql import DataFrame as Frame
 
     spark, tasks = rows.sparkSession, _tasks(rows.sparkSession, plan, size)
@@ -212,11 +215,14 @@ def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCon
         .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config))
         .sortWithinPartitions(*ONE_PASS_ORDER)
     )
-    java = spark._jvm.segaudit.HistoryReplay
     with settings(spark, LAZY_PLAN_CONF):  # the Java pass takes the plan's RDD: planned, not run
-        replayed = Frame(java.apply(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms, list(ONE_PASS_ORDER)), spark)
+        done = spark._jvm.segaudit.HistoryReplay.replay(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
+                                                        list(ONE_PASS_ORDER), held is not None)
+        replayed = Frame(done.rows(), spark)
         schema = carry.producer_and_running_ranges(replayed, by=(HISTORY,)).schema
-        producers = Frame(java.state(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms, schema.json()), spark)
+        producers = Frame(done.producers(schema.json()), spark)
+    if held is not None:  # the state the pass kept, dropped once written (``unpersist``, as a held frame)
+        held.append(_Kept(done))
     return replayed.drop(EXPIRY_CANDIDATE), producers
 
 
@@ -297,3 +303,13 @@ def _small(table: DataFrame, bound: int | None = None) -> DataFrame:
     rows it has, when known (then it is not counted)."""
     small = bound <= BROADCAST_ROWS if bound is not None else table.count() <= BROADCAST_ROWS
     return F.broadcast(table) if small else table
+
+
+class _Kept:
+    """The state a Java replay kept (``HistoryReplay.Replayed``), released as a held frame is."""
+
+    def __init__(self, replay):
+        self.replay = replay
+
+    def unpersist(self):
+        self.replay.release()
