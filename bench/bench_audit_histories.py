@@ -32,21 +32,37 @@ def split_copy(spark, out: Path, target: Path, split: int) -> None:
 
     from analytics.spark.columns import with_log_dir
 
+    from analytics.contract import EXPORT
+    from analytics.publish import published, read_manifest
+
     if (target / "_export.json").exists():
         return
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    for item in out.iterdir():
-        if item.name not in AUDIT_OUTPUTS and item.name != "batches" and not item.name.startswith("."):
-            (shutil.copytree if item.is_dir() else shutil.copy)(item, target / item.name)
-    batches = spark.read.parquet(str(out / "batches"))
+    export_run = read_manifest(str(out), EXPORT)["run_id"]
+    for item in out.iterdir():  # the export as published: its run folder, the commits, OUT's links
+        if item.name in AUDIT_OUTPUTS or item.name.startswith("."):
+            continue
+        if item.is_symlink():
+            (target / item.name).symlink_to(item.readlink())
+        elif item.name == "_runs":  # the export's run only, not the audits'
+            shutil.copytree(item / export_run, target / "_runs" / export_run, symlinks=True)
+        elif item.is_dir():
+            shutil.copytree(item, target / item.name, symlinks=True)
+        else:
+            shutil.copy(item, target / item.name)
+    batches = spark.read.parquet(published(str(out)).path("batches"))
     bounds = batches.groupBy("topic", "partition").agg(F.max("last_offset").alias("end"))
     piece = F.least((F.col("base_offset") * split / (F.col("end") + 1)).cast("int"), F.lit(split - 1))
     cut = batches.join(F.broadcast(bounds), ["topic", "partition"]).withColumn("partition", F.col("partition") * split + piece)
     # the partition folder names the piece: topic-P/segment.log -> topic-P'/segment.log
     cut = with_log_dir(cut).withColumn("file", F.concat_ws(
         "/", "log_dir", F.concat_ws("-", "topic", F.col("partition").cast("string")), F.substring_index("file", "/", -1)))
-    cut.select(*batches.columns).write.partitionBy("topic").parquet(str(target / "batches"))
+    # the cut where the audit reads the export's batches: the copied run folder's, in its place
+    where = Path(published(str(target)).path("batches"))
+    cut.select(*batches.columns).write.partitionBy("topic").parquet(str(target / ".cut"))
+    shutil.rmtree(where)
+    (target / ".cut").rename(where)
     (target / "_export.json").write_text((out / "_export.json").read_text())
 
 

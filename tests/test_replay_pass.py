@@ -135,16 +135,17 @@ def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
     held: list = []
     one_pass, windows = (replay(batches, config, starts, held if flag else [], one_pass=flag) for flag in (True, False))
     one_pass.verdicts.write.format("noop").mode("overwrite").save()  # read through: the state is kept
-    assert _kept_blocks(spark) > 0
+    assert _kept_blocks(held) > 0
     for table in ("verdicts", "producer_state", "partition_state"):
         a, b = getattr(one_pass, table), getattr(windows, table)
         assert a.schema == b.schema, table
         assert (a.exceptAll(b).count(), b.exceptAll(a).count()) == (0, 0), table
     assert one_pass.verdicts.count() == batches.count()
     assert one_pass.verdicts.where("severity = 'violation'").count() > 0  # the scenarios' faults are in it
+    kept = _kept_blocks(held)
     for frame in held:
         frame.unpersist()
-    assert _kept_blocks(spark) == 0
+    assert (kept, _kept_blocks(held)) == (_tasks(held), 0)  # the state of every task, then none
 
 
 def test_the_state_of_rows_read_in_part_is_not_kept(spark, audited):
@@ -157,15 +158,18 @@ def test_the_state_of_rows_read_in_part_is_not_kept(spark, audited):
     held: list = []
     one_pass, windows = replay(batches, AuditConfig(), None, held, one_pass=True), replay(batches, AuditConfig(), None, [], one_pass=False)
     assert len(one_pass.verdicts.limit(3).collect()) == 3
-    assert _kept_blocks(spark) == 0
+    assert _kept_blocks(held) == 0
     a, b = one_pass.producer_state, windows.producer_state
     assert a.count() > 0 and (a.exceptAll(b).count(), b.exceptAll(a).count()) == (0, 0)
     for frame in held:
         frame.unpersist()
 
 
-def _kept_blocks(spark) -> int:
-    """The cached partitions of the producer state the session's replays keep."""
-    kept = spark._jvm.segaudit.HistoryReplay.KEPT
-    return sum(info.numCachedPartitions() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()
-               if info.name() == kept)
+def _kept_blocks(held: list) -> int:
+    """The blocks of producer state that the Java replays in ``held`` keep in Spark's block manager."""
+    return sum(frame.replay.keptBlocks() for frame in held if hasattr(frame, "replay"))
+
+
+def _tasks(held: list) -> int:
+    """The tasks of the Java replays in ``held`` (a block each when kept)."""
+    return sum(frame.replay.tasks() for frame in held if hasattr(frame, "replay"))

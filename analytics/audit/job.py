@@ -76,8 +76,10 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         added = _added(spark, target, plan, written)
         export_time = _export_time(plan, written, added)
         per_file = _per_file(plan, written, added)
-        if plan.derived_conf != plan.replay_conf:
+        if plan.derived_conf != plan.replay_conf:  # the derived tables' own settings, if any
             tuned.close()
+            if plan.derived_conf:
+                tuned.enter_context(settings(spark, plan.derived_conf))
         derived = _derive(spark, target, plan, written, added, per_file, export_time[0])
         counts = _counts(plan, written, added)
         seconds = time.monotonic() - started

@@ -63,11 +63,24 @@ def file_dictionary(batches: DataFrame, range_batches: int, per_file: dict | Non
     (the state an audit leaves per file, :func:`analytics.audit.state.per_file`).
 
     Small (one row per segment file): an aggregate of (topic, partition, file), which partial
-    aggregation reduces to a few rows per scan task.
+    aggregation reduces to a few rows per scan task, taken once (checkpointed) for the numbering
+    and the cut that read it twice (the cut reads fewer of its columns: left to the optimizer, the
+    two would each scan every batch). The numbering and the cut, over those few rows, are planned
+    once as one job (``single_plan_conf``) instead of a job per shuffle, and checkpointed.
     """
+    from analytics.spark.session import default_parallelism, settings, single_plan_conf
+
+    spark = batches.sparkSession
     files = with_log_dir(batches.groupBy("topic", "partition", "file").agg(
         F.count(F.lit(1)).alias("batch_count"), F.min("base_offset").alias("first"),
-        F.max("base_offset").alias("last"), *(c.alias(name) for name, c in (per_file or {}).items())))
+        F.max("base_offset").alias("last"), *(c.alias(name) for name, c in (per_file or {}).items()))
+    ).localCheckpoint()
+    with settings(spark, single_plan_conf(default_parallelism(spark))):
+        return _numbered(files, range_batches, per_file or {}).localCheckpoint()
+
+
+def _numbered(files: DataFrame, range_batches: int, per_file: dict) -> DataFrame:
+    """:func:`file_dictionary` of the per-file aggregate ``files``."""
     files = files.select(
         "*",
         F.dense_rank().over(Window.orderBy(*HISTORY_KEY)).alias(HISTORY),
@@ -97,15 +110,19 @@ def file_dictionary(batches: DataFrame, range_batches: int, per_file: dict | Non
         "file", HISTORY, "file_id", *HISTORY_KEY, "batch_count", "ranges",
         (F.col("rid_base") + F.size(F.filter("history_bounds", lambda b: b <= first))).alias("rid0"),
         F.filter("history_bounds", lambda b: (b > first) & (b <= last)).alias("bounds"),
-        *(per_file or {}),
+        *per_file,
     )
 
 
 def plan(dictionary: DataFrame) -> Plan:
-    """The counts of the cut, from the dictionary (one row reaches the driver)."""
+    """The counts of the cut, from the dictionary (one row reaches the driver), in one job."""
+    from analytics.spark.session import default_parallelism, settings, single_plan_conf
+
+    spark = dictionary.sparkSession
     per_history = dictionary.groupBy(HISTORY).agg(F.first("ranges").alias("ranges"),
                                                   F.sum("batch_count").alias("batches"))
-    row = per_history.agg(F.sum("ranges"), F.count(F.lit(1)), F.sum("batches")).first()
+    with settings(spark, single_plan_conf(default_parallelism(spark))):
+        row = per_history.agg(F.sum("ranges"), F.count(F.lit(1)), F.sum("batches")).first()
     return Plan(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
 
 

@@ -110,9 +110,26 @@ def load(spark) -> bool:
 def _reason(error: Exception) -> str:
     """One line of why a build failed: the compiler's first error line, or the error's."""
     if isinstance(error, subprocess.CalledProcessError):
-        lines = [line for line in f"{error.stdout or ''}{error.stderr or ''}".splitlines() if line.strip()]
-        return f"the compiler failed: {lines[0] if lines else error.returncode}"
+        lines = [line.strip() for line in f"{error.stdout or ''}{error.stderr or ''}".splitlines()
+                 if line.strip().strip("-")]  # ecj rules its messages off with dashes
+        return f"the compiler failed: {_first_error(lines) or error.returncode}"
     return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _first_error(lines: list[str]) -> str | None:
+    """ecj's first error as one line: where (``1. ERROR in F (at line N)``) and what (the line after
+    the source line and its carets); else the first line.
+
+    >>> _first_error(["1. ERROR in A.java (at line 3)", "x.y();", "^^^", "The method y() is undefined",
+    ...               "1 problem (1 error)"])
+    'ERROR in A.java (at line 3): The method y() is undefined'
+    """
+    for i, line in enumerate(lines):
+        if "ERROR in" in line:
+            carets = next((j for j in range(i + 1, len(lines)) if set(lines[j]) <= {"^"}), None)
+            what = lines[carets + 1] if carets is not None and carets + 1 < len(lines) else ""
+            return f"{line.split('. ', 1)[-1]}: {what}".rstrip(": ")
+    return lines[0] if lines else None
 
 
 def main() -> int:

@@ -131,13 +131,28 @@ public final class HistoryReplay {
       return ordered(session, left.rdd(), out, new ArrayList<>());
     }
 
-    /** The kept state's blocks dropped. */
+    /** The Spark partitions (tasks) of the replay. */
+    public int tasks() {
+      return left.getNumPartitions();
+    }
+
+    /** How many of the kept state's blocks (one a Spark partition) Spark's block manager holds. */
+    public int keptBlocks() {
+      var master = SparkEnv.get().blockManager().master();
+      int held = 0;
+      for (int i = 0; i < left.getNumPartitions(); i++) {
+        held += CollectionConverters.asJava(master.getLocations(RDDBlockId.apply(left.id(), i))).isEmpty() ? 0 : 1;
+      }
+      return held;
+    }
+
+    /** The kept state's blocks dropped (at once: the caller's next job finds the memory free). */
     public void release() {
-      left.unpersist(false);
+      left.unpersist(true);
     }
   }
 
-  /** The name of the kept state's RDD, as Spark's UI and storage status show it. */
+  /** The name of the kept state's RDD, as Spark's UI shows it. */
   public static final String KEPT = "segaudit: producer state kept by the replay";
 
   /** The columns of {@link Replayed#producers}, in order. */
