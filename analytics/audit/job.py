@@ -36,6 +36,7 @@ from analytics.contract import (
 )
 from analytics.publish import publication, published, read_manifest
 from analytics.spark.columns import conform, count_of, observed
+from analytics.spark.concurrent import once
 from analytics.spark.session import settings
 from analytics.spark.tables import read_parquet
 
@@ -75,7 +76,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         written = _write_replayed(spark, target, plan, replayed)
         added = _added(spark, target, plan, written)
         export_time = _export_time(plan, written, added)
-        per_file = _per_file(plan, written, added)
+        per_file = once(lambda: _per_file(plan, written, added))  # taken by the first derived table that reads it
         if plan.derived_conf != plan.replay_conf:  # the derived tables' own settings, if any
             tuned.close()
             if plan.derived_conf:
@@ -177,13 +178,13 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
 def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed) -> _Written:
     """Write the replay's tables: the verdicts at once with the tables that do not read the replayed
-    rows (and the record duplicates, which read records only), and ``producer_state``, aggregated
-    from the replayed rows: beside the verdicts when the replay holds nothing (the one pass, whose
-    shuffle the two jobs share: the state's tasks take the cores the verdicts' last tasks leave
-    idle), after them when the verdicts' write holds the rows. Written beside a held replay, its
-    tasks took cores only to wait for held blocks the verdicts' tasks were still computing (8 task
-    seconds of a 4M audit on 2 cores), and the join back's scan queued behind them: 2 to 3 s of a 30
-    to 60 s audit (docs/benchmarks.md)."""
+    rows (and the record duplicates, which read records only), and ``producer_state``: beside the
+    verdicts when the replay holds nothing (it then replays again, from the same shuffle), after
+    them when their write holds the rows or keeps the state (the one pass: a row per producer, read
+    from what each of the write's tasks kept). Written beside a held replay, its tasks took cores
+    only to wait for held blocks the verdicts' tasks were still computing (8 task seconds of a 4M
+    audit on 2 cores), and the join back's scan queued behind them: 2 to 3 s of a 30 to 60 s audit
+    (docs/benchmarks.md)."""
     from analytics.spark.concurrent import concurrently
 
     new_files: list[str] = []
@@ -245,7 +246,9 @@ def _per_file(plan: AuditPlan, written: _Written, added):
 
 
 def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, per_file, export_time: int) -> dict:
-    """Write the tables derived from the verdicts at once; the counts of those counted."""
+    """Write the tables derived from the verdicts at once; the counts of those counted. ``per_file``:
+    the per-file rows (:func:`_per_file`), taken by the first table that reads them while the
+    tables that do not (anomalies, transactions, replica divergence) run beside it."""
     from pyspark.sql import functions as F
 
     from analytics.audit.replicas import replica_divergence
@@ -272,14 +275,14 @@ def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, p
         return tables.transactions_merged(earlier, added, config, export_time, coordinator)
 
     return concurrently(spark, {
+        "producer_files": lambda: target.write("producer_files", per_file()),
         "anomalies": lambda: (target.write("anomalies", verdicts.where(unusual)) if added is None
                               else target.write_beside("anomalies", added.where(unusual))),
-        "producer_files": lambda: target.write("producer_files", per_file),
-        "producer_sessions": lambda: target.write("producer_sessions", tables.producer_sessions(per_file)),
         "transactions": lambda: target.write_counted("transactions", transactions(), count_of("status", TXN_STATUSES)),
-        "snapshot_checks": lambda: target.write_counted("snapshot_checks", tables.snapshot_checks(
-            verdicts, per_file, snapshots, plan.log_starts), count_of("status", SNAPSHOT_STATUSES)),
         "replica_divergence": replicas,
+        "producer_sessions": lambda: target.write("producer_sessions", tables.producer_sessions(per_file())),
+        "snapshot_checks": lambda: target.write_counted("snapshot_checks", tables.snapshot_checks(
+            verdicts, per_file(), snapshots, plan.log_starts), count_of("status", SNAPSHOT_STATUSES)),
     })
 
 

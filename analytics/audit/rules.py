@@ -10,7 +10,8 @@ a log dir's topic and partition, unless the history is longer than ``AuditConfig
 the partition and producer windows cluster on supersets of that key, so Spark reuses the exchange
 and only sorts, on integers, and no task holds more than a range. A history in one range may instead be
 replayed by one pass in Java over its rows in offset order (``java/HistoryReplay.java``), which adds
-the columns the window steps add, the same values (``tests/test_replay_pass.py``). The rest of ``batches`` joins
+the columns the window steps add, the same values, and keeps the state its producers leave
+(``tests/test_replay_pass.py``). The rest of ``batches`` joins
 back co-partitioned. Native Column expressions only.
 
 The state before a batch is what the previous visible batches of its producer left: its epoch;
@@ -107,14 +108,16 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     scan (:func:`analytics.audit.steps.join_back`).
 
     The state the histories leave (``Replay.producer_state`` and ``partition_state``,
-    :mod:`analytics.audit.state`) is aggregated from the same replayed rows. With ``prior``, the
+    :mod:`analytics.audit.state`) is aggregated from the same replayed rows (the one pass gives the
+    producers' aggregates itself, kept by the tasks that replay the rows). With ``prior``, the
     batches are those after what a previous audit replayed of their histories, and its state is
     carried into them as a range before their first (the histories are then cut into ranges even
     when short): their verdicts are the ones a replay of the whole histories gives them.
 
     The result reads frames replay persisted: they are added to ``held``, for the caller to
     ``unpersist`` once the result is written (without ``held``, cut histories stay cached for the
-    session's life). With ``held``, the replayed rows are read once for both: held from
+    session's life, and the one pass keeps nothing: its state replays again). With ``held``, the
+    replayed rows of the windows are read once for both: held from
     ``HOLD_BATCHES`` batches on, checkpointed below.
 
     The session's settings are the caller's: classify reads none and changes none. Under
@@ -137,7 +140,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts).localCheckpoint()
     one_range = (prior is None and not plan.split) or plan.ranges == 0
     in_one_pass = one_range and (javacode.load(batches.sparkSession) if one_pass is None else one_pass)
-    rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass))
+    rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass, cut=plan.split))
     producers = None  # the state the producers leave: aggregated from the replayed rows, unless the pass gives it
     if in_one_pass:
         replayed, producers = _in_one_pass(rows, plan, size, config, held)

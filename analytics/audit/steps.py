@@ -122,19 +122,21 @@ def by_range(key: str) -> WindowSpec:
 
 
 # -- the steps, in the order classify chains them -------------------------------------------------
-def replay_columns(files: DataFrame, every_column: bool = False) -> Step:
+def replay_columns(files: DataFrame, every_column: bool = False, cut: bool = True) -> Step:
     """The narrow rows the windows sort: ``REPLAY_COLUMNS`` with the ``history`` and ``file_id`` of
     their file (``files``: the broadcast dictionary) in place of its path, and their range ``rid``;
     ``stateful`` (the row updates producer state), ``tracked`` (its sequences are validated) and
     ``state_pid`` (the producer id of a stateful row, null for the rest). ``every_column``: every
     column of the batches instead, the file's path too, for a replay that carries them all through
-    and joins nothing back (the Java pass: one sort of the wide rows, no window operator)."""
+    and joins nothing back (the Java pass: one sort of the wide rows, no window operator). ``cut``:
+    some history is cut into ranges; else a row's range is its file's first (and only) one, and no
+    row looks for the cuts inside its file (an array filter, evaluated without generated code)."""
     def step(batches: DataFrame) -> DataFrame:
         if every_column:  # carried through the replay: nothing joined back
             rows = batches.join(files, on="file", how="inner")
         else:
             rows = batches.select(*REPLAY_COLUMNS).join(files, on="file", how="inner").drop("file")
-        return (rows.withColumn(RANGE, range_of()).drop("rid0", "bounds")
+        return (rows.withColumn(RANGE, range_of() if cut else F.col("rid0")).drop("rid0", "bounds")
                 .withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
                 .withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id"))))
     return step

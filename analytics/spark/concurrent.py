@@ -11,8 +11,10 @@ A failure (or a signal) in one stops all: the others' jobs are interrupted, and 
 returns only when no action of it runs any more, so nothing writes into a staging folder that the
 caller is about to remove.
 
-:func:`beside` starts one piece of work on a thread of its own, for the caller to wait for later:
-a session whose JVM starts while ``run`` exports a small input in its own process.
+:func:`once` shares a piece of work among some of the actions (the first to need it runs it, the
+others wait), so the actions that do not need it start at once. :func:`beside` starts one piece of
+work on a thread of its own, for the caller to wait for later: a session whose JVM starts while
+``run`` exports a small input in its own process.
 """
 
 from __future__ import annotations
@@ -60,6 +62,26 @@ def _stop(spark, pool: ThreadPoolExecutor, futures) -> None:
             pass
         _, not_done = wait(pending, timeout=0.5)
         pending = list(not_done)
+
+
+def once(work: Callable[[], T]) -> Callable[[], T]:
+    """``work`` for actions of :func:`concurrently` that share it: the first to call the function
+    returned runs it, the others wait for its result (an error is raised to the caller that ran it,
+    and a later call runs it again).
+
+    >>> runs = []
+    >>> shared = once(lambda: runs.append(1) or len(runs))
+    >>> shared(), shared(), runs
+    (1, 1, [1])
+    """
+    lock, result = threading.Lock(), []
+
+    def get() -> T:
+        with lock:
+            if not result:
+                result.append(work())
+            return result[0]
+    return get
 
 
 def beside(work: Callable[[], T], name: str) -> Callable[[], T]:
