@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from py4j.java_gateway import JavaObject
 
 from analytics.audit.config import AuditConfig
 from analytics.spark import javacode
@@ -153,9 +154,9 @@ def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
 
 def _kept_blocks(held: list) -> int:
     """The blocks of producer state that the Java replays in ``held`` keep in Spark's block manager."""
-    return sum(frame.replay.keptBlocks() for frame in held if hasattr(frame, "replay"))
+    return sum(frame.keptBlocks() for frame in held if isinstance(frame, JavaObject))
 
 
 def _tasks(held: list) -> int:
     """The tasks of the Java replays in ``held`` (a block each when kept)."""
-    return sum(frame.replay.tasks() for frame in held if hasattr(frame, "replay"))
+    return sum(frame.tasks() for frame in held if isinstance(frame, JavaObject))

@@ -66,16 +66,15 @@ def file_dictionary(batches: DataFrame, range_batches: int, per_file: dict | Non
     aggregation reduces to a few rows per scan task, taken once (checkpointed) for the numbering
     and the cut that read it twice (the cut reads fewer of its columns: left to the optimizer, the
     two would each scan every batch). The numbering and the cut, over those few rows, are planned
-    once as one job (``single_plan_conf``) instead of a job per shuffle, and checkpointed.
+    once as one job (``small_queries``) instead of a job per shuffle, and checkpointed.
     """
-    from analytics.spark.session import default_parallelism, settings, single_plan_conf
+    from analytics.spark.session import small_queries
 
-    spark = batches.sparkSession
     files = with_log_dir(batches.groupBy("topic", "partition", "file").agg(
         F.count(F.lit(1)).alias("batch_count"), F.min("base_offset").alias("first"),
         F.max("base_offset").alias("last"), *(c.alias(name) for name, c in (per_file or {}).items()))
     ).localCheckpoint()
-    with settings(spark, single_plan_conf(default_parallelism(spark))):
+    with small_queries(batches.sparkSession):
         return _numbered(files, range_batches, per_file or {}).localCheckpoint()
 
 
@@ -116,12 +115,11 @@ def _numbered(files: DataFrame, range_batches: int, per_file: dict) -> DataFrame
 
 def plan(dictionary: DataFrame) -> Plan:
     """The counts of the cut, from the dictionary (one row reaches the driver), in one job."""
-    from analytics.spark.session import default_parallelism, settings, single_plan_conf
+    from analytics.spark.session import small_queries
 
-    spark = dictionary.sparkSession
     per_history = dictionary.groupBy(HISTORY).agg(F.first("ranges").alias("ranges"),
                                                   F.sum("batch_count").alias("batches"))
-    with settings(spark, single_plan_conf(default_parallelism(spark))):
+    with small_queries(dictionary.sparkSession):
         row = per_history.agg(F.sum("ranges"), F.count(F.lit(1)), F.sum("batches")).first()
     return Plan(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
 

@@ -38,7 +38,7 @@ from analytics.audit.ranges import HISTORY, RANGE, TASK
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark import javacode
-from analytics.spark.session import default_parallelism, settings, single_plan_conf
+from analytics.spark.session import default_parallelism, settings, small_queries
 
 from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES, MIN_TASK_BATCHES
 
@@ -135,7 +135,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
     # a row per history, broadcast to the replay and the state: taken now, each one job, so that the
     # verdicts' write does not wait for them stage by stage (with log starts: 2 s of a 1M-batch audit)
-    with settings(batches.sparkSession, single_plan_conf(default_parallelism(batches.sparkSession))):
+    with small_queries(batches.sparkSession):
         histories = dictionary.select(HISTORY, *HISTORY_KEY).distinct().localCheckpoint()
         starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts).localCheckpoint()
     one_range = (prior is None and not plan.split) or plan.ranges == 0
@@ -227,8 +227,8 @@ def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCon
         replayed = Frame(done.rows(), spark)
         schema = carry.producer_and_running_ranges(replayed, by=(HISTORY,)).schema
         producers = Frame(done.producers(schema.json()), spark)
-    if held is not None:  # the state the pass kept, dropped once written (``unpersist``, as a held frame)
-        held.append(_Kept(done))
+    if held is not None:  # the state the pass kept, dropped once written (its ``unpersist``, as a held frame's)
+        held.append(done)
     return replayed.drop(EXPIRY_CANDIDATE), producers
 
 
@@ -310,12 +310,3 @@ def _small(table: DataFrame, bound: int | None = None) -> DataFrame:
     small = bound <= BROADCAST_ROWS if bound is not None else table.count() <= BROADCAST_ROWS
     return F.broadcast(table) if small else table
 
-
-class _Kept:
-    """The state a Java replay kept (``HistoryReplay.Replayed``), released as a held frame is."""
-
-    def __init__(self, replay):
-        self.replay = replay
-
-    def unpersist(self):
-        self.replay.release()

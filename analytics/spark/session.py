@@ -98,6 +98,12 @@ def single_plan_conf(cores: int) -> dict[str, str]:
     return {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": width, SCAN_SPLITS: width}
 
 
+def small_queries(spark):
+    """The ``with`` block's queries, over a few rows each, planned once as one job each
+    (:func:`single_plan_conf` as wide as ``spark``'s cores) instead of a job per shuffle."""
+    return settings(spark, single_plan_conf(default_parallelism(spark)))
+
+
 @contextmanager
 def settings(spark, conf: dict[str, str]):
     """``conf`` set on ``spark``'s runtime configuration for the ``with`` block, then each key put back

@@ -77,7 +77,7 @@ public final class HistoryReplay {
    * partition is stored as the block of the state's RDD (persisted) by the task that read that
    * partition's rows through to the end, the way Spark's cache stores a block, and a later job reads
    * it from there; a partition without its block (not read through yet, or lost) replays again.
-   * {@link #release()} drops the blocks.
+   * {@link #unpersist()} drops the blocks.
    */
   public static final class Replayed {
     final SparkSession session;
@@ -146,8 +146,9 @@ public final class HistoryReplay {
       return held;
     }
 
-    /** The kept state's blocks dropped (at once: the caller's next job finds the memory free). */
-    public void release() {
+    /** The kept state's blocks dropped (at once: the caller's next job finds the memory free); named
+     * as a held DataFrame's, for the caller that releases both alike. */
+    public void unpersist() {
       left.unpersist(true);
     }
   }
