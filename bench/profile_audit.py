@@ -9,6 +9,8 @@ tasks, the records its stages read (input and shuffle) and spilled bytes, and th
 submitted it (PySpark's call site). A pass of the audit is a job or a few consecutive jobs of one
 call site; jobs of concurrent writes overlap. ``--stages S``: each stage of the jobs with at
 least S task seconds too, with its longest tasks (seconds and records read): where tasks are unequal.
+Last, the run's wall seconds with no job running (the driver alone: planning, commits, Python) and
+with jobs running, which is where a small audit's fixed cost shows.
 """
 
 from __future__ import annotations
@@ -100,23 +102,40 @@ def main(argv: list[str] | None = None) -> None:
     for run in range(args.runs):
         started_ms = int(time.time() * 1000)
         result = audit(spark, str(args.out), config)
+        ended_ms = int(time.time() * 1000)
         print(f"run {run + 1}: {result.seconds:.1f} s", flush=True)
     spark.stop()
     jobs = jobs_after(events_of(events), started_ms)
     print(f"\n{'start s':>8} {'end s':>7} {'task s':>7} {'tasks':>6} {'records read':>13} {'spilled MB':>10}  call site")
-    small = defaultdict(float)
+    small = defaultdict(list)
     for j in jobs:
         if j["task_ms"] / 1000 < args.min_task_seconds:
-            small[j["site"]] += j["task_ms"] / 1000
+            small[j["site"]].append(j)
             continue
         print(f"{(j['start'] - started_ms) / 1000:>8.1f} {((j['end'] or j['start']) - started_ms) / 1000:>7.1f} "
               f"{j['task_ms'] / 1000:>7.1f} {j['tasks']:>6} {j['read']:>13,} {j['spilled'] / 2**20:>10.0f}  {j['site']}")
         if args.stages is not None and j["task_ms"] / 1000 >= args.stages:
             print_stages(j, started_ms)
-    print(f"\n{len([j for j in jobs if j['task_ms'] / 1000 < args.min_task_seconds])} smaller jobs, "
-          f"{sum(small.values()):.1f} task s in all")
+    print(f"\n{sum(len(v) for v in small.values())} smaller jobs, "
+          f"{sum(j['task_ms'] for v in small.values() for j in v) / 1000:.1f} task s in all; by call site:")
+    for site, few in sorted(small.items(), key=lambda kv: -busy_ms(kv[1], started_ms, ended_ms)):
+        print(f"{len(few):>8} jobs {busy_ms(few, started_ms, ended_ms) / 1000:>6.2f} s wall  {site}")
     total = sum(j["task_ms"] for j in jobs) / 1000
     print(f"task seconds of the run: {total:.1f}")
+    busy = busy_ms(jobs, started_ms, ended_ms)
+    print(f"wall {(ended_ms - started_ms) / 1000:.1f} s: jobs running {busy / 1000:.1f} s, "
+          f"no job running {(ended_ms - started_ms - busy) / 1000:.1f} s")
+
+
+def busy_ms(jobs: list[dict], start: int, end: int) -> int:
+    """The milliseconds of [start, end] in which some job ran."""
+    spans = sorted((max(j["start"], start), min(j["end"] or j["start"], end)) for j in jobs)
+    busy, reach = 0, start
+    for a, b in spans:
+        a = max(a, reach)
+        if b > a:
+            busy, reach = busy + b - a, b
+    return busy
 
 
 if __name__ == "__main__":

@@ -245,7 +245,8 @@ def test_an_empty_snapshot_lacks_the_producers_the_replay_holds_there(spark, tmp
     """An empty .snapshot (every producer expired, or dropped) still has an offset: each producer the
     replay holds below it is ``not_in_snapshot``, except one whose last offset lies below the log start
     offset, which the broker drops (expected absent: no row)."""
-    from analytics.audit.tables import per_file as _per_file, snapshot_checks as _snapshot_checks
+    from analytics.audit.snapshots import snapshot_checks as _snapshot_checks
+    from analytics.audit.tables import per_file as _per_file
 
     v, snapshots, log_starts = _empty_snapshot_case(spark, tmp_path)
 
@@ -282,7 +283,8 @@ def test_snapshot_checks_take_the_last_batch_below_each_of_many_snapshots(spark)
     offset."""
     import random
 
-    from analytics.audit.tables import per_file as _per_file, snapshot_checks as _snapshot_checks
+    from analytics.audit.snapshots import snapshot_checks as _snapshot_checks
+    from analytics.audit.tables import per_file as _per_file
     from analytics.spark.source import spark_schema
 
     rng = random.Random(11)

@@ -90,6 +90,7 @@ def test_a_run_in_the_bucket_equals_a_local_run_row_for_row(nights):
     same input on a local disk: every table row for row, and the Data Docs and report complete."""
     uri, local = nights["bucket"], nights["local"]
     assert outputs(uri) == outputs(local)
+    assert not Path(f"{local}.history").exists()  # run with --no-history: no metrics history kept
     for name in sorted(outputs(uri) - {"validation", "report", "summary.json"}):
         assert rows(uri, name) == rows(local, name), name
     bucket_summary, local_summary = rows(uri, "summary.json")[0], rows(local, "summary.json")[0]

@@ -39,6 +39,7 @@ from analytics.spark.columns import conform, count_of, observed
 from analytics.spark.concurrent import once
 from analytics.spark.session import settings
 from analytics.spark.tables import read_parquet
+from analytics.tuning import VERDICT_ROW_GROUP_BYTES
 
 # Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
 # each row group and drop it when it overflows; they are written plain from the start.
@@ -73,7 +74,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             tuned.enter_context(settings(spark, plan.replay_conf))
         target = _Target(spark, run, plan.continue_from)
         replayed = _replay(plan)
-        written = _write_replayed(spark, target, plan, replayed)
+        written = _write_replayed(spark, target, plan, replayed, _beside_replay(spark, target, plan))
         added = _added(spark, target, plan, written)
         export_time = _export_time(plan, written, added)
         per_file = once(lambda: _per_file(plan, written, added))  # taken by the first derived table that reads it
@@ -81,7 +82,7 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
             tuned.close()
             if plan.derived_conf:
                 tuned.enter_context(settings(spark, plan.derived_conf))
-        derived = _derive(spark, target, plan, written, added, per_file, export_time[0])
+        derived = _derive(spark, target, plan, written, added, per_file, export_time[0]) | written.beside
         counts = _counts(plan, written, added)
         seconds = time.monotonic() - started
         summary = _summary(run.run_id, plan, replayed, written, derived, counts, export_time, seconds)
@@ -107,12 +108,14 @@ class _Replayed:
 @dataclass(frozen=True)
 class _Written:
     """``batch_verdicts`` as written (``table``), the counts of the rows written now (``now``), the
-    kinds of record duplicates (None: no records) and, linked, the Parquet files of the new rows."""
+    kinds of record duplicates (None: no records), linked, the Parquet files of the new rows, and
+    what ran beside the replay (:func:`_beside_replay`) by name."""
 
     table: object
     now: dict
     duplicate_kinds: dict | None
     new_files: list
+    beside: dict
 
 
 class _Target:
@@ -146,7 +149,8 @@ class _Target:
         path = self.run.path("batch_verdicts")
         conformed = conform(verdicts, "batch_verdicts")
         watched, counted = observed(conformed, _verdict_counts())
-        plain_columns(watched.write, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
+        writer = watched.write.option("parquet.block.size", VERDICT_ROW_GROUP_BYTES)
+        plain_columns(writer, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
         if linked:  # the new rows (perhaps none) beside the previous files
             new_files.extend(reuse.parquet_files(path))
             reuse.link_tree(published(self.continue_from).path("batch_verdicts"), path)
@@ -176,7 +180,32 @@ def _replay(plan: AuditPlan) -> _Replayed:
                      step.continuing)
 
 
-def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed) -> _Written:
+def _beside_replay(spark, target: _Target, plan: AuditPlan) -> dict:
+    """The work of the derived tables that reads the export alone, run beside the verdicts' write
+    (whose last task leaves a core idle) instead of after it: the broker's snapshot points, and the
+    replicas' comparison and its table (``replica_divergence``), unless the plan gives the derived
+    tables settings of their own (``AuditPlan.replicas_with_replay``)."""
+    from analytics.audit.snapshots import snapshot_points
+
+    store = published(plan.out)
+    work = {"snapshots": lambda: snapshot_points(read_parquet(spark, store.path("producer_snapshots")))}
+    if plan.replicas_with_replay:
+        work["replica_divergence"] = lambda: _replicas(spark, target, plan)
+    return work
+
+
+def _replicas(spark, target: _Target, plan: AuditPlan) -> tuple[int, dict]:
+    """The topic-partitions held in several log dirs, and the divergent ranges by severity (written)."""
+    from analytics.audit.replicas import replica_divergence
+
+    store = published(plan.out)
+    replicated, divergent = replica_divergence(
+        spark, plan.batches, read_parquet(spark, store.path("segments")),
+        read_parquet(spark, store.path("leader_epochs")), plan.log_starts, plan.config)
+    return replicated, target.write_counted("replica_divergence", divergent, count_of("severity", SEVERITIES))
+
+
+def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed, beside: dict) -> _Written:
     """Write the replay's tables: the verdicts at once with the tables that do not read the replayed
     rows (and the record duplicates, which read records only), and ``producer_state``: beside the
     verdicts when the replay holds nothing (it then replays again, from the same shuffle), after
@@ -184,7 +213,8 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
     from what each of the write's tasks kept). Written beside a held replay, its tasks took cores
     only to wait for held blocks the verdicts' tasks were still computing (8 task seconds of a 4M
     audit on 2 cores), and the join back's scan queued behind them: 2 to 3 s of a 30 to 60 s audit
-    (docs/benchmarks.md)."""
+    (docs/benchmarks.md). ``beside``: more work (name -> callable) run with the writes, its results
+    ``_Written.beside``."""
     from analytics.spark.concurrent import concurrently
 
     new_files: list[str] = []
@@ -200,14 +230,14 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
     if not replayed.held:
         writes["producer_state"] = lambda: target.write("producer_state", replayed.producers)
     try:
-        done = concurrently(spark, writes)
+        done = concurrently(spark, writes | beside)
         if replayed.held:
             target.write("producer_state", replayed.producers)
     finally:
         for frame in replayed.held:
             frame.unpersist()
     table, now = done["batch_verdicts"]
-    return _Written(table, now, done.get("record_duplicates"), new_files)
+    return _Written(table, now, done.get("record_duplicates"), new_files, {name: done[name] for name in beside})
 
 
 def _added(spark, target: _Target, plan: AuditPlan, written: _Written):
@@ -248,10 +278,11 @@ def _per_file(plan: AuditPlan, written: _Written, added):
 def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, per_file, export_time: int) -> dict:
     """Write the tables derived from the verdicts at once; the counts of those counted. ``per_file``:
     the per-file rows (:func:`_per_file`), taken by the first table that reads them while the
-    tables that do not (anomalies, transactions, replica divergence) run beside it."""
+    tables that do not (anomalies, transactions) run beside it; the replicas' comparison here too
+    when it did not run beside the replay."""
     from pyspark.sql import functions as F
 
-    from analytics.audit.replicas import replica_divergence
+    from analytics.audit.snapshots import snapshot_checks
     from analytics.spark.concurrent import concurrently
 
     store, config, verdicts = published(plan.out), plan.config, written.table
@@ -259,14 +290,6 @@ def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, p
     coordinator = (read_parquet(spark, store.path("coordinator_transactions"))
                    if live.get("coordinator_transactions") == "complete" else None)
     unusual = F.col("severity") != "ok"
-    snapshots = read_parquet(spark, store.path("producer_snapshots"))
-
-    def replicas() -> tuple[int, dict]:
-        """The topic-partitions held in several log dirs, and the divergent ranges by severity."""
-        replicated, divergent = replica_divergence(
-            spark, plan.batches, read_parquet(spark, store.path("segments")),
-            read_parquet(spark, store.path("leader_epochs")), plan.log_starts, config)
-        return replicated, target.write_counted("replica_divergence", divergent, count_of("severity", SEVERITIES))
 
     def transactions():
         if added is None:
@@ -274,16 +297,18 @@ def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, p
         earlier = read_parquet(spark, published(plan.continue_from).path("transactions"))
         return tables.transactions_merged(earlier, added, config, export_time, coordinator)
 
-    return concurrently(spark, {
+    work = {
         "producer_files": lambda: target.write("producer_files", per_file()),
         "anomalies": lambda: (target.write("anomalies", verdicts.where(unusual)) if added is None
                               else target.write_beside("anomalies", added.where(unusual))),
         "transactions": lambda: target.write_counted("transactions", transactions(), count_of("status", TXN_STATUSES)),
-        "replica_divergence": replicas,
         "producer_sessions": lambda: target.write("producer_sessions", tables.producer_sessions(per_file())),
-        "snapshot_checks": lambda: target.write_counted("snapshot_checks", tables.snapshot_checks(
-            verdicts, per_file(), snapshots, plan.log_starts), count_of("status", SNAPSHOT_STATUSES)),
-    })
+        "snapshot_checks": lambda: target.write_counted("snapshot_checks", snapshot_checks(
+            verdicts, per_file(), written.beside["snapshots"], plan.log_starts), count_of("status", SNAPSHOT_STATUSES)),
+    }
+    if "replica_divergence" not in written.beside:  # compared under the derived tables' settings
+        work["replica_divergence"] = lambda: _replicas(spark, target, plan)
+    return concurrently(spark, work)
 
 
 def _counts(plan: AuditPlan, written: _Written, added) -> tuple[dict, dict]:

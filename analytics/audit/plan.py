@@ -49,7 +49,10 @@ class AuditPlan:
     ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
     replay and of the derived tables (``HELD_CONF`` alone or empty: Spark's own planning), and why;
     ``one_pass``: histories in one range are replayed by segaudit's Java pass (the session has it,
-    :mod:`analytics.spark.javacode`), else by the window steps, with the same facts."""
+    :mod:`analytics.spark.javacode`), else by the window steps, with the same facts;
+    ``replicas_with_replay``: the replicas are compared beside the replay, under its settings (they
+    read the export alone), not after it under the derived tables' (those of a replay planned once
+    and derived tables planned by Spark: the replicas compared by Spark's planning)."""
 
     out: str
     config: AuditConfig
@@ -67,6 +70,7 @@ class AuditPlan:
     derived_conf: dict = field(default_factory=dict)
     reason: str = "a full audit"
     one_pass: bool = False
+    replicas_with_replay: bool = True
 
     @property
     def linked(self) -> bool:
@@ -114,7 +118,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     return AuditPlan(**inputs, mode=mode, continue_from=continue_from, previous=previous, since=since, step=step,
                      replay_conf=HELD_CONF | (few if replay_single else {}),
                      derived_conf=HELD_CONF | few if derived_single else {},
-                     reason=reason)
+                     replicas_with_replay=derived_single or not replay_single, reason=reason)
 
 
 def few_batches(batches: int | None) -> bool:
