@@ -53,12 +53,12 @@ MIN_TASK_BATCHES = 10_000
 # the state, 7 s less than a persisted plan). The one-pass replay holds no row: it keeps the state
 # itself, a row per producer (the verdicts' write 2 to 4 s faster than over held rows at 4M batches).
 HOLD_BATCHES = 1_000_000
-# The row groups of ``batch_verdicts``, in bytes before compression. A Parquet read splits a file
-# at row groups: at Parquet's default 128 MiB, a 4M-batch audit wrote a file of 2.7M rows as a group
-# of 2.5M and one of 137k, so every table derived from the verdicts (the per-file rows, snapshot
-# checks, anomalies, transactions) read 2.5M rows in one task while the other core idled. At 16 MiB
-# (about 200k rows) Spark's splits share a file's rows evenly between cores, and a forensic query's
-# filter on partition and offsets skips finer (docs/benchmarks.md).
+# The row groups of ``batch_verdicts``, in bytes before compression. A Parquet read skips and splits
+# a file at row groups: at Parquet's default 128 MiB, a 4M-batch audit wrote a file of 2.7M rows (two
+# partitions' histories) as a group of 2.5M rows and one of 137k, and `segaudit explain` of one
+# partition read 2.5M rows (1.0-3.5 s); at 16 MiB (about 280k rows a group) it reads one or two
+# groups (0.6-1.1 s), and a scan of the verdicts splits a file evenly between cores
+# (docs/benchmarks.md).
 VERDICT_ROW_GROUP_BYTES = 16 * MIB
 # Carry tables up to this many rows (producers x ranges) are broadcast to the replay's tasks.
 BROADCAST_ROWS = 500_000
