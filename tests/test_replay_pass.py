@@ -150,6 +150,32 @@ def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
     for frame in held:
         frame.unpersist()
     assert _kept_blocks(held) == 0
+    _assert_tapped_per_file(spark, one_pass.verdicts, windows.verdicts)
+
+
+def _assert_tapped_per_file(spark, verdicts, others) -> None:
+    """The per-file rows the tap of ``verdicts`` (sorted by topic) takes as a write reads them, kept
+    as blocks, equal :func:`~analytics.audit.tables.per_file` of the same verdicts (``others``, the
+    windows'), and so do those aggregated again once the blocks are dropped; the rows pass unchanged."""
+    from analytics.audit.tables import per_file
+    from analytics.audit.tap import per_file_tapped
+    from analytics.spark.columns import conform
+
+    conformed, tapped = conform(verdicts, "batch_verdicts"), []
+    rows = per_file_tapped(spark, conformed, tapped)
+    [(files, tap)] = tapped
+    assert rows.schema == conformed.schema
+    assert rows.count() == conformed.count()  # read through: every task's groups kept
+    assert tap.keptBlocks() == tap.tasks() > 0
+    expected = per_file(conform(others, "batch_verdicts"))
+    assert files.schema.simpleString() == expected.schema.simpleString()  # nullability aside: conformed at the write
+    assert (files.exceptAll(expected).count(), expected.exceptAll(files).count()) == (0, 0)
+    assert files.where("last_state is not null and batches > 1").count() > 0
+    tap.unpersist()
+    assert tap.keptBlocks() == 0
+    # the blocks gone, each task's groups are aggregated again from its rows: the same rows
+    assert (files.exceptAll(expected).count(), expected.exceptAll(files).count()) == (0, 0)
+    tap.unpersist()
 
 
 def _kept_blocks(held: list) -> int:

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from analytics import reuse
-from analytics.audit import tables
+from analytics.audit import tables, tap
 from analytics.audit.config import AuditConfig
 from analytics.audit.plan import AuditPlan, audit_plan, configuration
 from analytics.contract import (
@@ -103,19 +103,24 @@ class _Replayed:
     files: object
     held: list
     continued: object = None
+    sorted_by_topic: bool = False
 
 
 @dataclass(frozen=True)
 class _Written:
     """``batch_verdicts`` as written (``table``), the counts of the rows written now (``now``), the
-    kinds of record duplicates (None: no records), linked, the Parquet files of the new rows, and
-    what ran beside the replay (:func:`_beside_replay`) by name."""
+    kinds of record duplicates (None: no records), linked, the Parquet files of the new rows, what
+    ran beside the replay (:func:`_beside_replay`) by name, and the per-file rows of the rows written
+    now as the write's tasks aggregated them (``files``; None: not tapped) with what keeps them
+    (``tap``, released once read)."""
 
     table: object
     now: dict
     duplicate_kinds: dict | None
     new_files: list
     beside: dict
+    files: object = None
+    tap: object = None
 
 
 class _Target:
@@ -141,13 +146,17 @@ class _Target:
         conform(df, name).write.parquet(self.run.path(name))
         reuse.link_tree(published(self.continue_from).path(name), self.run.path(name))
 
-    def write_verdicts(self, verdicts, linked: bool, new_files: list):
+    def write_verdicts(self, verdicts, linked: bool, new_files: list, tapped: list | None = None):
         """The verdicts as written (held when small), and the counts of the rows written now;
-        ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``."""
+        ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``.
+        ``tapped`` (the rows come sorted by topic): the write's tasks also aggregate the per-file rows
+        as the rows pass (:func:`analytics.audit.tap.per_file_tapped`), appended to it as (per-file rows, what keeps them)."""
         from analytics.spark.tables import read_table
 
         path = self.run.path("batch_verdicts")
         conformed = conform(verdicts, "batch_verdicts")
+        if tapped is not None:
+            conformed = tap.per_file_tapped(self.spark, conformed, tapped)
         watched, counted = observed(conformed, _verdict_counts())
         writer = watched.write.option("parquet.block.size", VERDICT_ROW_GROUP_BYTES)
         plain_columns(writer, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
@@ -168,7 +177,8 @@ def _replay(plan: AuditPlan) -> _Replayed:
     held: list = []  # what the replay persisted for its result, released once it is written
     if plan.step is None:
         done = replay(plan.batches, plan.config, plan.log_starts, held, one_pass=plan.one_pass)
-        return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held)
+        return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held,
+                         sorted_by_topic=done.sorted_by_topic)
     step = plan.step
     done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, one_pass=plan.one_pass)
     files = (done.file_state if step.file_state is None
@@ -218,8 +228,9 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
     from analytics.spark.concurrent import concurrently
 
     new_files: list[str] = []
+    tapped = [] if replayed.sorted_by_topic else None
     writes = {
-        "batch_verdicts": lambda: target.write_verdicts(replayed.verdicts, plan.linked, new_files),
+        "batch_verdicts": lambda: target.write_verdicts(replayed.verdicts, plan.linked, new_files, tapped),
         "partition_state": lambda: target.write("partition_state", replayed.partitions),
         "file_state": lambda: target.write("file_state", _read_by(spark, replayed.files, plan.export_manifest)),
     }
@@ -237,7 +248,9 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
         for frame in replayed.held:
             frame.unpersist()
     table, now = done["batch_verdicts"]
-    return _Written(table, now, done.get("record_duplicates"), new_files, {name: done[name] for name in beside})
+    files, tap = tapped[0] if tapped else (None, None)
+    return _Written(table, now, done.get("record_duplicates"), new_files, {name: done[name] for name in beside},
+                    files, tap)
 
 
 def _added(spark, target: _Target, plan: AuditPlan, written: _Written):
@@ -269,10 +282,13 @@ def _export_time(plan: AuditPlan, written: _Written, added) -> tuple[int, str]:
 
 
 def _per_file(plan: AuditPlan, written: _Written, added):
-    """The verdicts per producer and file: small, read twice, so one pass over the verdicts."""
-    if added is None:
-        return tables.per_file(written.table).localCheckpoint()
-    return tables.per_file_merged(plan.previous.producer_files, tables.per_file(added)).localCheckpoint()
+    """The verdicts per producer and file: small, read twice, so one pass over the verdicts, or none
+    when the verdicts' write tapped them (``_Written.files``, released once taken)."""
+    now = written.files if written.files is not None else tables.per_file(written.table if added is None else added)
+    files = (now if added is None else tables.per_file_merged(plan.previous.producer_files, now)).localCheckpoint()
+    if written.tap is not None:
+        written.tap.unpersist()
+    return files
 
 
 def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, per_file, export_time: int) -> dict:

@@ -73,11 +73,13 @@ class Prior:
 
 @dataclass(frozen=True)
 class Replay:
-    """:func:`replay`'s tables: ``batch_verdicts`` and the state the replayed histories leave."""
+    """:func:`replay`'s tables: ``batch_verdicts`` and the state the replayed histories leave;
+    ``sorted_by_topic``: each Spark partition of the verdicts comes sorted by topic (the one pass)."""
     verdicts: DataFrame
     producer_state: DataFrame
     partition_state: DataFrame
     file_state: DataFrame
+    sorted_by_topic: bool = False
 
 
 def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
@@ -173,7 +175,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     )
     producers, partitions, files_state = state.left_by(
         replayed, histories, dictionary.select("file", HISTORY, *state.per_file()), starts, producers)
-    return Replay(verdicts, producers, partitions, files_state)
+    return Replay(verdicts, producers, partitions, files_state, sorted_by_topic=in_one_pass)
 
 
 def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:

@@ -87,7 +87,6 @@ def per_file(v):
 # A decimal wide enough for an offset times 2^32 plus a file position, which Spark's hash aggregate holds.
 ORDER_TYPE = "decimal(38,0)"
 
-
 def _per_file_sums():
     """The aggregates of :func:`per_file`'s rows that give the same rows over coarser groups: the
     lowest and highest, sums, and the sequences at the lowest and highest data offset."""
