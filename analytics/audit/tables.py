@@ -54,7 +54,7 @@ def per_file(v):
     # sorting the verdicts for them (a max of a struct sorts: 4M batches, 10.6 task seconds against 4.6)
     at = F.when(F.col("state_last_sequence").isNotNull(),
                 F.col("base_offset").cast(ORDER_TYPE) * F.lit(2**32).cast(ORDER_TYPE) + F.col("file_position"))
-    per_file = data.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(
+    per_file = data.groupBy(*PER_FILE_KEY).agg(
         F.min("base_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         F.min("max_timestamp").alias("first_timestamp"),
@@ -83,6 +83,9 @@ def per_file(v):
                                                                        *verdict_counts)],
                            last_state.alias("last_state"), *verdict_counts)
 
+
+# The groups of :func:`per_file`: a producer's epoch in a segment file.
+PER_FILE_KEY = ("topic", "partition", "producer_id", "producer_epoch", "file")
 
 # A decimal wide enough for an offset times 2^32 plus a file position, which Spark's hash aggregate holds.
 ORDER_TYPE = "decimal(38,0)"
@@ -115,7 +118,7 @@ def per_file_merged(before, after):
     rows an incremental audit added): every aggregate composes, so this is :func:`per_file` of both
     (a segment file that grew has a row in each)."""
     both = before.select(*after.columns).unionByName(after)
-    return both.groupBy("topic", "partition", "producer_id", "producer_epoch", "file").agg(*_per_file_sums())
+    return both.groupBy(*PER_FILE_KEY).agg(*_per_file_sums())
 
 
 def producer_sessions(per_file):

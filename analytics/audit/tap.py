@@ -10,20 +10,22 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from analytics.audit.predicates import has_state, is_data
-from analytics.audit.tables import per_file
+from analytics.audit.tables import PER_FILE_KEY, per_file
 from analytics.contract import VERDICTS
 from analytics.spark.session import settings
 
-# The groups of per_file, and the columns of a verdict row the tap of the verdicts' write
-# (``java/FileTap.java``) aggregates for it: the same aggregates as :func:`per_file`, each
-# (name, kind, value column, ordering columns); ``_pf_take`` says a row is one per_file counts.
-PER_FILE_KEY = ("topic", "partition", "producer_id", "producer_epoch", "file")
+# The column saying a row is one :func:`per_file` counts (an idempotent batch of magic 2), a key of
+# the tap's groups beside ``PER_FILE_KEY``.
 _TAKE = "_pf_take"
+# The parts of ``last_state``, aggregated apart.
+_LAST_STATE = {"_last_base": "base_offset", "_last_position": "file_position", "_last_sequence": "sequence",
+               "_last_offset": "offset"}
 
 
 def per_file_tap(v):
-    """``v`` with the columns the tap of :func:`per_file` reads, and the tap's spec: (keys, kinds,
-    value columns, ordering columns), one aggregate each per :func:`per_file` column."""
+    """``v`` with the columns the tap of :func:`per_file` reads, and the tap's groups (its keys) and
+    aggregates: (name, kind, value column, ordering columns), one per column of :func:`per_file`
+    (``last_state`` in its four parts)."""
     control = F.col("is_control")
     at = [F.when(F.col("state_last_sequence").isNotNull(), F.col(c)) for c in ("base_offset", "file_position")]
     helpers = {
@@ -38,34 +40,32 @@ def per_file_tap(v):
         **{f"_pf_{name.lower()}": (F.col("verdict") == name).cast("long") for name in VERDICTS},
     }
     by_data, by_state = ["_pf_data_offset"], ["_pf_state_offset", "_pf_state_position"]
-    spec = [
-        ("min", "base_offset", []), ("max", "last_offset", []), ("min", "max_timestamp", []),
-        ("max", "max_timestamp", []), ("count", None, []), ("sum", "_pf_records", []),
-        ("min_by", "_pf_data_seq", by_data), ("min", "_pf_data_offset", []),
-        ("max_by", "_pf_data_last_seq", by_data), ("max", "_pf_data_offset", []),
-        ("min", "_pf_state_offset", []), ("max", "_pf_state_offset", []),
-        ("min", "_pf_stateful_seq", []), ("max", "_pf_stateful_seq", []),
-        ("max_by", "_pf_state_offset", by_state), ("max_by", "_pf_state_position", by_state),
-        ("max_by", "state_last_sequence", by_state), ("max_by", "state_last_offset", by_state),
-        *[("sum", f"_pf_{name.lower()}", []) for name in VERDICTS],
+    spec = [  # (name, kind, value column, ordering columns), per_file's columns in its order
+        ("first_offset", "min", "base_offset", []), ("last_offset", "max", "last_offset", []),
+        ("first_timestamp", "min", "max_timestamp", []), ("last_timestamp", "max", "max_timestamp", []),
+        ("batches", "count", None, []), ("records", "sum", "_pf_records", []),
+        ("first_sequence", "min_by", "_pf_data_seq", by_data), ("first_data_offset", "min", "_pf_data_offset", []),
+        ("last_sequence", "max_by", "_pf_data_last_seq", by_data), ("last_data_offset", "max", "_pf_data_offset", []),
+        ("first_state_offset", "min", "_pf_state_offset", []), ("last_state_offset", "max", "_pf_state_offset", []),
+        ("min_base_sequence", "min", "_pf_stateful_seq", []), ("max_base_sequence", "max", "_pf_stateful_seq", []),
+        ("_last_base", "max_by", "_pf_state_offset", by_state),
+        ("_last_position", "max_by", "_pf_state_position", by_state),
+        ("_last_sequence", "max_by", "state_last_sequence", by_state),
+        ("_last_offset", "max_by", "state_last_offset", by_state),
+        *[(name.lower(), "sum", f"_pf_{name.lower()}", []) for name in VERDICTS],
     ]
-    kinds, values, orders = (list(x) for x in zip(*spec))
-    return v.select("*", *[c.alias(n) for n, c in helpers.items()]), ([*PER_FILE_KEY, _TAKE], kinds, values, orders)
+    return v.select("*", *[c.alias(n) for n, c in helpers.items()]), ([*PER_FILE_KEY, _TAKE], spec)
 
 
-def per_file_of_tap(groups, v):
+def per_file_of_tap(groups, spec: list, v):
     """:func:`per_file` of ``v`` from the tap's ``groups`` (its keys, then aggregates ``a0``, ``a1``, ...
-    in :func:`per_file_tap`'s order), in :func:`per_file`'s schema."""
-    a = [F.col(f"a{i}") for i in range(18 + len(VERDICTS))]
-    last_state = F.when(a[14].isNotNull(), F.struct(
-        a[14].alias("base_offset"), a[15].alias("file_position"), a[16].alias("sequence"), a[17].alias("offset")))
-    names = ["first_offset", "last_offset", "first_timestamp", "last_timestamp", "batches", "records",
-             "first_sequence", "first_data_offset", "last_sequence", "last_data_offset", "first_state_offset",
-             "last_state_offset", "min_base_sequence", "max_base_sequence"]
-    rows = groups.where(F.col(_TAKE)).select(
-        *PER_FILE_KEY, *[c.alias(n) for c, n in zip(a, names)], last_state.alias("last_state"),
-        *[c.alias(name.lower()) for c, name in zip(a[18:], VERDICTS)])
-    return rows.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in per_file(v).schema.fields])
+    in the order of ``spec``, :func:`per_file_tap`'s), in :func:`per_file`'s schema."""
+    named = groups.where(F.col(_TAKE)).select(
+        *PER_FILE_KEY, *[F.col(f"a{i}").alias(name) for i, (name, *_) in enumerate(spec)])
+    last_state = F.when(F.col("_last_base").isNotNull(),
+                        F.struct(*[F.col(part).alias(field) for part, field in _LAST_STATE.items()]))
+    return named.select(*[(last_state if f.name == "last_state" else F.col(f.name)).cast(f.dataType).alias(f.name)
+                          for f in per_file(v).schema.fields])
 
 
 def per_file_tapped(spark, conformed, tapped: list):
@@ -78,9 +78,10 @@ def per_file_tapped(spark, conformed, tapped: list):
 
     from analytics.audit.rules import LAZY_PLAN_CONF
 
-    helpers, (keys, kinds, values, orders) = per_file_tap(conformed)
+    helpers, (keys, spec) = per_file_tap(conformed)
+    _, kinds, values, orders = (list(x) for x in zip(*spec))
     with settings(spark, LAZY_PLAN_CONF):  # the tap takes the plan's RDD: planned, not run
         java = spark._jvm.segaudit.FileTap.tap(helpers._jdf, keys, kinds, values, orders, ["topic"])
         rows = Frame(java.rows(), spark).select(*conformed.columns)
-        tapped.append((per_file_of_tap(Frame(java.groups(), spark), conformed), java))
+        tapped.append((per_file_of_tap(Frame(java.groups(), spark), spec, conformed), java))
     return rows

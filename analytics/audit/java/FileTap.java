@@ -96,12 +96,7 @@ public final class FileTap {
 
     /** How many of the groups' blocks (one a Spark partition) Spark's block manager holds. */
     public int keptBlocks() {
-      var master = SparkEnv.get().blockManager().master();
-      int held = 0;
-      for (int i = 0; i < groups.getNumPartitions(); i++) {
-        held += CollectionConverters.asJava(master.getLocations(RDDBlockId.apply(groups.id(), i))).isEmpty() ? 0 : 1;
-      }
-      return held;
+      return HistoryReplay.heldBlocks(groups);
     }
 
     /** The groups' blocks dropped, as a held DataFrame's. */

@@ -138,12 +138,7 @@ public final class HistoryReplay {
 
     /** How many of the kept state's blocks (one a Spark partition) Spark's block manager holds. */
     public int keptBlocks() {
-      var master = SparkEnv.get().blockManager().master();
-      int held = 0;
-      for (int i = 0; i < left.getNumPartitions(); i++) {
-        held += CollectionConverters.asJava(master.getLocations(RDDBlockId.apply(left.id(), i))).isEmpty() ? 0 : 1;
-      }
-      return held;
+      return heldBlocks(left);
     }
 
     /** The kept state's blocks dropped (at once: the caller's next job finds the memory free); named
@@ -151,6 +146,16 @@ public final class HistoryReplay {
     public void unpersist() {
       left.unpersist(true);
     }
+  }
+
+  /** How many blocks of {@code rdd} (one a Spark partition) Spark's block manager holds. */
+  static int heldBlocks(JavaRDD<?> rdd) {
+    var master = SparkEnv.get().blockManager().master();
+    int held = 0;
+    for (int i = 0; i < rdd.getNumPartitions(); i++) {
+      held += CollectionConverters.asJava(master.getLocations(RDDBlockId.apply(rdd.id(), i))).isEmpty() ? 0 : 1;
+    }
+    return held;
   }
 
   /** The name of the kept state's RDD, as Spark's UI shows it. */
