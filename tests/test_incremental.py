@@ -101,7 +101,7 @@ def test_the_transactions_of_a_log_in_two_parts_are_those_of_the_whole_log(spark
     from pyspark.sql import functions as F
 
     from analytics.audit.config import load_config
-    from analytics.audit.tables import transactions, transactions_merged
+    from analytics.audit.transactions import transactions, transactions_merged
 
     names = ("transactions", "transactions-v2", "fenced-zombie")
     verdicts = None

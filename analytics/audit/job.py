@@ -146,17 +146,20 @@ class _Target:
         conform(df, name).write.parquet(self.run.path(name))
         reuse.link_tree(published(self.continue_from).path(name), self.run.path(name))
 
-    def write_verdicts(self, verdicts, linked: bool, new_files: list, tapped: list | None = None):
-        """The verdicts as written (held when small), and the counts of the rows written now;
-        ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``.
-        ``tapped`` (the rows come sorted by topic): the write's tasks also aggregate the per-file rows
-        as the rows pass (:func:`analytics.audit.tap.per_file_tapped`), appended to it as (per-file rows, what keeps them)."""
+    def verdicts(self, verdicts, tapped: list | None = None):
+        """The verdicts to write, conformed; ``tapped`` (the rows come sorted by topic): the write's
+        tasks also aggregate the per-file rows as the rows pass (:func:`analytics.audit.tap.per_file_tapped`),
+        appended to it as (per-file rows, what keeps them). Planned before other work starts beside
+        the write: the tap's plan turns adaptive execution off while it is made."""
+        conformed = conform(verdicts, "batch_verdicts")
+        return conformed if tapped is None else tap.per_file_tapped(self.spark, conformed, tapped)
+
+    def write_verdicts(self, conformed, linked: bool, new_files: list):
+        """The verdicts (:meth:`verdicts`) as written, and the counts of the rows written now;
+        ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``."""
         from analytics.spark.tables import read_table
 
         path = self.run.path("batch_verdicts")
-        conformed = conform(verdicts, "batch_verdicts")
-        if tapped is not None:
-            conformed = tap.per_file_tapped(self.spark, conformed, tapped)
         watched, counted = observed(conformed, _verdict_counts())
         writer = watched.write.option("parquet.block.size", VERDICT_ROW_GROUP_BYTES)
         plain_columns(writer, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
@@ -192,16 +195,34 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
 def _beside_replay(spark, target: _Target, plan: AuditPlan) -> dict:
     """The work of the derived tables that reads the export alone, run beside the verdicts' write
-    (whose last task leaves a core idle) instead of after it: the broker's snapshot points, and the
-    replicas' comparison and its table (``replica_divergence``), unless the plan gives the derived
-    tables settings of their own (``AuditPlan.replicas_with_replay``)."""
+    (whose last task leaves a core idle) instead of after it: the broker's snapshot points, the
+    transactions as found (``transactions_found``: (the earlier audit's transactions continued,
+    the found ones held), judged once the export time is known), and the replicas' comparison and
+    its table (``replica_divergence``), unless the plan gives the derived tables settings of their
+    own (``AuditPlan.replicas_with_replay``)."""
     from analytics.audit.snapshots import snapshot_points
 
     store = published(plan.out)
-    work = {"snapshots": lambda: snapshot_points(read_parquet(spark, store.path("producer_snapshots")))}
+    work = {"snapshots": lambda: snapshot_points(read_parquet(spark, store.path("producer_snapshots"))),
+            "transactions_found": lambda: _transactions_found(spark, plan)}
     if plan.replicas_with_replay:
         work["replica_divergence"] = lambda: _replicas(spark, target, plan)
     return work
+
+
+def _transactions_found(spark, plan: AuditPlan) -> tuple:
+    """The transactions of the batches whose verdicts the audit writes now, read from the export (the
+    same columns): every batch, or a linked audit's new ones beside the earlier audit's transactions
+    (returned first, None for none); held, before their status."""
+    from analytics.audit.transactions import transactions_found
+
+    live = plan.export_manifest.get("cluster") or {}
+    coordinator = (read_parquet(spark, published(plan.out).path("coordinator_transactions"))
+                   if live.get("coordinator_transactions") == "complete" else None)
+    if not plan.adds:
+        return None, transactions_found(plan.batches, coordinator).localCheckpoint()
+    earlier = read_parquet(spark, published(plan.continue_from).path("transactions"))
+    return earlier, transactions_found(plan.step.batches, coordinator, earlier).localCheckpoint()
 
 
 def _replicas(spark, target: _Target, plan: AuditPlan) -> tuple[int, dict]:
@@ -229,8 +250,9 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
 
     new_files: list[str] = []
     tapped = [] if replayed.sorted_by_topic else None
+    verdicts = target.verdicts(replayed.verdicts, tapped)
     writes = {
-        "batch_verdicts": lambda: target.write_verdicts(replayed.verdicts, plan.linked, new_files, tapped),
+        "batch_verdicts": lambda: target.write_verdicts(verdicts, plan.linked, new_files),
         "partition_state": lambda: target.write("partition_state", replayed.partitions),
         "file_state": lambda: target.write("file_state", _read_by(spark, replayed.files, plan.export_manifest)),
     }
@@ -254,11 +276,10 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
 
 
 def _added(spark, target: _Target, plan: AuditPlan, written: _Written):
-    """Linked, with the previous audit's per-file rows: the new verdict rows, which the derived tables
-    that compose (anomalies, the per-file rows, the transactions, the counts, the log's newest
-    timestamp) add to the previous audit's instead of reading every verdict again. Else None."""
-    previous = plan.previous
-    if plan.linked and previous.producer_files is not None and "last_state" in previous.producer_files.columns:
+    """Linked, with the previous audit's per-file rows (``AuditPlan.adds``): the new verdict rows,
+    which the derived tables that compose (anomalies, the per-file rows, the counts, the log's
+    newest timestamp) add to the previous audit's instead of reading every verdict again. Else None."""
+    if plan.adds:
         return _rows_of(spark, target.run.path("batch_verdicts"), written.new_files, written.table.schema)
     return None
 
@@ -294,30 +315,22 @@ def _per_file(plan: AuditPlan, written: _Written, added):
 def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, per_file, export_time: int) -> dict:
     """Write the tables derived from the verdicts at once; the counts of those counted. ``per_file``:
     the per-file rows (:func:`_per_file`), taken by the first table that reads them while the
-    tables that do not (anomalies, transactions) run beside it; the replicas' comparison here too
+    tables that do not (anomalies, the transactions found beside the replay, judged) run beside it; the replicas' comparison here too
     when it did not run beside the replay."""
     from pyspark.sql import functions as F
 
     from analytics.audit.snapshots import snapshot_checks
+    from analytics.audit.transactions import transactions_judged
     from analytics.spark.concurrent import concurrently
 
-    store, config, verdicts = published(plan.out), plan.config, written.table
-    live = plan.export_manifest.get("cluster") or {}
-    coordinator = (read_parquet(spark, store.path("coordinator_transactions"))
-                   if live.get("coordinator_transactions") == "complete" else None)
-    unusual = F.col("severity") != "ok"
-
-    def transactions():
-        if added is None:
-            return tables.transactions(verdicts, config, export_time, coordinator)
-        earlier = read_parquet(spark, published(plan.continue_from).path("transactions"))
-        return tables.transactions_merged(earlier, added, config, export_time, coordinator)
-
+    verdicts, unusual = written.table, F.col("severity") != "ok"
+    earlier, found = written.beside["transactions_found"]
+    transactions = transactions_judged(found, plan.config, export_time, earlier)
     work = {
         "producer_files": lambda: target.write("producer_files", per_file()),
         "anomalies": lambda: (target.write("anomalies", verdicts.where(unusual)) if added is None
                               else target.write_beside("anomalies", added.where(unusual))),
-        "transactions": lambda: target.write_counted("transactions", transactions(), count_of("status", TXN_STATUSES)),
+        "transactions": lambda: target.write_counted("transactions", transactions, count_of("status", TXN_STATUSES)),
         "producer_sessions": lambda: target.write("producer_sessions", tables.producer_sessions(per_file())),
         "snapshot_checks": lambda: target.write_counted("snapshot_checks", snapshot_checks(
             verdicts, per_file(), written.beside["snapshots"], plan.log_starts), count_of("status", SNAPSHOT_STATUSES)),

@@ -76,6 +76,13 @@ class AuditPlan:
     def linked(self) -> bool:
         return self.mode == LINKED
 
+    @property
+    def adds(self) -> bool:
+        """Linked beside an audit that kept its per-file rows: the derived tables that compose (the
+        per-file rows, anomalies, transactions, counts) add the new batches' to the previous audit's."""
+        previous = self.previous
+        return self.linked and previous.producer_files is not None and "last_state" in previous.producer_files.columns
+
 
 def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | None = None,
                progress=None) -> AuditPlan:

@@ -1,6 +1,6 @@
-"""The audit's tables derived from ``batch_verdicts``: the per-file rows, producer sessions and
-transactions; and record duplicates from ``records`` (the snapshot checks:
-:mod:`analytics.audit.snapshots`). Each a function ``DataFrame -> DataFrame`` whose result the
+"""The audit's tables derived from ``batch_verdicts``: the per-file rows and producer sessions; and
+record duplicates from ``records`` (the snapshot checks: :mod:`analytics.audit.snapshots`, the
+transactions: :mod:`analytics.audit.transactions`). Each a function ``DataFrame -> DataFrame`` whose result the
 stage (:mod:`analytics.audit.job`) conforms to the contract's schema and writes.
 """
 
@@ -9,27 +9,18 @@ from __future__ import annotations
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from analytics.audit.config import AuditConfig
 from analytics.audit.predicates import checked, has_state, is_data
+from analytics.audit.transactions import aborted_ranges
 from analytics.contract import (
-    ABORTED,
     CHECK_RECORD_DUPLICATES,
-    COMMITTED,
     DEDUP_DELIVERY,
     DEDUP_HEADER_PREFIX,
     DEDUP_KEY_VALUE,
     DUP_ABORTED,
     DUP_AFTER_ABORT,
     DUP_DUPLICATE,
-    HANGING,
-    LATE_TRANSACTION_BUFFER_MS,
     LOG_APPEND_TIME,
-    OPEN,
-    TXN_ID_OPEN_STATES,
     VERDICTS,
-    VIEW_ENDED,
-    VIEW_OPEN,
-    VIEW_UNKNOWN,
 )
 from analytics.spark.columns import with_log_dir
 
@@ -201,99 +192,3 @@ def with_append_time(records, batches):
     appended = batches.where(F.col("timestamp_type") == LOG_APPEND_TIME).select("topic", "partition").distinct()
     return records.join(F.broadcast(appended.withColumn("append_time", F.lit(True))), ["topic", "partition"], "left") \
         .withColumn("append_time", F.coalesce(F.col("append_time"), F.lit(False)))
-
-
-def aborted_ranges(batches):
-    """The offsets of each aborted transaction: ``TXN_PRODUCER``, ``txn_first`` (its first data batch's
-    base offset) and ``txn_end`` (its ABORT marker's offset): the producer's records from ``txn_first``
-    up to before ``txn_end`` are what a read_committed consumer never receives."""
-    opened, markers = _opened_and_markers(batches)
-    return opened.join(markers.where(F.col("control_type") == "ABORT"), TXN_KEYS).select(
-        *TXN_PRODUCER, F.col("first_offset").alias("txn_first"), F.col("end_offset").alias("txn_end"))
-
-
-TXN_PRODUCER = ["log_dir", "topic", "partition", "producer_id"]
-TXN_KEYS = [*TXN_PRODUCER, "markers_before"]  # a transaction: its producer's markers before it
-
-
-def transactions(v, config: AuditConfig, export_time: int, coordinator=None):
-    """A transaction opens at a producer's first transactional data batch and closes at its next marker.
-
-    ``coordinator``: a live cluster's ``coordinator_transactions``, asked right after the log's offsets
-    were captured: each transaction the log shows open gets ``coordinator_view`` (open, ended, unknown;
-    see the contract). Without it the column is null."""
-    opened, markers = _opened_and_markers(v)
-    return _transactions_of(opened, markers, config, export_time, coordinator)
-
-
-def transactions_merged(before, v, config: AuditConfig, export_time: int, coordinator=None):
-    """:func:`transactions` of a log audited in two parts: ``before``, the transactions of the first
-    part, and ``v``, the verdicts of the batches after it. The ended transactions of ``before`` stay as
-    they are; its open one of each producer (there is at most one: the last) continues into the
-    batches after, as their first transaction (no marker between), and is judged again (a marker
-    after may end it, and the export time has moved)."""
-    opened, markers = _opened_and_markers(v)
-    still = before.where(F.col("end_offset").isNull()).select(
-        *TXN_PRODUCER, F.lit(0).cast("long").alias("markers_before"), "first_offset", "producer_epoch", "last_timestamp")
-    opened = opened.unionByName(still).groupBy(*TXN_KEYS).agg(
-        F.min("first_offset").alias("first_offset"),
-        F.min_by("producer_epoch", "first_offset").alias("producer_epoch"),
-        F.max("last_timestamp").alias("last_timestamp"),
-    )
-    ended = before.where(F.col("end_offset").isNotNull())
-    merged = _transactions_of(opened, markers, config, export_time, coordinator)
-    return ended.select(*merged.columns).unionByName(merged)
-
-
-def _opened_and_markers(v):
-    """The transactions of ``v`` opened (``TXN_KEYS``, first offset, epoch, last timestamp) and the
-    markers (``TXN_KEYS``, end offset, control type, coordinator epoch), numbered by the markers
-    before them."""
-    # only transactional data batches open transactions and only markers close them: the rest of the
-    # log (most of it, for idempotent producers) never enters the window's sort
-    replayed = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
-                                     & ~(F.col("is_control") & (F.col("record_count") == 0))
-                                     & (F.col("is_transactional") | F.col("is_control")))
-    w = Window.partitionBy(*TXN_PRODUCER).orderBy("base_offset", "file_position")
-    numbered = replayed.withColumn(
-        "markers_before", F.coalesce(F.sum(F.col("is_control").cast("long")).over(
-            w.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0).cast("long"))
-    )
-    opened = numbered.where(F.col("is_transactional") & ~F.col("is_control")).groupBy(*TXN_KEYS).agg(
-        F.min("base_offset").alias("first_offset"),
-        F.min_by("producer_epoch", "base_offset").alias("producer_epoch"),
-        F.max("max_timestamp").alias("last_timestamp"),
-    )
-    markers = numbered.where("is_control").select(
-        *TXN_KEYS, F.col("base_offset").alias("end_offset"), "control_type", "coordinator_epoch"
-    )
-    return opened, markers
-
-
-def _transactions_of(opened, markers, config: AuditConfig, export_time: int, coordinator):
-    """The ``transactions`` rows of the transactions ``opened``, each ended by its marker in ``markers``
-    if any (see :func:`transactions`)."""
-    late = F.lit(export_time) - F.col("last_timestamp") > config.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
-    found = opened.join(markers, TXN_KEYS, "left")
-    ended = F.col("control_type").isNotNull()
-    if coordinator is None:
-        view = F.lit(None).cast("string")
-    else:
-        held = coordinator.select("log_dir", "producer_id", F.col("producer_epoch").alias("c_epoch"),
-                                  F.col("state").alias("c_state"), F.col("partitions").alias("c_partitions"))
-        found = found.join(F.broadcast(held), ["log_dir", "producer_id"], "left")
-        holds = ((F.col("c_epoch") == F.col("producer_epoch")) & F.col("c_state").isin(*TXN_ID_OPEN_STATES)
-                 & F.array_contains("c_partitions", F.concat_ws("-", "topic", F.col("partition").cast("string"))))
-        view = (F.when(ended, None).when(F.col("c_state").isNull(), VIEW_UNKNOWN)
-                .when(holds, VIEW_OPEN).otherwise(VIEW_ENDED))
-    return found.select(
-        "topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset",
-        F.when(F.col("control_type") == "COMMIT", COMMITTED)
-        .when(F.col("control_type") == "ABORT", ABORTED)
-        .when(late, HANGING)
-        .otherwise(OPEN).alias("status"),
-        "coordinator_epoch",
-        "last_timestamp",
-        "log_dir",
-        view.alias("coordinator_view"),
-    )
