@@ -315,8 +315,8 @@ def _per_file(plan: AuditPlan, written: _Written, added):
 def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, per_file, export_time: int) -> dict:
     """Write the tables derived from the verdicts at once; the counts of those counted. ``per_file``:
     the per-file rows (:func:`_per_file`), taken by the first table that reads them while the
-    tables that do not (anomalies, the transactions found beside the replay, judged) run beside it; the replicas' comparison here too
-    when it did not run beside the replay."""
+    tables that do not (anomalies, the transactions found beside the replay, judged) run beside
+    it; the replicas' comparison here too when it did not run beside the replay."""
     from pyspark.sql import functions as F
 
     from analytics.audit.snapshots import snapshot_checks

@@ -80,8 +80,8 @@ class AuditPlan:
     def adds(self) -> bool:
         """Linked beside an audit that kept its per-file rows: the derived tables that compose (the
         per-file rows, anomalies, transactions, counts) add the new batches' to the previous audit's."""
-        previous = self.previous
-        return self.linked and previous.producer_files is not None and "last_state" in previous.producer_files.columns
+        files = self.previous.producer_files if self.linked else None
+        return files is not None and "last_state" in files.columns
 
 
 def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | None = None,
