@@ -2,7 +2,9 @@
 aggregate the rows' groups as they pass to the Parquet writer (``java/FileTap.java``) and keep them
 as blocks, so the audit does not read the written verdicts again for them. The aggregates are
 :func:`~analytics.audit.tables.per_file`'s, over columns Spark adds to each row first (its predicates
-stay Column expressions); ``tests/test_replay_pass.py`` holds both equal.
+stay Column expressions), after the verdicts' own: the rows go on to the write as rows of those first
+columns, the added ones unread, so no projection copies every row to drop them.
+``tests/test_replay_pass.py`` holds both equal.
 """
 
 from __future__ import annotations
@@ -82,6 +84,6 @@ def per_file_tapped(spark, conformed, tapped: list):
     _, kinds, values, orders = (list(x) for x in zip(*spec))
     with settings(spark, LAZY_PLAN_CONF):  # the tap takes the plan's RDD: planned, not run
         java = spark._jvm.segaudit.FileTap.tap(helpers._jdf, keys, kinds, values, orders, ["topic"])
-        rows = Frame(java.rows(), spark).select(*conformed.columns)
+        rows = Frame(java.rows(len(conformed.columns)), spark)
         tapped.append((per_file_of_tap(Frame(java.groups(), spark), spec, conformed), java))
     return rows

@@ -84,6 +84,17 @@ public final class FileTap {
       return HistoryReplay.ordered(session, passed.rdd(), in, sortedBy);
     }
 
+    /**
+     * The rows as they came, as rows of their first {@code width} columns: the columns after them
+     * (what only the tap reads) are still in each row, unread, so no projection copies every row to
+     * drop them. Spark reads a column of a row at its position in the schema, and each operator over
+     * these rows copies or projects what it keeps.
+     */
+    public Dataset<Row> rows(int width) throws ReflectiveOperationException {
+      StructType prefix = new StructType(java.util.Arrays.copyOfRange(in.fields(), 0, width));
+      return HistoryReplay.ordered(session, passed.rdd(), prefix, sortedBy);
+    }
+
     /** A row per group: its keys, then each aggregate as a long named a0, a1, ... */
     public Dataset<Row> groups() throws ReflectiveOperationException {
       return HistoryReplay.ordered(session, groups.rdd(), out, new ArrayList<>());
