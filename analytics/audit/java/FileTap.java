@@ -45,7 +45,7 @@ public final class FileTap {
     return new Tapped(rows, keys, kinds, values, orders, sortedBy);
   }
 
-  /** The tapped rows ({@link #rows()}) and what they left ({@link #groups()}). */
+  /** The tapped rows ({@link #rows(int)}) and what they left ({@link #groups()}). */
   public static final class Tapped {
     final SparkSession session;
     final StructType in, out;
@@ -79,16 +79,11 @@ public final class FileTap {
       passed = source.mapPartitionsWithIndex((index, it) -> new Passing(it, new Groups(spec), blocks, index), true);
     }
 
-    /** The rows as they came, their order declared. */
-    public Dataset<Row> rows() throws ReflectiveOperationException {
-      return HistoryReplay.ordered(session, passed.rdd(), in, sortedBy);
-    }
-
     /**
-     * The rows as they came, as rows of their first {@code width} columns: the columns after them
-     * (what only the tap reads) are still in each row, unread, so no projection copies every row to
-     * drop them. Spark reads a column of a row at its position in the schema, and each operator over
-     * these rows copies or projects what it keeps.
+     * The rows as they came, their order declared, as rows of their first {@code width} columns:
+     * the columns after them (what only the tap reads) are still in each row, unread, so no
+     * projection copies every row to drop them. Spark reads a column of a row at its position in the
+     * schema, and each operator over these rows copies or projects what it keeps.
      */
     public Dataset<Row> rows(int width) throws ReflectiveOperationException {
       StructType prefix = new StructType(java.util.Arrays.copyOfRange(in.fields(), 0, width));
