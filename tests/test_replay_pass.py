@@ -156,14 +156,18 @@ def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
 def _assert_tapped_per_file(spark, verdicts, others) -> None:
     """The per-file rows the tap of ``verdicts`` (sorted by topic) takes as a write reads them, kept
     as blocks, equal :func:`~analytics.audit.tables.per_file` of the same verdicts (``others``, the
-    windows'), and so do those aggregated again once the blocks are dropped; the rows pass unchanged."""
+    windows'), and so do those aggregated again once the blocks are dropped; the rows pass unchanged,
+    and the counts the tap gives are those of every row: per verdict, per severity, the newest."""
+    from pyspark.sql import functions as F
+
     from analytics.audit.tables import per_file
     from analytics.audit.tap import per_file_tapped
     from analytics.spark.columns import conform
 
     conformed, tapped = conform(verdicts, "batch_verdicts"), []
     rows = per_file_tapped(spark, conformed, tapped)
-    [(files, tap)] = tapped
+    [taken] = tapped
+    files, tap = taken.files, taken.kept
     assert rows.schema == conformed.schema
     assert rows.count() == conformed.count()  # read through: every task's groups kept
     assert tap.keptBlocks() == tap.tasks() > 0
@@ -171,6 +175,12 @@ def _assert_tapped_per_file(spark, verdicts, others) -> None:
     assert files.schema.simpleString() == expected.schema.simpleString()  # nullability aside: conformed at the write
     assert (files.exceptAll(expected).count(), expected.exceptAll(files).count()) == (0, 0)
     assert files.where("last_state is not null and batches > 1").count() > 0
+    spark_counts = {f"{c}:{r[c]}": r["n"] for c in ("verdict", "severity")
+                    for r in conformed.groupBy(c).agg(F.count("*").alias("n")).collect()}
+    counts = taken.counts()
+    assert counts["newest"] == conformed.agg(F.max("max_timestamp")).first()[0]
+    assert {k: n for k, n in counts.items() if k != "newest" and n} == spark_counts
+    assert {"severity:explained", "severity:violation", "severity:ok"} <= set(spark_counts)  # each kind there
     tap.unpersist()
     assert tap.keptBlocks() == 0
     # the blocks gone, each task's groups are aggregated again from its rows: the same rows

@@ -149,18 +149,19 @@ class _Target:
     def verdicts(self, verdicts, tapped: list | None = None):
         """The verdicts to write, conformed; ``tapped`` (the rows come sorted by topic): the write's
         tasks also aggregate the per-file rows as the rows pass (:func:`analytics.audit.tap.per_file_tapped`),
-        appended to it as (per-file rows, what keeps them). Planned before other work starts beside
+        appended to it (:class:`~analytics.audit.tap.Tap`). Planned before other work starts beside
         the write: the tap's plan turns adaptive execution off while it is made."""
         conformed = conform(verdicts, "batch_verdicts")
         return conformed if tapped is None else tap.per_file_tapped(self.spark, conformed, tapped)
 
-    def write_verdicts(self, conformed, linked: bool, new_files: list):
-        """The verdicts (:meth:`verdicts`) as written, and the counts of the rows written now;
+    def write_verdicts(self, conformed, linked: bool, new_files: list, taken=None):
+        """The verdicts (:meth:`verdicts`) as written, and the counts of the rows written now: the
+        write's own, or those of the tap the rows passed (``taken``, :meth:`analytics.audit.tap.Tap.counts`);
         ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``."""
         from analytics.spark.tables import read_table
 
         path = self.run.path("batch_verdicts")
-        watched, counted = observed(conformed, _verdict_counts())
+        watched, counted = (conformed, taken.counts) if taken else observed(conformed, _verdict_counts())
         writer = watched.write.option("parquet.block.size", VERDICT_ROW_GROUP_BYTES)
         plain_columns(writer, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
         if linked:  # the new rows (perhaps none) beside the previous files
@@ -251,8 +252,9 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
     new_files: list[str] = []
     tapped = [] if replayed.sorted_by_topic else None
     verdicts = target.verdicts(replayed.verdicts, tapped)
+    taken = tapped[0] if tapped else None
     writes = {
-        "batch_verdicts": lambda: target.write_verdicts(verdicts, plan.linked, new_files),
+        "batch_verdicts": lambda: target.write_verdicts(verdicts, plan.linked, new_files, taken),
         "partition_state": lambda: target.write("partition_state", replayed.partitions),
         "file_state": lambda: target.write("file_state", _read_by(spark, replayed.files, plan.export_manifest)),
     }
@@ -270,9 +272,8 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
         for frame in replayed.held:
             frame.unpersist()
     table, now = done["batch_verdicts"]
-    files, tap = tapped[0] if tapped else (None, None)
     return _Written(table, now, done.get("record_duplicates"), new_files, {name: done[name] for name in beside},
-                    files, tap)
+                    *((taken.files, taken.kept) if taken else ()))
 
 
 def _added(spark, target: _Target, plan: AuditPlan, written: _Written):

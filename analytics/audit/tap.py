@@ -3,17 +3,20 @@ aggregate the rows' groups as they pass to the Parquet writer (``java/FileTap.ja
 as blocks, so the audit does not read the written verdicts again for them. The aggregates are
 :func:`~analytics.audit.tables.per_file`'s, over columns Spark adds to each row first (its predicates
 stay Column expressions), after the verdicts' own: the rows go on to the write as rows of those first
-columns, the added ones unread, so no projection copies every row to drop them.
-``tests/test_replay_pass.py`` holds both equal.
+columns, the added ones unread, so no projection copies every row to drop them. The same groups
+give the counts of every row written (:meth:`Tap.counts`), so the write observes nothing of its own.
+``tests/test_replay_pass.py`` holds both equal to Spark's.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
 from analytics.audit.predicates import has_state, is_data
 from analytics.audit.tables import PER_FILE_KEY, per_file
-from analytics.contract import VERDICTS
+from analytics.contract import INFO_VERDICTS, OK_VERDICTS, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, VERDICTS
 from analytics.spark.session import settings
 
 # The column saying a row is one :func:`per_file` counts (an idempotent batch of magic 2), a key of
@@ -22,12 +25,43 @@ _TAKE = "_pf_take"
 # The parts of ``last_state``, aggregated apart.
 _LAST_STATE = {"_last_base": "base_offset", "_last_position": "file_position", "_last_sequence": "sequence",
                "_last_offset": "offset"}
+# The rows of severity ``explained`` a group holds: the one severity its verdicts do not decide
+# (:func:`~analytics.audit.predicates.severity`), for :meth:`Tap.counts`.
+_EXPLAINED = "_explained"
+
+
+@dataclass(frozen=True)
+class Tap:
+    """What the tap of the verdicts' write leaves: the per-file rows (``files``), the tap's groups
+    and their ``spec`` (:func:`per_file_tap`'s), and what keeps the groups (``kept``, ``unpersist``
+    once read)."""
+
+    files: object
+    groups: object
+    spec: list
+    kept: object
+
+    def counts(self) -> dict:
+        """The rows the write passed: per verdict (``verdict:<name>``), per severity
+        (``severity:<name>``) and the newest ``max_timestamp`` (``newest``), from the groups (one
+        small job): the severities ``ok`` and ``info`` are those of their verdicts, ``explained`` is
+        counted, ``violation`` is the rest."""
+        a = {name: F.col(f"a{i}") for i, (name, *_) in enumerate(self.spec)}
+        row = self.groups.agg(*[F.sum(a[v.lower()]).alias(v) for v in VERDICTS],
+                              F.sum(a[_EXPLAINED]).alias(_EXPLAINED), F.max(a["last_timestamp"]).alias("newest")).first()
+        verdicts = {v: row[v] or 0 for v in VERDICTS}
+        ok, info = sum(verdicts[v] for v in OK_VERDICTS), sum(verdicts[v] for v in INFO_VERDICTS)
+        explained = row[_EXPLAINED] or 0
+        severities = {SEV_OK: ok, SEV_INFO: info, SEV_EXPLAINED: explained,
+                      SEV_VIOLATION: sum(verdicts.values()) - ok - info - explained}
+        return ({f"verdict:{v}": n for v, n in verdicts.items()} | {f"severity:{s}": n for s, n in severities.items()}
+                | {"newest": row["newest"]})
 
 
 def per_file_tap(v):
     """``v`` with the columns the tap of :func:`per_file` reads, and the tap's groups (its keys) and
     aggregates: (name, kind, value column, ordering columns), one per column of :func:`per_file`
-    (``last_state`` in its four parts)."""
+    (``last_state`` in its four parts), then the rows of severity ``explained`` (:meth:`Tap.counts`)."""
     control = F.col("is_control")
     at = [F.when(F.col("state_last_sequence").isNotNull(), F.col(c)) for c in ("base_offset", "file_position")]
     helpers = {
@@ -40,6 +74,7 @@ def per_file_tap(v):
         "_pf_state_position": at[1],
         "_pf_stateful_seq": F.when(has_state() & is_data(), F.col("base_sequence")),
         **{f"_pf_{name.lower()}": (F.col("verdict") == name).cast("long") for name in VERDICTS},
+        "_pf_explained": (F.col("severity") == SEV_EXPLAINED).cast("long"),
     }
     by_data, by_state = ["_pf_data_offset"], ["_pf_state_offset", "_pf_state_position"]
     spec = [  # (name, kind, value column, ordering columns), per_file's columns in its order
@@ -55,6 +90,7 @@ def per_file_tap(v):
         ("_last_sequence", "max_by", "state_last_sequence", by_state),
         ("_last_offset", "max_by", "state_last_offset", by_state),
         *[(name.lower(), "sum", f"_pf_{name.lower()}", []) for name in VERDICTS],
+        (_EXPLAINED, "sum", "_pf_explained", []),
     ]
     return v.select("*", *[c.alias(n) for n, c in helpers.items()]), ([*PER_FILE_KEY, _TAKE], spec)
 
@@ -63,7 +99,7 @@ def per_file_of_tap(groups, spec: list, v):
     """:func:`per_file` of ``v`` from the tap's ``groups`` (its keys, then aggregates ``a0``, ``a1``, ...
     in the order of ``spec``, :func:`per_file_tap`'s), in :func:`per_file`'s schema."""
     named = groups.where(F.col(_TAKE)).select(
-        *PER_FILE_KEY, *[F.col(f"a{i}").alias(name) for i, (name, *_) in enumerate(spec)])
+        *PER_FILE_KEY, *[F.col(f"a{i}").alias(name) for i, (name, *_) in enumerate(spec) if name != _EXPLAINED])
     last_state = F.when(F.col("_last_base").isNotNull(),
                         F.struct(*[F.col(part).alias(field) for part, field in _LAST_STATE.items()]))
     return named.select(*[(last_state if f.name == "last_state" else F.col(f.name)).cast(f.dataType).alias(f.name)
@@ -74,8 +110,8 @@ def per_file_tapped(spark, conformed, tapped: list):
     """``conformed`` (the verdicts to write, each Spark partition sorted by topic) as they pass through
     the tap of the per-file rows (``java/FileTap.java``): each task aggregates its rows' groups as the
     write reads them and keeps them as a block, which the per-file rows read instead of the written
-    verdicts (a block lost or not yet made aggregates its task's rows again). Appends (the per-file
-    rows, the tap) to ``tapped``."""
+    verdicts (a block lost or not yet made aggregates its task's rows again). Appends the
+    :class:`Tap` to ``tapped``."""
     from pyspark.sql import DataFrame as Frame
 
     from analytics.audit.rules import LAZY_PLAN_CONF
@@ -85,5 +121,6 @@ def per_file_tapped(spark, conformed, tapped: list):
     with settings(spark, LAZY_PLAN_CONF):  # the tap takes the plan's RDD: planned, not run
         java = spark._jvm.segaudit.FileTap.tap(helpers._jdf, keys, kinds, values, orders, ["topic"])
         rows = Frame(java.rows(len(conformed.columns)), spark)
-        tapped.append((per_file_of_tap(Frame(java.groups(), spark), spec, conformed), java))
+        groups = Frame(java.groups(), spark)
+        tapped.append(Tap(per_file_of_tap(groups, spec, conformed), groups, spec, java))
     return rows
