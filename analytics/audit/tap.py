@@ -73,7 +73,7 @@ def per_file_tap(v):
         "_pf_state_offset": at[0],
         "_pf_state_position": at[1],
         "_pf_stateful_seq": F.when(has_state() & is_data(), F.col("base_sequence")),
-        **{f"_pf_{name.lower()}": (F.col("verdict") == name).cast("long") for name in VERDICTS},
+        "_pf_verdict": _verdict_number(),
         "_pf_explained": (F.col("severity") == SEV_EXPLAINED).cast("long"),
     }
     by_data, by_state = ["_pf_data_offset"], ["_pf_state_offset", "_pf_state_position"]
@@ -89,10 +89,19 @@ def per_file_tap(v):
         ("_last_position", "max_by", "_pf_state_position", by_state),
         ("_last_sequence", "max_by", "state_last_sequence", by_state),
         ("_last_offset", "max_by", "state_last_offset", by_state),
-        *[(name.lower(), "sum", f"_pf_{name.lower()}", []) for name in VERDICTS],
+        *[(name.lower(), f"count_eq:{number}", "_pf_verdict", []) for number, name in enumerate(VERDICTS)],
         (_EXPLAINED, "sum", "_pf_explained", []),
     ]
     return v.select("*", *[c.alias(n) for n, c in helpers.items()]), ([*PER_FILE_KEY, _TAKE], spec)
+
+
+def _verdict_number():
+    """The row's verdict as its position in ``VERDICTS`` (each verdict's count is a ``count_eq`` of
+    it, one column for all): tested in ``VERDICTS``' order, ``OK``, the likeliest, first."""
+    number = F.when(F.col("verdict") == VERDICTS[0], 0)
+    for i, name in enumerate(VERDICTS[1:], 1):
+        number = number.when(F.col("verdict") == name, i)
+    return number
 
 
 def per_file_of_tap(groups, spec: list, v):

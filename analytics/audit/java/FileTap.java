@@ -35,10 +35,12 @@ public final class FileTap {
 
   /**
    * {@code rows} (each Spark partition sorted by {@code sortedBy}) tapped: per group of {@code keys},
-   * the aggregate {@code kinds[i]} ("min", "max", "sum", "count", "min_by", "max_by") of the integral
-   * column {@code values[i]} (none for "count"), "min_by" and "max_by" at the row whose {@code
-   * orders[i]} (one or two integral columns, compared in turn; a row whose first is null does not
-   * count) is the lowest or the highest, the first such row on a tie, as Spark's.
+   * the aggregate {@code kinds[i]} ("min", "max", "sum", "count", "min_by", "max_by", "count_eq:N") of
+   * the integral column {@code values[i]} (none for "count"), "min_by" and "max_by" at the row whose
+   * {@code orders[i]} (one or two integral columns, compared in turn; a row whose first is null does
+   * not count) is the lowest or the highest, the first such row on a tie, as Spark's; "count_eq:N"
+   * the rows whose value is N (0 for none: Spark's sum of a 0-or-1 column), so that several counts
+   * read one column.
    */
   public static Tapped tap(Dataset<Row> rows, List<String> keys, List<String> kinds, List<String> values,
       List<List<String>> orders, List<String> sortedBy) {
@@ -150,13 +152,14 @@ public final class FileTap {
   /** The name of the groups' RDD, as Spark's UI shows it. */
   public static final String KEPT = "segaudit: aggregates kept by a write";
 
-  static final int MIN = 0, MAX = 1, SUM = 2, COUNT = 3, MIN_BY = 4, MAX_BY = 5;
-  static final List<String> KINDS = List.of("min", "max", "sum", "count", "min_by", "max_by");
+  static final int MIN = 0, MAX = 1, SUM = 2, COUNT = 3, MIN_BY = 4, MAX_BY = 5, COUNT_EQ = 6;
+  static final List<String> KINDS = List.of("min", "max", "sum", "count", "min_by", "max_by", "count_eq");
 
   /** The tap's columns by position, and each aggregate's kind. */
   static final class Spec implements Serializable {
     final StructType in;
     final int[] keys, kinds, values, first, second;
+    final long[] equal;
     final DataType[] valueTypes, firstTypes, secondTypes;
 
     Spec(StructType in, List<String> keys, List<String> kinds, List<String> values, List<List<String>> orders) {
@@ -165,13 +168,16 @@ public final class FileTap {
       int n = kinds.size();
       this.kinds = new int[n];
       this.values = new int[n];
+      equal = new long[n];
       first = new int[n];
       second = new int[n];
       valueTypes = new DataType[n];
       firstTypes = new DataType[n];
       secondTypes = new DataType[n];
       for (int i = 0; i < n; i++) {
-        this.kinds[i] = KINDS.indexOf(kinds.get(i));
+        String[] kind = kinds.get(i).split(":", 2);  // count_eq:N
+        this.kinds[i] = KINDS.indexOf(kind[0]);
+        equal[i] = kind.length > 1 ? Long.parseLong(kind[1]) : 0;
         if (this.kinds[i] < 0) {
           throw new IllegalArgumentException("no such aggregate: " + kinds.get(i));
         }
@@ -294,6 +300,16 @@ public final class FileTap {
             second[i] = b;
             has[i] = !row.isNullAt(spec.values[i]);
             value[i] = has[i] ? integral(row, spec.values[i], spec.valueTypes[i]) : 0;
+          }
+          continue;
+        }
+        if (kind == COUNT_EQ) {
+          if (!has[i]) {
+            value[i] = 0;
+            has[i] = true;
+          }
+          if (!row.isNullAt(spec.values[i]) && integral(row, spec.values[i], spec.valueTypes[i]) == spec.equal[i]) {
+            value[i]++;
           }
           continue;
         }
