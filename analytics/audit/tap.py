@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from analytics.audit.predicates import has_state, is_data
 from analytics.audit.tables import PER_FILE_KEY, per_file
-from analytics.contract import INFO_VERDICTS, OK_VERDICTS, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, VERDICTS
+from analytics.contract import SEVERITIES, VERDICTS
 from analytics.spark.session import settings
 
 # The column saying a row is one :func:`per_file` counts (an idempotent batch of magic 2), a key of
@@ -25,9 +25,8 @@ _TAKE = "_pf_take"
 # The parts of ``last_state``, aggregated apart.
 _LAST_STATE = {"_last_base": "base_offset", "_last_position": "file_position", "_last_sequence": "sequence",
                "_last_offset": "offset"}
-# The rows of severity ``explained`` a group holds: the one severity its verdicts do not decide
-# (:func:`~analytics.audit.predicates.severity`), for :meth:`Tap.counts`.
-_EXPLAINED = "_explained"
+# The aggregates counting a group's rows of each severity (for :meth:`Tap.counts`, not per_file's).
+_SEVERITY = "_severity:"
 
 
 @dataclass(frozen=True)
@@ -44,24 +43,18 @@ class Tap:
     def counts(self) -> dict:
         """The rows the write passed: per verdict (``verdict:<name>``), per severity
         (``severity:<name>``) and the newest ``max_timestamp`` (``newest``), from the groups (one
-        small job): the severities ``ok`` and ``info`` are those of their verdicts, ``explained`` is
-        counted, ``violation`` is the rest."""
+        small job)."""
         a = {name: F.col(f"a{i}") for i, (name, *_) in enumerate(self.spec)}
-        row = self.groups.agg(*[F.sum(a[v.lower()]).alias(v) for v in VERDICTS],
-                              F.sum(a[_EXPLAINED]).alias(_EXPLAINED), F.max(a["last_timestamp"]).alias("newest")).first()
-        verdicts = {v: row[v] or 0 for v in VERDICTS}
-        ok, info = sum(verdicts[v] for v in OK_VERDICTS), sum(verdicts[v] for v in INFO_VERDICTS)
-        explained = row[_EXPLAINED] or 0
-        severities = {SEV_OK: ok, SEV_INFO: info, SEV_EXPLAINED: explained,
-                      SEV_VIOLATION: sum(verdicts.values()) - ok - info - explained}
-        return ({f"verdict:{v}": n for v, n in verdicts.items()} | {f"severity:{s}": n for s, n in severities.items()}
-                | {"newest": row["newest"]})
+        row = self.groups.agg(*[F.sum(a[v.lower()]).alias(f"verdict:{v}") for v in VERDICTS],
+                              *[F.sum(a[_SEVERITY + s]).alias(f"severity:{s}") for s in SEVERITIES],
+                              F.max(a["last_timestamp"]).alias("newest")).first().asDict()
+        return {name: n if name == "newest" else n or 0 for name, n in row.items()}
 
 
 def per_file_tap(v):
     """``v`` with the columns the tap of :func:`per_file` reads, and the tap's groups (its keys) and
     aggregates: (name, kind, value column, ordering columns), one per column of :func:`per_file`
-    (``last_state`` in its four parts), then the rows of severity ``explained`` (:meth:`Tap.counts`)."""
+    (``last_state`` in its four parts), then the rows of each severity (:meth:`Tap.counts`)."""
     control = F.col("is_control")
     at = [F.when(F.col("state_last_sequence").isNotNull(), F.col(c)) for c in ("base_offset", "file_position")]
     helpers = {
@@ -73,8 +66,8 @@ def per_file_tap(v):
         "_pf_state_offset": at[0],
         "_pf_state_position": at[1],
         "_pf_stateful_seq": F.when(has_state() & is_data(), F.col("base_sequence")),
-        "_pf_verdict": _verdict_number(),
-        "_pf_explained": (F.col("severity") == SEV_EXPLAINED).cast("long"),
+        "_pf_verdict": _number("verdict", VERDICTS),
+        "_pf_severity": _number("severity", SEVERITIES),
     }
     by_data, by_state = ["_pf_data_offset"], ["_pf_state_offset", "_pf_state_position"]
     spec = [  # (name, kind, value column, ordering columns), per_file's columns in its order
@@ -90,25 +83,25 @@ def per_file_tap(v):
         ("_last_sequence", "max_by", "state_last_sequence", by_state),
         ("_last_offset", "max_by", "state_last_offset", by_state),
         *[(name.lower(), f"count_eq:{number}", "_pf_verdict", []) for number, name in enumerate(VERDICTS)],
-        (_EXPLAINED, "sum", "_pf_explained", []),
+        *[(_SEVERITY + name, f"count_eq:{number}", "_pf_severity", []) for number, name in enumerate(SEVERITIES)],
     ]
     return v.select("*", *[c.alias(n) for n, c in helpers.items()]), ([*PER_FILE_KEY, _TAKE], spec)
 
 
-def _verdict_number():
-    """The row's verdict as its position in ``VERDICTS`` (each verdict's count is a ``count_eq`` of
-    it, one column for all): tested in ``VERDICTS``' order, ``OK``, the likeliest, first."""
-    number = F.when(F.col("verdict") == VERDICTS[0], 0)
-    for i, name in enumerate(VERDICTS[1:], 1):
-        number = number.when(F.col("verdict") == name, i)
+def _number(column: str, names: tuple):
+    """The row's ``column`` as its position in ``names`` (each name's count is a ``count_eq`` of it,
+    one column for all): tested in ``names``' order, the likeliest (``OK``, ``ok``) first."""
+    number = F.when(F.col(column) == names[0], 0)
+    for i, name in enumerate(names[1:], 1):
+        number = number.when(F.col(column) == name, i)
     return number
 
 
 def per_file_of_tap(groups, spec: list, v):
     """:func:`per_file` of ``v`` from the tap's ``groups`` (its keys, then aggregates ``a0``, ``a1``, ...
     in the order of ``spec``, :func:`per_file_tap`'s), in :func:`per_file`'s schema."""
-    named = groups.where(F.col(_TAKE)).select(
-        *PER_FILE_KEY, *[F.col(f"a{i}").alias(name) for i, (name, *_) in enumerate(spec) if name != _EXPLAINED])
+    named = groups.where(F.col(_TAKE)).select(*PER_FILE_KEY, *[
+        F.col(f"a{i}").alias(name) for i, (name, *_) in enumerate(spec) if not name.startswith(_SEVERITY)])
     last_state = F.when(F.col("_last_base").isNotNull(),
                         F.struct(*[F.col(part).alias(field) for part, field in _LAST_STATE.items()]))
     return named.select(*[(last_state if f.name == "last_state" else F.col(f.name)).cast(f.dataType).alias(f.name)
