@@ -10,7 +10,10 @@ export's ``batches`` table:
 - ``segaudit audit``: the whole audit (every table and summary.json), Spark ``local[*]``, run
   twice in one application: the first run also pays for the JIT and the Python workers;
 - ``Spark classify``: ``analytics.audit.rules.classify`` alone, writing ``batch_verdicts``, the
-  same output as the two cases below;
+  same output as the two cases below, with the ranges the audit's plan sizes
+  (``audit.plan.range_decision``: one pass over each history): the audit's replay and its one write
+  with nothing else (no dictionary's state tables, tap, counts or derived tables), twice (the
+  steady run counts), printed beside the lean replay too, the floor of what the audit must do;
 - ``DuckDB``: the same classification in SQL (``bench/classify_duckdb.sql``), threads = cores;
 - ``lean window replay`` (``bench/lean_replay.py``, issue 46): one sort in producer order, one
   duplicate sort, lags, a running high-water mark and the verdict, every ``batches`` column carried
@@ -29,8 +32,8 @@ export's ``batches`` table:
 
 With ``--partitions N``, each size is also audited as N partitions (``bench_audit_histories.split_copy``:
 every partition of the export cut at offset boundaries, each piece a partition of its own: the
-shape of a real cluster's many short histories), the steady ``segaudit audit`` beside the steady
-lean replay of the same copy.
+shape of a real cluster's many short histories), the steady ``segaudit audit`` and ``Spark classify``
+beside the steady lean replay of the same copy.
 
 The verdict counts of DuckDB and of the reference are checked against Spark's. ``--conf`` sets
 Spark options of the in-process session (e.g. ``spark.sql.requireAllClusterKeysForCoPartition=true``,
@@ -49,6 +52,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,25 +88,41 @@ def prepare(work: Path, batches: int) -> tuple[Path, int]:
 
 def spark_cases(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float], Counter]:
     from analytics.audit.job import audit
-    from analytics.audit.rules import classify
 
     times = {}
     for label in ("segaudit audit (first)", "segaudit audit (steady)"):
         result = audit(spark, str(out), config)
         times[label] = result.seconds
+    classified, counts = classify_case(spark, out, config)
+    return times | classified, counts
+
+
+def classify_case(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float], Counter]:
+    """``classify`` of ``out``'s batches written as ``batch_verdicts`` (twice: first and steady), with
+    the ranges the audit's plan sizes; the verdict counts."""
+    from analytics.audit.plan import range_decision
+    from analytics.audit.rules import classify
+    from analytics.spark.memory import task_memory
+
+    times = {}
     target = out.parent / f"{out.name}.spark-verdicts"
-    shutil.rmtree(target, ignore_errors=True)
-    t0 = time.perf_counter()
-    batches = spark.read.parquet(str(out / "batches"))
-    classify(batches, config, spark.read.parquet(str(out / "log_start_offsets"))).write.partitionBy("topic").parquet(str(target))
-    times["Spark classify"] = time.perf_counter() - t0
+    if config.range_batches is None:  # as the audit's plan sizes them (classify alone would cut at the default)
+        config = replace(config, range_batches=range_decision(task_memory(spark))[0])
+    for label in ("Spark classify (first)", "Spark classify"):
+        shutil.rmtree(target, ignore_errors=True)
+        t0 = time.perf_counter()
+        batches = spark.read.parquet(str(out / "batches"))
+        classify(batches, config, spark.read.parquet(str(out / "log_start_offsets"))).write.partitionBy(
+            "topic").parquet(str(target))
+        times[label] = time.perf_counter() - t0
     counts = Counter({r["verdict"]: r["count"] for r in spark.read.parquet(str(target)).groupBy("verdict").count().collect()})
     shutil.rmtree(target, ignore_errors=True)
     return times, counts
 
 
 def many_partitions(spark, out: Path, config: AuditConfig, partitions: int, total: int) -> dict[str, float]:
-    """The steady audit and the steady lean replay of ``out`` cut into about ``partitions`` partitions."""
+    """The steady audit, classify (:func:`classify_case`) and lean replay of ``out`` cut into about
+    ``partitions`` partitions."""
     from bench_audit_histories import split_copy
 
     from analytics.audit.job import audit
@@ -116,8 +136,11 @@ def many_partitions(spark, out: Path, config: AuditConfig, partitions: int, tota
     for run in ("first", "steady"):
         times[f"segaudit audit, {label} ({run})"] = audit(spark, str(target), config).seconds
         times[f"{LEAN}, {label} ({run})"] = lean_case(spark, target)[0]
-    print_side_by_side([(total, times[f"segaudit audit, {label} (steady)"], times[f"{LEAN}, {label} (steady)"])],
-                       f"segaudit audit, {label}")
+    times |= {f"Spark classify, {label}" if k == "Spark classify" else f"{k}, {label}": v
+              for k, v in classify_case(spark, target, config)[0].items()}
+    lean = times[f"{LEAN}, {label} (steady)"]
+    print_side_by_side([(total, times[f"segaudit audit, {label} (steady)"], lean)], f"segaudit audit, {label}")
+    print_side_by_side([(total, times[f"Spark classify, {label}"], lean)], f"Spark classify, {label}")
     return times
 
 
@@ -225,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     config = AuditConfig()
     print(f"{cores} cores; Spark local[*], driver memory {args.driver_memory}; DuckDB threads {cores}")
     print(f"{'batches':>11} {'case':<30} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")
-    side_by_side = []
+    side_by_side, replay_alone = [], []
     for n in args.batches:
         out, total = prepare(args.work, n)
         times, spark_counts = spark_cases(spark, out, config)
@@ -234,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
             times[label], lean_counts = lean_case(spark, out)
         assert lean_counts == spark_counts, ("the lean replay and Spark disagree", lean_counts, spark_counts)
         side_by_side.append((total, times["segaudit audit (steady)"], times[f"{LEAN} (steady)"]))
+        replay_alone.append((total, times["Spark classify"], times[f"{LEAN} (steady)"]))
         duck_seconds, duck_counts = duckdb_case(out, config, cores)
         assert duck_counts == spark_counts, ("DuckDB and Spark disagree", duck_counts, spark_counts)
         times["DuckDB"] = duck_seconds
@@ -252,6 +276,7 @@ def main(argv: list[str] | None = None) -> None:
                 print_default_memory(total, "cluster, 1 GiB driver", default_memory_case(
                     out, master, {"spark.executor.memory": args.executor_memory, "spark.cores.max": str(cores)}))
     print_side_by_side(side_by_side, "segaudit audit (steady)")
+    print_side_by_side(replay_alone, "Spark classify (steady: the audit's replay and its write alone)")
 
 
 if __name__ == "__main__":
