@@ -33,7 +33,9 @@ export's ``batches`` table:
 With ``--partitions N``, each size is also audited as N partitions (``bench_audit_histories.split_copy``:
 every partition of the export cut at offset boundaries, each piece a partition of its own: the
 shape of a real cluster's many short histories), the steady ``segaudit audit`` and ``Spark classify``
-beside the steady lean replay of the same copy.
+beside the steady lean replay of the same copy; with two sizes or more, also their marginal cost
+between the cut copies (``--partitions 6``: the ``clean`` logs' 3 partitions cut in 2, so that the
+histories spread evenly over 2 cores, as a log of 4 partitions does).
 
 The verdict counts of DuckDB and of the reference are checked against Spark's. ``--conf`` sets
 Spark options of the in-process session (e.g. ``spark.sql.requireAllClusterKeysForCoPartition=true``,
@@ -120,9 +122,10 @@ def classify_case(spark, out: Path, config: AuditConfig) -> tuple[dict[str, floa
     return times, counts
 
 
-def many_partitions(spark, out: Path, config: AuditConfig, partitions: int, total: int) -> dict[str, float]:
-    """The steady audit, classify (:func:`classify_case`) and lean replay of ``out`` cut into about
-    ``partitions`` partitions."""
+def many_partitions(spark, out: Path, config: AuditConfig, partitions: int,
+                    total: int) -> tuple[dict[str, float], tuple[float, float, float]]:
+    """The audit, classify (:func:`classify_case`) and lean replay of ``out`` cut into about
+    ``partitions`` partitions, and their steady seconds (audit, classify, lean)."""
     from bench_audit_histories import split_copy
 
     from analytics.audit.job import audit
@@ -141,7 +144,7 @@ def many_partitions(spark, out: Path, config: AuditConfig, partitions: int, tota
     lean = times[f"{LEAN}, {label} (steady)"]
     print_side_by_side([(total, times[f"segaudit audit, {label} (steady)"], lean)], f"segaudit audit, {label}")
     print_side_by_side([(total, times[f"Spark classify, {label}"], lean)], f"Spark classify, {label}")
-    return times
+    return times, (times[f"segaudit audit, {label} (steady)"], times[f"Spark classify, {label}"], lean)
 
 
 def duckdb_case(out: Path, config: AuditConfig, threads: int) -> tuple[float, Counter]:
@@ -248,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     config = AuditConfig()
     print(f"{cores} cores; Spark local[*], driver memory {args.driver_memory}; DuckDB threads {cores}")
     print(f"{'batches':>11} {'case':<30} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")
-    side_by_side, replay_alone = [], []
+    side_by_side, replay_alone, cut_audit, cut_replay = [], [], [], []
     for n in args.batches:
         out, total = prepare(args.work, n)
         times, spark_counts = spark_cases(spark, out, config)
@@ -266,7 +269,10 @@ def main(argv: list[str] | None = None) -> None:
             assert py_counts == spark_counts, ("the reference and Spark disagree", py_counts, spark_counts)
             times["pure Python"] = py_seconds
         if args.partitions:
-            times |= many_partitions(spark, out, config, args.partitions, total)
+            cut, (audit_s, classify_s, lean_s) = many_partitions(spark, out, config, args.partitions, total)
+            times |= cut
+            cut_audit.append((total, audit_s, lean_s))
+            cut_replay.append((total, classify_s, lean_s))
         base = times["Spark classify"]
         for label, seconds in times.items():
             print(f"{total:>11,} {label:<30} {seconds:>8.1f} {total / seconds:>10,.0f} {seconds / base:>17.2f}x", flush=True)
@@ -277,6 +283,9 @@ def main(argv: list[str] | None = None) -> None:
                     out, master, {"spark.executor.memory": args.executor_memory, "spark.cores.max": str(cores)}))
     print_side_by_side(side_by_side, "segaudit audit (steady)")
     print_side_by_side(replay_alone, "Spark classify (steady: the audit's replay and its write alone)")
+    if len(cut_audit) > 1:  # the marginal cost between the sizes, each cut into about --partitions partitions
+        print_side_by_side(cut_audit, f"segaudit audit (steady), each size in about {args.partitions:,} partitions")
+        print_side_by_side(cut_replay, f"Spark classify (steady), each size in about {args.partitions:,} partitions")
 
 
 if __name__ == "__main__":
