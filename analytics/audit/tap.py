@@ -99,9 +99,10 @@ def _number(column: str, names: tuple):
 
 def per_file_of_tap(groups, spec: list, v):
     """:func:`per_file` of ``v`` from the tap's ``groups`` (its keys, then aggregates ``a0``, ``a1``, ...
-    in the order of ``spec``, :func:`per_file_tap`'s), in :func:`per_file`'s schema."""
-    named = groups.where(F.col(_TAKE)).select(*PER_FILE_KEY, *[
-        F.col(f"a{i}").alias(name) for i, (name, *_) in enumerate(spec) if not name.startswith(_SEVERITY)])
+    in the order of ``spec``, :func:`per_file_tap`'s), in :func:`per_file`'s schema (which leaves out
+    the severities' counts)."""
+    named = groups.where(F.col(_TAKE)).select(
+        *PER_FILE_KEY, *[F.col(f"a{i}").alias(name) for i, (name, *_) in enumerate(spec)])
     last_state = F.when(F.col("_last_base").isNotNull(),
                         F.struct(*[F.col(part).alias(field) for part, field in _LAST_STATE.items()]))
     return named.select(*[(last_state if f.name == "last_state" else F.col(f.name)).cast(f.dataType).alias(f.name)
