@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -239,3 +240,46 @@ def test_a_killed_incremental_run_leaves_the_previous_run_and_the_next_one_conti
     assert incremental == {"continued_audit": previous, "continued_histories": partitions,
                            "files_read": len(export["segment_files"])}
     assert _verdict_rows(one_audit) == verdicts
+
+
+@pytest.mark.slow
+def test_a_stale_audit_after_1_2_3_and_10_exports_exits_2_and_loses_nothing(audited, tmp_path):
+    """Four real ``segaudit audit`` processes, each stopped (SIGSTOP) once it has read its OUT, while 1,
+    2, 3 and 10 ``segaudit export --incremental`` processes commit a new export into that OUT; then
+    continued. Each audit was of an export no longer there: one line, exit 2. Each OUT shows the last
+    export with the previous audit, every link resolves, and no commit's name was created twice."""
+    g, out = audited["clean"]
+    outs = {n: copy_out(out, tmp_path / f"out-{n}", without=("validate", "report")) for n in (1, 2, 3, 10)}
+    audits = {n: json.loads(Path(o, "_audit.json").read_text())["run_id"] for n, o in outs.items()}
+    stale = {}
+    for n, o in outs.items():
+        started = _started(o, "_runs/*/_owner.json")
+        stale[n] = subprocess.Popen([sys.executable, "-m", "analytics", "audit", o, "--no-history"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        deadline = time.monotonic() + 180
+        while not started():
+            assert stale[n].poll() is None and time.monotonic() < deadline, stale[n].communicate()
+            time.sleep(0.02)
+        stale[n].send_signal(signal.SIGSTOP)
+    def exports(n: int, o: str) -> None:
+        for _ in range(n):
+            done = subprocess.run([sys.executable, "-m", "analytics", "export", str(g.log_dir), "--out", o,
+                                   "--incremental"], capture_output=True, text=True, cwd=REPO, timeout=300)
+            assert done.returncode == 0, done.stderr
+
+    try:
+        with ThreadPoolExecutor(len(outs)) as each:  # one after the other into each OUT, the OUTs at once
+            for future in [each.submit(exports, n, o) for n, o in outs.items()]:
+                future.result()
+    finally:
+        for process in stale.values():
+            process.send_signal(signal.SIGCONT)
+    for n, o in outs.items():
+        _out, err = stale[n].communicate(timeout=300)
+        assert stale[n].returncode == 2, err
+        assert "published by another run" in one_line(err)
+        versions = sorted(int(p.stem) for p in Path(o, "_commits").glob("*.json"))
+        assert versions == list(range(versions[0], versions[0] + len(versions)))
+        assert json.loads(Path(o, "_audit.json").read_text())["run_id"] == audits[n]
+        assert [p.name for p in Path(o).iterdir() if p.is_symlink() and not p.exists()] == []
+        assert pq.read_table(os.path.join(o, "batch_verdicts")).num_rows > 0

@@ -218,7 +218,8 @@ def test_a_run_killed_around_its_commit_in_the_bucket_shows_the_old_set_or_the_n
         u.publish([EXPORT, AUDIT])
     assert seen(out) == {"batches": "next", "batch_verdicts": "next"}
     store = commits.Store(out)
-    held = published(out).snapshot.runs() | commits.read(store, commits.versions(store)[-2]).runs()
+    latest = published(out).snapshot
+    held = latest.runs() | set(latest.retired)  # named, or retired within retention
     assert {f"_runs/{n}" for n in store.names("_runs")} == held  # the killed run's objects are gone
 
 
@@ -234,6 +235,70 @@ def test_of_two_runs_into_one_bucket_one_commits(two_sets):
         late.publish([EXPORT, AUDIT])
     assert seen(out) == {"batches": "first", "batch_verdicts": "first"}
     assert not commits.Store(out).names(f"_runs/{late.run_id}")
+
+
+STALE = textwrap.dedent("""
+    import sys
+    from analytics.publish import Conflict, publication
+
+    out, stage, table, text = sys.argv[1:5]
+    try:
+        with publication(out, stage) as run:
+            run.store.write_text(f"{run.folder}/{table}/part-0", text)
+            print("ready", flush=True)
+            sys.stdin.readline()  # the other processes commit meanwhile
+            run.publish({})
+    except Conflict as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(2)
+""")
+
+
+@pytest.mark.parametrize("between", [1, 3, 10])
+def test_a_stale_writer_in_the_bucket_publishes_on_top_or_nothing(two_sets, between, monkeypatch):
+    """A validation that read the audit, then ``between`` audits committed by other processes (the
+    audit it read is gone: exit 2) or reports (nothing it read changed: it commits on top of the
+    newest). Retention by count alone, so the commits' runs are collected meanwhile; no commit object
+    is ever created twice, and OUT shows a whole set."""
+    monkeypatch.setenv("SEGAUDIT_RETENTION_HOURS", "0")
+    out = two_sets
+    store = commits.Store(out)
+    for others, table, code in (("report", "report", 0), (AUDIT, "batch_verdicts", 2)):
+        stale = subprocess.Popen([sys.executable, "-c", STALE, out, "validate", "validation", others], cwd=REPO,
+                                 text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert stale.stdout.readline().strip() == "ready"
+        for n in range(between):
+            stage(out, others, {table: str(n)})
+        before = commits.versions(store)[-1]
+        _out, err = stale.communicate("go\n", timeout=120)
+        assert stale.returncode == code, err
+        found = commits.versions(store)
+        assert found == list(range(1, len(found) + 1)) and found[-1] == before + (code == 0)
+        assert [json.loads(store.read_text(commits.commit_name(v)))["version"] for v in found] == found
+        assert seen(out)[table] == str(between - 1)
+        assert (seen(out).get("validation") == others) == (code == 0)
+        assert {f"_runs/{n}" for n in store.names("_runs")} >= published(out).snapshot.runs()
+
+
+def test_explain_as_of_the_previous_night_answers_as_that_night(nights, bucket):
+    """The held-back segment arrived on night two: its first offset was beyond the log on night one.
+    ``explain --as-of`` night one's version (and its time) answers as night one did, from the bucket."""
+    uri = nights["bucket"]
+    held = bucket[1]
+    offset = str(int(held.stem))
+    argv = ["explain", uri, "--topic", "clean", "--partition", "0", "--offset", offset]
+    now = segaudit(*argv)
+    assert now.returncode == 0, now.stderr
+    store = commits.Store(uri)
+    first = next(v for v in commits.versions(store)
+                 if (commits.read(store, v).manifest(EXPORT) or {}).get("run_id") == nights["first_export"])
+    then_ms = commits.read(store, first).committed_at_ms
+    for as_of in (str(first), time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(then_ms / 1000 + 0.999))):
+        then = segaudit(*argv, "--as-of", as_of)
+        assert then.returncode == 4, then.stderr  # no batch held the offset then
+        assert f"offset {offset}" in then.stdout and then.stdout != now.stdout
+    gone = segaudit(*argv, "--as-of", "99999", check=False)
+    assert gone.returncode == 2 and "no version 99999" in gone.stderr
 
 
 def test_two_racing_commands_one_exits_2_with_one_line(nights):

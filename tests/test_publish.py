@@ -12,15 +12,17 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from analytics.contract import AUDIT, EXPORT, MANIFESTS, REPORT, VALIDATE
 from analytics.errors import StageMissing
-from analytics.publish import Conflict, publication, published, read_manifest, unit
+from analytics.processes import identity
+from analytics.publish import AsOf, Conflict, publication, published, read_manifest, unit
 from analytics.publish import commits
-from analytics.publish.commits import COMMITS, RUNS
+from analytics.publish.commits import COMMITS, CURRENT, RUNS, VIEWS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +49,8 @@ def seen(out: str) -> dict[str, str]:
 
 def through_links(out: Path) -> dict[str, str]:
     """What another tool sees through OUT's links on a local disk."""
-    return {p.name: (p / "part-0").read_text() for p in sorted(out.iterdir()) if p.is_symlink() and p.is_dir()}
+    return {p.name: (p / "part-0").read_text() for p in sorted(out.iterdir())
+            if p.is_symlink() and p.is_dir() and not p.name.startswith("_")}
 
 
 def test_a_stage_replaces_its_previous_outputs_whole(tmp_path):
@@ -92,7 +95,24 @@ def test_a_unit_commits_every_stage_at_once(two_sets, tmp_path):
     assert through_links(tmp_path / "out") == seen(out)
     assert read_manifest(out, AUDIT) == manifests[AUDIT]
     assert manifests[AUDIT]["built_from"] == {EXPORT: manifests[EXPORT]["run_id"]}
-    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.is_symlink()) == [COMMITS, RUNS]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.is_symlink()) == [COMMITS, RUNS, VIEWS]
+
+
+def test_outs_links_switch_to_the_next_commit_at_once(two_sets, tmp_path):
+    """Every link of OUT goes through one link, ``_current``, which the commit's view replaces whole:
+    a reader never finds the outputs of two commits mixed. Two views stay: the shown one and the one before."""
+    out, before, commit_new = two_sets
+    root = tmp_path / "out"
+    names = ["batches", "batch_verdicts", MANIFESTS[EXPORT], MANIFESTS[AUDIT]]
+    assert {n: os.readlink(root / n) for n in names} == {n: f"{CURRENT}/{n}" for n in names}
+    shown = os.readlink(root / CURRENT)
+    commit_new()
+    assert {n: os.readlink(root / n) for n in names} == {n: f"{CURRENT}/{n}" for n in names}
+    assert os.readlink(root / CURRENT) != shown and through_links(root) == seen(out)
+    commit_new()
+    assert sorted(os.listdir(root / VIEWS)) == ["3", "4"] and not (root / "records").exists()
+    commits.refresh_views(commits.Store(out), commits.read(commits.Store(out), 3))  # a late, older refresh
+    assert os.readlink(root / CURRENT) == f"{VIEWS}/4"  # never shows an older commit over a newer one
 
 
 def test_a_unit_left_early_leaves_the_previous_set(two_sets, tmp_path):
@@ -156,8 +176,8 @@ def test_a_run_killed_around_its_commit_shows_the_old_set_or_the_new_one(two_set
     assert len(leftovers) == (1 if when == "during" else 0)  # never under a commit's name, never read
     commit_new()  # the next run: the killed one's folder is garbage (its process is gone)
     assert seen(out) == new == through_links(tmp_path / "out")
-    named = published(out).snapshot.runs() | commits.read(commits.Store(out), commits.versions(commits.Store(out))[-2]).runs()
-    assert {f"{RUNS}/{n}" for n in os.listdir(tmp_path / "out" / RUNS)} == named
+    latest = published(out).snapshot
+    assert {f"{RUNS}/{n}" for n in os.listdir(tmp_path / "out" / RUNS)} == latest.runs() | set(latest.retired)
 
 
 def test_of_two_runs_of_the_same_stages_one_commits(two_sets, tmp_path):
@@ -192,31 +212,187 @@ def test_a_stage_whose_input_changed_meanwhile_does_not_commit(two_sets):
     assert not published(out).has("validation")
 
 
-def test_old_runs_are_collected_and_the_previous_commit_is_kept(tmp_path, monkeypatch):
+def test_old_runs_are_kept_by_time_and_by_count_and_no_commit_is_deleted(tmp_path, monkeypatch):
     out = str(tmp_path / "out")
+    store = commits.Store(out)
     for n in range(5):
         stage(out, EXPORT, {"batches": str(n)})
-    store = commits.Store(out)
-    assert commits.versions(store) == [4, 5]
-    assert len(os.listdir(tmp_path / "out" / RUNS)) == 2  # the latest run and the one before
-    monkeypatch.setenv("SEGAUDIT_KEEP_COMMITS", "3")
+    assert commits.versions(store) == [1, 2, 3, 4, 5]
+    assert len(os.listdir(tmp_path / "out" / RUNS)) == 5  # retired less than 7 days ago: all kept
+    monkeypatch.setenv("SEGAUDIT_RETENTION_HOURS", "0")  # by count alone: the latest commit and the one before
     stage(out, EXPORT, {"batches": "5"})
+    assert len(os.listdir(tmp_path / "out" / RUNS)) == 2
+    monkeypatch.setenv("SEGAUDIT_KEEP_COMMITS", "3")
     stage(out, EXPORT, {"batches": "6"})
-    assert commits.versions(store) == [5, 6, 7] and len(os.listdir(tmp_path / "out" / RUNS)) == 3
-    assert seen(out) == {"batches": "6"}
+    stage(out, EXPORT, {"batches": "7"})
+    assert commits.versions(store) == list(range(1, 9)) and len(os.listdir(tmp_path / "out" / RUNS)) == 3
+    assert seen(out) == {"batches": "7"}
+    monkeypatch.setenv("SEGAUDIT_KEEP_COMMITS", "2")
+    monkeypatch.setenv("SEGAUDIT_RETENTION_HOURS", str(1 / 3600))  # one second: by time once past the count
+    time.sleep(1.1)
+    stage(out, EXPORT, {"batches": "8"})
+    assert len(os.listdir(tmp_path / "out" / RUNS)) == 2  # the runs retired over 1 s ago, out of the count: gone
+    stage(out, EXPORT, {"batches": "9"})
+    assert len(os.listdir(tmp_path / "out" / RUNS)) == 3  # out of the count, but retired under 1 s ago: kept
+    time.sleep(1.1)
+    stage(out, EXPORT, {"batches": "10"})
+    assert len(os.listdir(tmp_path / "out" / RUNS)) == 2
 
 
-def test_a_folder_of_a_run_on_another_host_is_kept_until_it_is_old(two_sets, tmp_path):
+def test_a_reader_keeps_every_file_it_resolved_through_later_commits(tmp_path, monkeypatch):
+    """A reader that resolved OUT, then reads its files while 5 more commits land and collect garbage."""
+    out = str(tmp_path / "out")
+    stage(out, EXPORT, {"batches": "old", "segments": "old"})
+    stage(out, AUDIT, {"batch_verdicts": "old"})
+    view = published(out)
+    files = [view.path(name, "part-0") for name in ("batches", "segments", "batch_verdicts")]
+    for n in range(5):
+        stage(out, EXPORT if n % 2 else AUDIT, {"batches": str(n)} if n % 2 else {"batch_verdicts": str(n)})
+    assert [Path(f).read_text() for f in files] == ["old", "old", "old"]
+    monkeypatch.setenv("SEGAUDIT_RETENTION_HOURS", "0")  # the same with retention by count alone: gone
+    stage(out, EXPORT, {"batches": "last"})
+    assert not any(Path(f).exists() for f in files)
+
+
+def test_a_past_version_reads_as_it_was(tmp_path, monkeypatch):
+    out = str(tmp_path / "out")
+    stage(out, EXPORT, {"batches": "monday"})
+    monday = published(out).snapshot.committed_at_ms
+    time.sleep(0.01)
+    stage(out, EXPORT, {"batches": "tuesday"})
+    assert Path(published(out, AsOf(version=1)).path("batches", "part-0")).read_text() == "monday"
+    assert Path(published(out, AsOf(timestamp_ms=monday)).path("batches", "part-0")).read_text() == "monday"
+    assert Path(published(out, AsOf(timestamp_ms=monday + 5)).path("batches", "part-0")).read_text() == "monday"
+    assert Path(published(out, AsOf(timestamp_ms=2**62)).path("batches", "part-0")).read_text() == "tuesday"
+    assert published(out, AsOf(version=1)).shown("batches") != published(out).shown("batches")  # not OUT's link
+    with pytest.raises(StageMissing, match="not yet published"):
+        published(out, AsOf(timestamp_ms=monday - 60_000))
+    with pytest.raises(StageMissing, match="no version 7"):
+        published(out, AsOf(version=7))
+    monkeypatch.setenv("SEGAUDIT_RETENTION_HOURS", "0")
+    stage(out, EXPORT, {"batches": "wednesday"})
+    stage(out, EXPORT, {"batches": "thursday"})
+    with pytest.raises(StageMissing, match="past retention"):
+        published(out, AsOf(version=1))
+
+
+STALE = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from analytics.publish import Conflict, publication
+
+    out, stage, table, text = sys.argv[1:5]
+    try:
+        with publication(out, stage) as run:
+            Path(run.path(table)).mkdir(parents=True)
+            Path(run.path(table, "part-0")).write_text(text)
+            print("ready", flush=True)
+            sys.stdin.readline()  # the other processes commit meanwhile
+            run.publish({})
+    except Conflict as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(2)
+""")
+
+OTHER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from analytics.publish import publication
+
+    out, stage, table, text = sys.argv[1:5]
+    with publication(out, stage) as run:
+        Path(run.path(table)).mkdir(parents=True)
+        Path(run.path(table, "part-0")).write_text(text)
+        run.publish({})
+""")
+
+
+TABLE = {REPORT: "report", AUDIT: "batch_verdicts"}
+
+
+def dangling(out: Path) -> list[str]:
+    return [p.name for p in out.iterdir() if p.is_symlink() and not p.exists()]
+
+
+@pytest.mark.parametrize("between", [1, 2, 3, 10])
+@pytest.mark.parametrize("others", [REPORT, AUDIT])
+def test_a_stale_writer_moves_onto_the_newest_commit_or_publishes_nothing(two_sets, tmp_path, between, others,
+                                                                          monkeypatch):
+    """A validation that read the audit, then ``between`` commits of other processes: of reports (they
+    change nothing it reads: it commits on top of the newest) or of audits (it validated an audit no
+    longer there: exit 2). Either way OUT shows a whole set afterwards, every link resolves, and no
+    commit's name was created twice, with retention by count alone (the commits' runs collected)."""
+    monkeypatch.setenv("SEGAUDIT_RETENTION_HOURS", "0")
+    out, _before, _commit = two_sets
+    stale = subprocess.Popen([sys.executable, "-c", STALE, out, VALIDATE, "validation", "stale"], cwd=ROOT, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert stale.stdout.readline().strip() == "ready"
+    for n in range(between):
+        other = subprocess.run([sys.executable, "-c", OTHER, out, others, TABLE[others], str(n)], cwd=ROOT, capture_output=True,
+                               text=True)
+        assert other.returncode == 0, other.stderr
+    _out, err = stale.communicate("go\n", timeout=60)
+    store = commits.Store(out)
+    found = commits.versions(store)
+    assert found == list(range(1, len(found) + 1))
+    assert [json.loads((tmp_path / "out" / COMMITS / f"{v:020d}.json").read_text())["version"] for v in found] == found
+    if others == REPORT:
+        assert stale.returncode == 0, err
+        assert len(found) == 2 + between + 1  # on top of the newest, never in place of one
+        assert seen(out)["validation"] == "stale" and seen(out)["report"] == str(between - 1)
+    else:
+        assert stale.returncode == 2 and "published by another run" in err
+        assert len(found) == 2 + between and "validation" not in seen(out)
+        assert seen(out)["batch_verdicts"] == str(between - 1)
+    assert dangling(tmp_path / "out") == []
+    assert through_links(tmp_path / "out") == seen(out)
+    assert {f"{RUNS}/{n}" for n in os.listdir(tmp_path / "out" / RUNS)} >= published(out).snapshot.runs()
+
+
+def test_a_commit_in_flight_is_waited_for_with_growing_pauses(two_sets, monkeypatch):
+    """The next version taken but not readable yet (S3's 409 for a conditional PUT in flight): tried
+    again after pauses that grow, then committed; given up with Conflict after the patience."""
+    out, _before, _commit = two_sets
+    pauses, refusals = [], iter([False, False, False])
+    create = commits.Store.create_text
+    monkeypatch.setattr(commits.time, "sleep", pauses.append)
+    monkeypatch.setattr(commits.Store, "create_text",
+                        lambda self, name, text: next(refusals, None) is None and create(self, name, text))
+    stage(out, REPORT, {"report": "r"})
+    assert len(pauses) == 3 and pauses[0] < pauses[2] and seen(out)["report"] == "r"
+    monkeypatch.setattr(commits.Store, "create_text", lambda self, name, text: False)
+    monkeypatch.setattr(commits, "COMMIT_PATIENCE_S", 0.0)
+    with pytest.raises(Conflict, match="stayed taken"):
+        stage(out, REPORT, {"report": "never"})
+    assert seen(out)["report"] == "r"
+
+
+@pytest.mark.parametrize("where", [{"host": "other-host"}, {"pid_ns": 1}, {"boot_id": "another-boot"}])
+def test_a_folder_of_a_run_elsewhere_is_kept_until_it_is_old(two_sets, tmp_path, where):
+    """Another host, or this host's name in another container (pid namespace) or boot: its pid says
+    nothing here (pid 1 runs here too), so the folder stays until it is a day old."""
     out, _before, commit_new = two_sets
     elsewhere = tmp_path / "out" / RUNS / "20260101T000000-elsewhere"
     elsewhere.mkdir()
-    (elsewhere / "_owner.json").write_text(json.dumps({"host": "other-host", "pid": 1,
-                                                        "started_at_ms": int(__import__("time").time() * 1000)}))
+    owner = {**identity(), "pid": 1, "start_tick": None, **where}
+    (elsewhere / "_owner.json").write_text(json.dumps({**owner, "started_at_ms": int(time.time() * 1000)}))
     commit_new()
     assert elsewhere.exists()  # perhaps still running there
-    (elsewhere / "_owner.json").write_text(json.dumps({"host": "other-host", "pid": 1, "started_at_ms": 0}))
+    (elsewhere / "_owner.json").write_text(json.dumps({**owner, "started_at_ms": 0}))
     commit_new()
     assert not elsewhere.exists()
+
+
+def test_a_folder_whose_pid_was_reused_is_garbage(two_sets, tmp_path):
+    """The owner's pid runs again, as another process (it started at another tick): the run is dead."""
+    out, _before, commit_new = two_sets
+    mine = identity()
+    for name, start_tick in (("reused", mine["start_tick"] + 1), ("live", mine["start_tick"])):
+        folder = tmp_path / "out" / RUNS / f"20260101T000000-{name}"
+        folder.mkdir()
+        (folder / "_owner.json").write_text(json.dumps({**mine, "start_tick": start_tick, "started_at_ms": 0}))
+    commit_new()
+    assert sorted(p.name.split("-")[-1] for p in (tmp_path / "out" / RUNS).iterdir() if "20260101" in p.name) == ["live"]
 
 
 def test_an_out_of_an_older_segaudit_is_read_and_then_converted(tmp_path):

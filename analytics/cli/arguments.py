@@ -198,6 +198,30 @@ def shared_folder(text: str) -> str:
     return text
 
 
+def as_of(text: str):
+    """``--as-of``: a version of ``OUT`` (its commit's number) or a time, ISO 8601, UTC unless it says
+    otherwise (``2026-11-24``, ``2026-11-24T03:00``, ``2026-11-24T03:00:00+01:00``): the latest commit
+    at or before it.
+
+    >>> as_of("3"), as_of("2026-11-24T03:00Z").timestamp_ms
+    (AsOf(version=3, timestamp_ms=None), 1795489200000)
+    """
+    from datetime import datetime, timezone
+
+    from analytics.publish import AsOf
+
+    if text.isdigit():
+        return AsOf(version=int(text))
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise Invalid(f"{text!r} is neither a version (a number) nor a time (ISO 8601, e.g. 2026-11-24T03:00Z)") \
+            from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return AsOf(timestamp_ms=int(when.timestamp() * 1000))
+
+
 def export_folder(text: str) -> str:
     """``OUT`` of a command that reads an export: refused when it is a Kafka log directory, a
     partition folder or a segment file, with the command that audits it (:func:`kafka_data`)."""

@@ -305,7 +305,8 @@ def explain(args) -> int:
     the log, before its start, in a hole) is answered, where it falls, with exit code 4."""
     from analytics.forensics import explain
 
-    e = explain(args.out, args.topic, args.partition, args.offset, context=args.context, log_dir=args.log_dir)
+    e = explain(args.out, args.topic, args.partition, args.offset, context=args.context, log_dir=args.log_dir,
+                as_of=args.as_of)
     code = EXIT_OK if e.batches else EXIT_NOT_FOUND
     print(document({"exit_code": code, **dataclasses.asdict(e)}) if args.format == "json" else explain_text(e))
     return code
@@ -316,10 +317,10 @@ def producer(args) -> int:
     from analytics.forensics import producer_history, transactional_id_history, utc
 
     if args.transactional_id is not None:
-        h = transactional_id_history(args.out, args.transactional_id, limit=args.limit)
+        h = transactional_id_history(args.out, args.transactional_id, limit=args.limit, as_of=args.as_of)
         text = transactional_id_text
     else:
-        h = producer_history(args.out, args.producer_id, topic=args.topic, limit=args.limit)
+        h = producer_history(args.out, args.producer_id, topic=args.topic, limit=args.limit, as_of=args.as_of)
         text = producer_text
     print(json.dumps(dataclasses.asdict(h), indent=2, default=str) if args.format == "json" else text(h, utc))
     return EXIT_OK
@@ -332,11 +333,11 @@ def sql(args) -> int:
     from analytics.forensics.sql import check_tables
 
     _out_exists(args.out)
-    check_tables(args.out, args.query)  # before Spark starts
+    check_tables(args.out, args.query, args.as_of)  # before Spark starts
     from pyspark.errors import AnalysisException, ParseException
 
     try:
-        df = run_sql(spark_session(args), args.out, args.query)
+        df = run_sql(spark_session(args), args.out, args.query, args.as_of)
         columns = df.columns
         if args.format == "table":
             rows = df.limit(args.limit + 1).collect()

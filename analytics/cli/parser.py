@@ -16,6 +16,7 @@ from typing import NoReturn
 from analytics import __version__
 from analytics.cli import commands
 from analytics.cli.arguments import (
+    as_of,
     bucket,
     export_folder,
     integer,
@@ -232,6 +233,7 @@ def parser() -> Parser:
     p.add_argument("--log-dir", default=None, metavar="DIR",
                    help="for a partition exported from several log dirs (brokers): the one to explain, its path "
                         "or trailing part (default: the first holding the offset)")
+    _as_of(p)
     _format(p)
     add_spark_options(p)
     p.set_defaults(run=commands.explain)
@@ -243,6 +245,7 @@ def parser() -> Parser:
     who.add_argument("--transactional-id", help="every producer id this transactional id had (from __transaction_state)")
     p.add_argument("--topic", default=None, help="only this topic")
     p.add_argument("--limit", type=non_negative, default=50, help="findings and transactions to list (all are counted)")
+    _as_of(p)
     _format(p)
     add_spark_options(p)
     p.set_defaults(run=commands.producer)
@@ -253,6 +256,7 @@ def parser() -> Parser:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table (at most --limit rows), or every row as CSV or JSON lines")
     p.add_argument("--limit", type=non_negative, default=1000, help="rows shown by --format table")
+    _as_of(p)
     add_spark_options(p)
     p.set_defaults(run=commands.sql)
 
@@ -290,6 +294,12 @@ def _input_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-format", choices=["segments", "dump-log"], default="segments",
                    help="segments: Kafka's files (the default); dump-log: the text kafka-dump-log.sh "
                         "--deep-iteration printed")
+
+
+def _as_of(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as-of", type=as_of, default=None, metavar="VERSION|TIME",
+                   help="answer from a past version of OUT: a commit's number, or a time (ISO 8601, UTC unless "
+                        "given), whose latest commit is read; kept for at least 7 days (SEGAUDIT_RETENTION_HOURS)")
 
 
 def _format(p: argparse.ArgumentParser) -> None:

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from analytics.contract import DUPLICATE, PRODUCER_EXPIRATION, log_dir_of
 from analytics.forensics.reasoning import no_batch_reasoning, other_log_dirs, verdict_reasoning
 from analytics.forensics.tables import Audit, NotFound, Table, in_log_dir
+from analytics.publish import AsOf
 
 # The columns an explanation shows for a batch and its neighbours.
 BATCH_FIELDS = [
@@ -51,7 +52,7 @@ class Explanation:
 
 
 def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
-            log_dir: str | None = None) -> Explanation:
+            log_dir: str | None = None, as_of: AsOf | None = None) -> Explanation:
     """The batch holding ``offset`` in one log dir of the partition, its producer's neighbours there,
     the verdict and why.
 
@@ -59,8 +60,9 @@ def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
     logs, each replayed apart: one is explained, ``log_dir`` (the folder above the partition folder,
     or its trailing components) names which; by default the first, in path order, holding the offset.
     An unknown topic, a partition without batches or an unknown log dir is :class:`NotFound`.
+    ``as_of`` answers from a past version of ``out`` (time travel).
     """
-    audit = Audit(out)
+    audit = Audit(out, as_of)
     verdicts = audit.verdicts(topic)
     dirs = _partition_log_dirs(audit, topic, partition)
     here = pc.field("partition") == partition

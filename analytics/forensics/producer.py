@@ -17,6 +17,7 @@ from analytics.contract import ABORTED, FINDING_SEVERITIES, HANGING, OPEN, log_d
 from analytics.forensics.offset import BATCH_FIELDS
 from analytics.errors import unknown
 from analytics.forensics.tables import Audit, NotFound, log_dirs
+from analytics.publish import AsOf
 from analytics.forensics.transactional import served_by
 
 LONGEST = 5  # the longest pauses listed, beside every pause at or above the expiration
@@ -43,12 +44,13 @@ class ProducerHistory:
     transactional_ids: list[dict]  # the transactional ids it served, with the producer ids before and after
 
 
-def producer_history(out: str, producer_id: int, topic: str | None = None, limit: int = 50) -> ProducerHistory:
+def producer_history(out: str, producer_id: int, topic: str | None = None, limit: int = 50,
+                     as_of: AsOf | None = None) -> ProducerHistory:
     """The history of ``producer_id`` (on ``topic`` only, when given); :class:`NotFound` when it wrote
     no batch there and (without ``topic``) served no transactional id of the coordinator's log.
     Findings, transactions, epoch changes and pauses list at most ``limit`` rows (findings and
-    transactions are all counted)."""
-    audit = Audit(out)
+    transactions are all counted). ``as_of``: from a past version of ``out``."""
+    audit = Audit(out, as_of)
     expiration = audit.config.get("producer_id_expiration_ms")
     mine = pc.field("producer_id") == producer_id
     if topic is not None:

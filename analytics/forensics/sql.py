@@ -7,7 +7,7 @@ import re
 from analytics.contract import TABLES
 from analytics.errors import unknown
 from analytics.forensics.tables import NotFound
-from analytics.publish import published
+from analytics.publish import AsOf, published
 
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.S)
 # FROM inside a call (EXTRACT(x FROM y), TRIM(... FROM y), SUBSTRING(s FROM n)) or after DISTINCT
@@ -35,31 +35,33 @@ def referenced_tables(query: str) -> set[str]:
     return names
 
 
-def check_tables(out: str, query: str) -> None:
+def check_tables(out: str, query: str, as_of: AsOf | None = None) -> None:
     """:class:`NotFound` naming the closest table when the query reads one OUT does not hold
     (before any Spark starts)."""
-    present = [name for name in TABLES if published(out).is_dir(name)]
+    view = published(out, as_of)
+    present = [name for name in TABLES if view.is_dir(name)]
     for name in sorted(referenced_tables(query)):
         if name.lower() not in present:
             raise NotFound(unknown("table", name, present))
 
 
-def register_views(spark, out: str) -> list[str]:
-    """Every table present under OUT as a temporary view of its name; returns the names registered."""
+def register_views(spark, out: str, as_of: AsOf | None = None) -> list[str]:
+    """Every table present under OUT (at ``as_of``, or the latest commit) as a temporary view of its
+    name, all of one commit; returns the names registered."""
     from analytics.spark.tables import read_parquet
 
     names = []
+    view = published(out, as_of)
     for name in TABLES:
-        path = published(out).path(name)
-        if published(out).is_dir(name):
-            read_parquet(spark, path).createOrReplaceTempView(name)
+        if view.is_dir(name):
+            read_parquet(spark, view.path(name)).createOrReplaceTempView(name)
             names.append(name)
     return names
 
 
-def run_sql(spark, out: str, query: str):
-    """The query's DataFrame, with every table of OUT registered as a view."""
-    present = register_views(spark, out)
+def run_sql(spark, out: str, query: str, as_of: AsOf | None = None):
+    """The query's DataFrame, with every table of OUT (at ``as_of``) registered as a view."""
+    present = register_views(spark, out, as_of)
     if not present:
         raise NotFound(f"{out} holds no segaudit tables")
     try:

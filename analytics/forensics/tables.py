@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 
 from analytics.contract import AUDIT, EXPORT, SUMMARY
 from analytics.errors import OutOfStep, UsageError, unknown
-from analytics.publish import out_of_step, published
+from analytics.publish import AsOf, published
 
 VERDICTS = "batch_verdicts"
 TOPIC_FOLDER = "topic="  # the Hive-style folder of each topic of batch_verdicts
@@ -44,17 +44,17 @@ def in_log_dir(log_dir: str) -> pc.Expression:
 
 
 class Audit:
-    """The tables of the complete, consistent audit under ``out``.
+    """The tables of the complete, consistent audit under ``out`` (at its commit ``as_of``, or the latest).
 
     Raises :class:`~analytics.errors.StageMissing` when the audit or the export it was built from
     is missing, :class:`~analytics.errors.OutOfStep` when the audit is of another export.
     """
 
-    def __init__(self, out: str):
-        why = out_of_step(out, (AUDIT, EXPORT))
+    def __init__(self, out: str, as_of: AsOf | None = None):
+        self.store = published(out, as_of)  # one commit, resolved once: every table of the same version
+        why = self.store.out_of_step((AUDIT, EXPORT), out)
         if why:
             raise OutOfStep(why)
-        self.store = published(out)
         self.config = json.loads(self.store.read_text(SUMMARY))["configuration"]
 
     def topics(self) -> list[str]:

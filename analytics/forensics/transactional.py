@@ -25,6 +25,7 @@ from analytics.contract import (
     TOMBSTONE,
 )
 from analytics.forensics.tables import Audit, NotFound, Table, log_dirs
+from analytics.publish import AsOf
 
 TABLE = "transactional_ids"
 MAX_EPOCH = 32767  # Short.MaxValue: an epoch that cannot be bumped again, so the producer id rotates
@@ -56,10 +57,11 @@ class TransactionalIdHistory:
     replicas: int  # log dirs holding the coordinator's partition
 
 
-def transactional_id_history(out: str, transactional_id: str, limit: int = 50) -> TransactionalIdHistory:
+def transactional_id_history(out: str, transactional_id: str, limit: int = 50,
+                             as_of: AsOf | None = None) -> TransactionalIdHistory:
     """Every producer id ``transactional_id`` had, with its state changes; NotFound when the export's
     ``__transaction_state`` holds no record of it."""
-    table = _table(Audit(out))
+    table = _table(Audit(out, as_of))
     rows, replicas = _changes(table, pc.field("transactional_id") == transactional_id)
     if not rows:
         known = sorted(set(table.read(None, ["transactional_id"]).column(0).to_pylist()))

@@ -9,9 +9,12 @@ so they see the previous complete outputs or the new ones, never a mix, and no r
 object stores have none.
 
 - A run that dies before its commit leaves ``OUT`` as it was; its folder is garbage for a later run
-  (:func:`commits.collect`, which also removes the runs of commits older than the last few).
+  (:func:`commits.collect`, which also removes the run folders of old commits once they are past
+  retention: out of the last few commits and retired at least 7 days ago).
 - Of two runs that commit the same stage, one wins; the other raises :class:`commits.Conflict` and
-  publishes nothing.
+  publishes nothing, however many commits landed while it ran. Commits are never deleted.
+- A past version of ``OUT`` reads as the latest does while retention keeps its files
+  (``published(out, as_of)``: time travel).
 - SIGINT and SIGTERM wait while a commit is created, and none starts after a signal
   (:func:`refuse_commits`).
 - ``segaudit run`` runs its stages in one folder that is itself laid out like ``OUT`` (its stages
@@ -38,7 +41,7 @@ from analytics.publish import commits
 from analytics.publish.commits import OUTPUTS, RUNS, UPSTREAM, Conflict, Snapshot
 from analytics.publish.store import Store, check_commit_scheme
 
-__all__ = ["OUTPUTS", "UPSTREAM", "Conflict", "Publication", "Published", "Store", "Unit", "out_of_step",
+__all__ = ["OUTPUTS", "UPSTREAM", "AsOf", "Conflict", "Publication", "Published", "Store", "Unit", "out_of_step",
            "publication", "published", "read_manifest", "refuse_commits", "unit"]
 
 COMMANDS = {"export": "segaudit export LOGDIR --out {out}", "audit": "segaudit audit {out}",
@@ -52,11 +55,25 @@ def new_run_id() -> str:
 
 
 @dataclass(frozen=True)
+class AsOf:
+    """A past version of ``OUT``: a commit's version, or a time (epoch ms) whose latest commit it is."""
+
+    version: int | None = None
+    timestamp_ms: int | None = None
+
+    def __str__(self) -> str:
+        return f"version {self.version}" if self.version is not None else time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.timestamp_ms / 1000))
+
+
+@dataclass(frozen=True)
 class Published:
-    """What ``OUT`` holds at its latest commit: where each output is, and each stage's manifest."""
+    """What ``OUT`` holds at one commit (the latest unless ``pinned``): where each output is, and each
+    stage's manifest."""
 
     store: Store
     snapshot: Snapshot
+    pinned: bool = False  # a past version (--as-of): OUT's links show the latest, so paths are resolved
 
     def resolve(self, name: str) -> str:
         """A path under ``OUT`` as it is published: its first part, an output, is looked up in the commit."""
@@ -72,7 +89,7 @@ class Published:
     def shown(self, *parts: str) -> str:
         """A published output's path as an operator is told it: on a local disk through ``OUT``'s link
         (``OUT/report/index.html``, the same place run after run), on an object store where it is."""
-        return self.store.path(*parts) if not self.store.remote else self.path(*parts)
+        return self.store.path(*parts) if not (self.store.remote or self.pinned) else self.path(*parts)
 
     def has(self, name: str) -> bool:
         """Whether a published stage holds the output ``name``."""
@@ -102,6 +119,10 @@ class Published:
         """The filesystem path of an output (pyarrow's, without a scheme)."""
         return self.store._p(self.resolve(name))
 
+    def out_of_step(self, stages: Iterable[str], out: str) -> str | None:
+        """Why these published stages do not belong together, or None (:func:`out_of_step`)."""
+        return _out_of_step(self, stages, out)
+
     def manifest(self, stage: str) -> dict:
         """The manifest of a stage's complete output; :class:`StageMissing` when there is none."""
         found = self.snapshot.manifest(stage)
@@ -112,13 +133,22 @@ class Published:
         return found
 
 
-def published(out: str) -> Published:
-    """``OUT`` as its latest commit has it; :class:`StageMissing` when there is no ``OUT``."""
+def published(out: str, as_of: AsOf | None = None) -> Published:
+    """``OUT`` as its latest commit has it, or the commit ``as_of`` names; :class:`StageMissing` when
+    there is no ``OUT``, no such commit, or retention removed that commit's files."""
     store = Store(out)
-    snapshot = commits.latest(store)
-    if snapshot.version == 0 and not snapshot.stages and not store.is_dir(""):
+    if as_of is None:
+        snapshot = commits.latest(store)
+        if snapshot.version == 0 and not snapshot.stages and not store.is_dir(""):
+            raise StageMissing(f"{out}: no such directory")
+        return Published(store, snapshot)
+    if not store.is_dir(""):
         raise StageMissing(f"{out}: no such directory")
-    return Published(store, snapshot)
+    snapshot = commits.at(store, as_of.version, as_of.timestamp_ms)
+    if not commits.kept(store, snapshot):
+        raise StageMissing(f"{out}: version {snapshot.version} (as of {as_of}) is past retention: its files were "
+                           f"removed (SEGAUDIT_RETENTION_HOURS, SEGAUDIT_KEEP_COMMITS)")
+    return Published(store, snapshot, pinned=True)
 
 
 def shown_path(out: str, *parts: str) -> str:
@@ -128,9 +158,9 @@ def shown_path(out: str, *parts: str) -> str:
     return store.path(*parts) if not store.remote else published(out).path(*parts)
 
 
-def read_manifest(out: str, stage: str) -> dict:
+def read_manifest(out: str, stage: str, as_of: AsOf | None = None) -> dict:
     """The manifest of a stage's complete output under ``out``; :class:`StageMissing` when there is none."""
-    return published(out).manifest(stage)
+    return published(out, as_of).manifest(stage)
 
 
 @dataclass
@@ -302,13 +332,16 @@ def _uninterrupted() -> Iterator[None]:
             signal.raise_signal(held[0])
 
 
-def out_of_step(out: str, stages: Iterable[str]) -> str | None:
-    """Why the published ``stages`` under ``out`` do not belong together, or None when they do.
+def out_of_step(out: str, stages: Iterable[str], as_of: AsOf | None = None) -> str | None:
+    """Why the published ``stages`` under ``out`` (at ``as_of``) do not belong together, or None when they do.
 
     Each stage's ``built_from`` must name the run id its upstream stage has now: an audit of an
     older export, or a validation of an older audit, is stale.
     """
-    view = published(out)
+    return published(out, as_of).out_of_step(stages, out)
+
+
+def _out_of_step(view: Published, stages: Iterable[str], out: str) -> str | None:
     manifests = {s: view.manifest(s) for s in stages}
     for stage, manifest in manifests.items():
         upstream = UPSTREAM[stage]

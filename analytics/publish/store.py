@@ -159,7 +159,7 @@ class Store:
         path = self._p(name)
         if os.path.lexists(path) and not os.path.islink(path):
             return
-        tmp = self._p(f".{name}.link-{uuid.uuid4().hex[:8]}")
+        tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.link-{uuid.uuid4().hex[:8]}")
         os.symlink(os.path.relpath(self._p(target), os.path.dirname(path)), tmp)
         os.replace(tmp, path)
 
