@@ -27,6 +27,7 @@ from analytics.contract import (
     DUP_DUPLICATE,
     DUPLICATE_KINDS,
     EXPORT,
+    OUT_SCHEMAS,
     SEV_OK,
     SEVERITIES,
     SNAPSHOT_STATUSES,
@@ -34,6 +35,7 @@ from analytics.contract import (
     TXN_STATUSES,
     VERDICTS,
 )
+from analytics.kafka import sinks
 from analytics.publish import publication, published, read_manifest
 from analytics.spark.columns import conform, count_of, observed
 from analytics.spark.concurrent import once
@@ -87,9 +89,19 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         seconds = time.monotonic() - started
         summary = _summary(run.run_id, plan, replayed, written, derived, counts, export_time, seconds)
         run.store.write_text(f"{run.folder}/{SUMMARY}", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        _fill_empty(run)
         run.publish({"summary": SUMMARY})
     return AuditResult(out, run.run_id, summary["verdicts"], summary["severities"], summary["transactions"],
                        summary["record_duplicates"], summary["snapshot_checks"], seconds, summary["finished_at_ms"])
+
+
+def _fill_empty(run) -> None:
+    """An empty Parquet file with the contract's columns in each written table that holds no row (Spark
+    writes no data file for none, so a reader would find no schema): an export with no batch is a
+    complete audit of zero batches."""
+    for name in run.written():
+        if name in OUT_SCHEMAS and not sinks.parquet_files(run.path(name)):
+            sinks.write_parquet(OUT_SCHEMAS[name].empty_table(), sinks.join(run.path(name), "part-00000.parquet"))
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,11 @@ class _Reading:
 
 def _reading(paths: list[str], input_format: str, records: bool, continue_from: str | None, say) -> _Reading:
     """The segment files of ``paths`` and, continuing an export, what it keeps of it."""
-    from analytics.spark.plan import segment_files
+    from analytics.spark.plan import kafka_log_dirs, segment_files
 
     paths = [p if is_remote(p) else os.path.abspath(local_path(p)) for p in paths]
     files = segment_files(paths, input_format)
-    if not files:
+    if not files and not (input_format == "segments" and kafka_log_dirs(paths)):
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
     previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
     before = None if previous is None else _read_parts(published(continue_from).path("segments"), schema.SEGMENTS)
@@ -297,9 +297,10 @@ def _clear(previous: dict, files: list[FileTask], chosen: dict, whole: Callable[
 
 def write_missing_tables(run, records: bool) -> None:
     """An empty table for each export table no task wrote a row of (``records`` only when exported):
-    every table of the stage exists, rows or not."""
-    no_topic = {"batches": schema.BATCHES, **({"records": schema.RECORDS} if records else {})}
-    empty = {name: pa.schema([f for f in target if f.name != "topic"]) for name, target in no_topic.items()}
+    every table of the stage exists, rows or not. ``batches`` and ``records``, partitioned by topic
+    when they have rows, hold ``topic`` as a column of their one empty file: a reader finds every
+    column of the contract, and no topic folder."""
+    empty = {"batches": schema.BATCHES, **({"records": schema.RECORDS} if records else {})}
     empty.update({table: schema.READ_SCHEMAS[table] for table in SIDECAR_TABLES})
     empty.update(transactional_ids=schema.TRANSACTIONAL_IDS, coordinator_transactions=schema.COORDINATOR_TRANSACTIONS,
                  cluster_configs=schema.CLUSTER_CONFIGS)

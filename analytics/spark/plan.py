@@ -31,6 +31,13 @@ def segment_files(paths: list[str], input_format: str = "segments") -> list[File
     )
 
 
+def kafka_log_dirs(paths: list[str]) -> bool:
+    """Whether the inputs are Kafka data with no segment in it: a log dir with its checkpoints, or
+    partition folders (a broker with no topic yet, topics with no partition written): an export of
+    zero batches, not a mistake."""
+    return any(log_dir.partitions or log_dir.checkpoints for log_dir in _log_dirs(paths))
+
+
 def sidecar_files(paths: list[str], tables: Iterable[str] = SIDECAR_TABLES) -> list[FileTask]:
     """The files holding ``tables`` (sidecar tables of the contract), table by table."""
     tables = tuple(tables)
