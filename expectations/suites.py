@@ -28,6 +28,8 @@ from analytics.contract import (
     SEV_VIOLATION,
     TRUNCATED,
     UNKNOWN_MAGIC,
+    UNREADABLE,
+    VANISHED,
     VIEW_ENDED,
     VIEW_UNKNOWN,
 )
@@ -162,6 +164,10 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
             Check("offsets_strictly_increasing", "batch_verdicts",
                   f"SELECT {BATCH_COLUMNS}, offset_overlap FROM {{batch}} WHERE offset_overlap > 0",
                   "Offsets strictly increase through each partition: no batch shares an offset with an earlier one."),
+            Check("every_file_read", "parse_errors", _EVERY_FILE_READ,
+                  "Every segment and sidecar file present was read whole: none refused (permissions, I/O) and none "
+                  "gone while the export ran, unless the partition's log start offset reached the segment after it "
+                  "(retention deleted it). A file not read leaves its batches out of every other check."),
             Check("magic_and_framing_valid", "parse_errors",
                   "SELECT topic, `partition`, file, file_position, error_kind, message, bytes_affected FROM {batch} "
                   f"WHERE error_kind IN ({_quote(STRUCTURAL_ERRORS)})",
@@ -262,6 +268,21 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   "keeps a tail its peers' newer leader epoch cut off (a follower only behind is no failure)."),
         ]
     return declared
+
+
+# The files not read (parse_errors rows of NOT_READ kinds), less those that vanished below the log start:
+# a vanished segment (or its .txnindex) whose next segment starts at or below the partition's log start
+# offset, or a vanished .snapshot at or below it, was deleted by retention while the export read.
+_EVERY_FILE_READ = (
+    "SELECT e.topic, e.`partition`, e.file, e.error_kind, e.message, e.bytes_affected FROM {batch} e "
+    "LEFT JOIN (SELECT file, lead(base_offset) OVER (PARTITION BY regexp_replace(file, '/[^/]*$', ''), topic, "
+    "`partition` ORDER BY base_offset) AS next_base FROM segments) n "
+    "ON n.file = regexp_replace(e.file, '[.]txnindex$', '.log') "
+    "LEFT JOIN (SELECT topic, `partition`, max(log_start_offset) AS log_start FROM log_start_offsets "
+    "GROUP BY topic, `partition`) l ON l.topic = e.topic AND l.`partition` = e.`partition` "
+    f"WHERE e.error_kind = '{UNREADABLE}' OR (e.error_kind = '{VANISHED}' AND NOT coalesce(CASE "
+    "WHEN e.file LIKE '%.snapshot' THEN CAST(regexp_extract(e.file, '([0-9]+)[.]snapshot$', 1) AS BIGINT) "
+    "<= l.log_start ELSE n.next_base <= l.log_start END, false))")
 
 
 def with_allowance(check: Check, allowed: int, suite_table: str) -> str:

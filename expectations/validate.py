@@ -38,8 +38,8 @@ from analytics.spark.concurrent import concurrently
 from analytics.spark.tables import read_table
 from expectations.suites import TABLE_OF_SUITE, ValidationConfig, check_ids, suites, unknown_check_ids, with_allowance
 
-VIEWS = ("segments", "parse_errors", "batch_verdicts", "anomalies", "transactions", "record_duplicates",
-         "replica_divergence")
+VIEWS = ("segments", "parse_errors", "log_start_offsets", "batch_verdicts", "anomalies", "transactions",
+         "record_duplicates", "replica_divergence")
 SAMPLE_ROWS = 20  # offending rows kept per check in results.json (GX keeps up to 200 in Data Docs)
 DATA_DOCS = f"{VALIDATION_DIR}/data_docs"
 # The report from the Data Docs index: both live under OUT, so the relative link holds wherever OUT goes.

@@ -376,6 +376,8 @@ def _summary(run_id: str, plan: AuditPlan, replayed: _Replayed, written: _Writte
         "run_id": run_id,
         "export_run_id": manifest["run_id"],
         "inputs": manifest["inputs"],
+        # the segment and sidecar files the export read whole, of those present, and why not the others
+        "coverage": manifest.get("coverage"),
         "verdicts": {v: verdicts.get(v, 0) for v in VERDICTS},
         "severities": {s: severities.get(s, 0) for s in SEVERITIES},
         "transactions": {s: txns.get(s, 0) for s in TXN_STATUSES},

@@ -145,6 +145,11 @@ def audit(args) -> int:
     print(render_table(["verdict", "batches"], [[v, n] for v, n in result.verdicts.items() if n]))
     print()
     print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
+    from analytics.export.coverage import described
+
+    read = described(_summary(args.out).get("coverage"))
+    if read:
+        print(f"\n{read}")
     return EXIT_OK
 
 
@@ -226,6 +231,11 @@ def run(args) -> int:
         *[[f"severity {s}", n] for s, n in audited.severities.items() if n],
         *[[f"transactions {s}", n] for s, n in audited.transactions.items() if n],
     ]))
+    from analytics.export.coverage import described
+
+    read = described(_summary(args.out).get("coverage"))
+    if read:
+        print(read)
     print(f"\n{DATA_QUESTION} (the expectation suites: an explained duplicate or zombie write still fails its check)")
     print(checks_table(result.validated))
     print(f"\n{passed(result.validated)} in {result.seconds:.1f} s; Data Docs: {result.validated.data_docs}; "

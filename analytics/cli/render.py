@@ -86,6 +86,7 @@ def outcome(command: str, exit_code: int, out: str, summary: dict, *, validated=
             "record_duplicates": summary.get("record_duplicates"),
             "snapshot_checks": summary.get("snapshot_checks") or {},
             "replicated_partitions": summary.get("replicated_partitions"),
+            "coverage": summary.get("coverage"),
         },
         "expectations": None if validated is None else tally(validated),
         "checks": None if validated is None else [

@@ -319,14 +319,22 @@ RECORD_DECODE = "record_decode"  # records of a CRC-valid batch do not parse (re
 DECOMPRESSION = "decompression"  # codec unknown, stream corrupt, or over the size cap
 UNKNOWN_FILE = "unknown_file"  # a file in a partition folder that Kafka does not write
 TEMPORARY_FILE = "temporary_file"  # .deleted / .cleaned / .swap files, left for the broker to finish
-UNREADABLE = "unreadable"  # the operating system refused to read it
+UNREADABLE = "unreadable"  # the operating system refused to read it (permissions, I/O): its data is not audited
+# Listed, then gone when read: deleted while the export ran (retention, compaction, a live data dir).
+# Its data is not audited; the check every_file_read takes it as deleted by retention when the
+# partition's log start offset reached the next segment.
+VANISHED = "vanished"
 CORRUPT_SIDECAR = "corrupt_sidecar"  # a snapshot, index or checkpoint file that does not parse
 # Offsets of a captured range that an export over the protocol could not fetch: deleted by retention
 # or truncated while it ran, or a leader unreachable past the retries. The message names the offset
 # range; bytes_affected is 0 (no bytes were received). The fetch goes on where the log goes on.
 OFFSETS_LOST = "offsets_lost"
 ERROR_KINDS = (TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC, CRC_MISMATCH, INVALID_BATCH, RECORD_DECODE,
-               DECOMPRESSION, UNKNOWN_FILE, TEMPORARY_FILE, UNREADABLE, CORRUPT_SIDECAR, OFFSETS_LOST)
+               DECOMPRESSION, UNKNOWN_FILE, TEMPORARY_FILE, UNREADABLE, VANISHED, CORRUPT_SIDECAR, OFFSETS_LOST)
+# Kinds of a file present but not read: its data is missing from the audit (coverage, every_file_read) ...
+NOT_READ = (UNREADABLE, VANISHED)
+# ... and of a file left unread by design: a broker's temporary file, a file Kafka does not write
+NOT_DATA = (TEMPORARY_FILE, UNKNOWN_FILE)
 # Kinds after which the rest of a segment is not walked.
 STOPS_FILE = frozenset({TRUNCATED, ZERO_FILLED, INVALID_LENGTH, UNKNOWN_MAGIC})
 

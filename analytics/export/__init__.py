@@ -33,6 +33,7 @@ from analytics import reuse
 from analytics.contract import EXPORT, SIDECAR_TABLES
 from analytics.contract import schemas as schema
 from analytics.errors import InputError
+from analytics.export.coverage import coverage
 from analytics.kafka import sinks
 from analytics.kafka.fs import is_remote, local_path
 from analytics.kafka.model import SegmentInfo
@@ -87,9 +88,9 @@ def export(
         _read_sidecars(spark, run, reading)
         metadata = _cluster_configs(run, reading)
         write_missing_tables(run, records)
-        _merge_small_tables(run, reading)
+        parse_errors = _merge_small_tables(run, reading)
         rows = {t: reuse.parquet_rows(run.path(t)) for t in run.written()}
-        run.publish(_manifest(run, reading, read, rows, metadata))
+        run.publish(_manifest(run, reading, read, rows, metadata) | {"coverage": _coverage(reading, parse_errors)})
     seconds = time.monotonic() - started
     say(f"exported {len(reading.files)} files ({reading.total_bytes / 1e6:,.1f} MB) in {seconds:.1f} s")
     return ExportResult(run.store.path(), run.run_id, len(reading.files), reading.total_bytes, rows, seconds)
@@ -208,9 +209,18 @@ def _cluster_configs(run, reading: _Reading) -> dict:
     return metadata
 
 
-def _merge_small_tables(run, reading: _Reading) -> None:
+def _coverage(reading: _Reading, parse_errors: pa.Table) -> dict:
+    """The files read whole of the segment and sidecar files present (:mod:`analytics.export.coverage`)."""
+    from analytics.spark.plan import sidecar_files
+
+    sidecars = sidecar_files(reading.paths) if reading.input_format == "segments" else []
+    return coverage(len(reading.files) + len(sidecars), reading.total_bytes + sum(f.size for f in sidecars),
+                    parse_errors)
+
+
+def _merge_small_tables(run, reading: _Reading) -> pa.Table:
     """Parse errors (a row per problem, written per file by the tasks, and the kept files') and the
-    log start offsets (the checkpoints' rows), merged without Spark."""
+    log start offsets (the checkpoints' rows), merged without Spark; the parse errors."""
     parse_errors = _read_parts(run.path("_parts", "parse_errors"), schema.PARSE_ERRORS)
     if reading.kept:
         earlier = published(reading.continue_from).path("parse_errors")
@@ -221,6 +231,7 @@ def _merge_small_tables(run, reading: _Reading) -> None:
     _write_small(run.path("log_start_offsets"), pa.table(
         {"topic": starts["topic"], "partition": starts["partition"], "log_start_offset": starts["offset"],
          "file": starts["file"]}))
+    return parse_errors
 
 
 def _manifest(run, reading: _Reading, read: list, rows: dict, metadata: dict) -> dict:

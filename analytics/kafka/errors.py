@@ -21,8 +21,17 @@ from analytics.contract.vocabulary import (  # noqa: F401 - re-exported for the 
     UNKNOWN_FILE,
     UNKNOWN_MAGIC,
     UNREADABLE,
+    VANISHED,
     ZERO_FILLED,
 )
+
+
+def not_read(exc: OSError, what: str = "cannot open") -> tuple[str, str]:
+    """The error kind and message of a file that could not be read: gone since it was listed
+    (``vanished``: deleted while the export ran), or refused (``unreadable``: permissions, I/O)."""
+    if isinstance(exc, FileNotFoundError):
+        return VANISHED, "listed, then gone when read: deleted while the export ran"
+    return UNREADABLE, f"{what}: {exc.strerror or exc}"
 
 
 class KafkaFormatError(Exception):

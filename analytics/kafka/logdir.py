@@ -89,8 +89,8 @@ def stream_segment(
         source = open_file(file)
     except OSError as exc:
         size = size_or_zero(file)
-        error = ParseError(topic, partition, file, 0, E.UNREADABLE, f"cannot open: {exc.strerror or exc}", size)
-        return SegmentInfo(topic, partition, file, base_offset, size, 0, 0, None, None, E.UNREADABLE), [error]
+        error = ParseError(topic, partition, file, 0, *E.not_read(exc), size)
+        return SegmentInfo(topic, partition, file, base_offset, size, 0, 0, None, None, error.error_kind), [error]
     with source:
         scanner = SegmentScanner(
             source,

@@ -105,7 +105,19 @@ def _data_cards(data: dict) -> str:
          f"{sum(as_int(k.get('bytes')) for k in map(as_dict, as_dict(errors.get('kinds')).values())):,} bytes affected"
          if errors else "not read"),
         ("snapshot mismatches", as_int(snap.get(MISMATCH)), SEV_VIOLATION, snap_other),
+        _coverage_card(as_dict(s.get("coverage"))),
     ])
+
+
+def _coverage_card(c: dict) -> tuple:
+    """The files present that the export did not read whole (``summary.json``'s ``coverage``)."""
+    if not c:
+        return "files not read", None, SEV_VIOLATION, "not counted by this export"
+    missed = as_int(c.get("files")) - as_int(c.get("files_read"))
+    why = ", ".join(f"{as_int(as_dict(v).get('files')):,} {k}" for k, v in as_dict(c.get("not_read")).items())
+    return ("files not read", missed, SEV_VIOLATION,
+            f"of {as_int(c.get('files')):,} files, {as_int(c.get('bytes')) - as_int(c.get('bytes_read')):,} bytes"
+            + (f": {why}; their batches are in no check" if why else ": every file read whole"))
 
 
 def _around_aborts(s: dict) -> str:

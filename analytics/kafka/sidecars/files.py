@@ -6,7 +6,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from analytics.kafka.errors import UNKNOWN_FILE, UNREADABLE
+from analytics.kafka.errors import UNKNOWN_FILE, not_read
 from analytics.kafka.model import ParseError, SidecarResult
 from analytics.kafka.sidecars.checkpoints import (
     CHECKPOINT_FILES,
@@ -42,10 +42,8 @@ def read_sidecar(path: Path, *, topic: str, partition: int) -> SidecarResult:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        message = f"cannot read {name}: {exc.strerror or exc}"
-        return SidecarResult(
-            errors=[ParseError(topic, partition, file, 0, UNREADABLE, message, _size_or_zero(path))]
-        )
+        kind, message = not_read(exc, f"cannot read {name}")
+        return SidecarResult(errors=[ParseError(topic, partition, file, 0, kind, message, _size_or_zero(path))])
     return decode(data)
 
 
