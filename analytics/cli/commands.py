@@ -43,14 +43,16 @@ def progress(message: str) -> None:
 
 
 def _inputs_exist(paths: list[str]) -> None:
-    from analytics.kafka.fs import is_remote
+    """Every input is there, before Spark starts: a local path, a bucket's prefix (asked once, so a
+    wrong endpoint, credentials or bucket is one line at once), a well-formed cluster address."""
+    from analytics.kafka.fs import check_exists, is_remote
 
     from analytics.cluster.config import bootstrap_of, is_cluster
 
     for path in paths:
         if is_cluster(path):
             bootstrap_of(path)  # a malformed address is a usage error before Spark starts
-        elif not is_remote(path) and not os.path.exists(path):
+        elif not (check_exists(path) if is_remote(path) else os.path.exists(path)):
             raise UsageError(f"no such file or directory: {path}")
 
 

@@ -33,7 +33,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or a usage error already said in one line
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     progress.configure(getattr(args, "progress", False) or _on_terminal())
-    return guarded(lambda: args.run(args), args.command, debug=args.debug)
+    return guarded(lambda: _reachable(args) or args.run(args), args.command, debug=args.debug)
+
+
+def _reachable(args) -> None:
+    """An ``OUT`` in a bucket is asked once before the command starts: a wrong endpoint, credentials,
+    bucket or region is one line at once, not after the clients' retries or a JVM's start."""
+    out = getattr(args, "out", None)
+    if isinstance(out, str) and "://" in out and not out.startswith("file://"):
+        from analytics.kafka.fs import check_exists
+
+        check_exists(out)
 
 
 def _on_terminal() -> bool:
@@ -91,9 +101,14 @@ def _failure(exc: BaseException, command: str) -> SegauditError | Interrupted:
     interrupted = signals.received()
     if interrupted:  # a Spark call cut short by the signal's cancellation
         return Interrupted(interrupted, command)
+    store = _store_failure(exc)
+    if store:
+        return SegauditError(store)
     if isinstance(exc, OSError) and (exc.filename or exc.strerror):
         where = f": {exc.filename}" if exc.filename else ""
         return SegauditError(f"{exc.strerror or exc}{where}")
+    if isinstance(exc, FileNotFoundError):  # pyarrow's, of a remote path: its message names the path
+        return SegauditError(_first_line(exc))
     spark = _spark_failure(exc)
     if spark:
         return SegauditError(spark)
@@ -104,6 +119,16 @@ def _failure(exc: BaseException, command: str) -> SegauditError | Interrupted:
                         f"at {ISSUES} with the output of the same command with --debug)")
     bug.exit_code = EXIT_BUG
     return bug
+
+
+def _store_failure(exc: BaseException) -> str | None:
+    """An object store's refusal (credentials, endpoint, bucket, region) from pyarrow or boto3:
+    the user's to fix, never a bug (:func:`analytics.kafka.fs.store_problem`)."""
+    if not isinstance(exc, OSError) and type(exc).__module__.split(".")[0] not in ("botocore", "boto3"):
+        return None
+    from analytics.kafka.fs import store_problem
+
+    return store_problem(exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -186,3 +186,62 @@ def edge_crc(source, size: int | None = None) -> int:
     head = source.read_at(0, min(size, EDGE_BYTES))
     tail = source.read_at(max(0, size - EDGE_BYTES), min(size, EDGE_BYTES))
     return zlib.crc32(tail, zlib.crc32(head))
+
+
+# What the object store's own error codes mean for the operator: pyarrow names them in its messages
+# ("AWS Error ACCESS_DENIED during HeadObject"), boto3 as ClientError codes or exception classes.
+_STORE_PROBLEMS = (
+    (("ACCESS_DENIED", "AccessDenied", "INVALID_ACCESS_KEY_ID", "InvalidAccessKeyId", "SIGNATURE_DOES_NOT_MATCH",
+      "SignatureDoesNotMatch", "NoCredentialsError", "Unable to locate credentials", "HTTP status 403"),
+     "access denied: check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the "
+     "instance or pod role) and that they may read and write this bucket"),
+    (("NETWORK_CONNECTION", "EndpointConnectionError", "Could not connect", "curlCode", "ConnectTimeout"),
+     "the object store cannot be reached{endpoint}: check AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) and the network"),
+    (("NO_SUCH_BUCKET", "NoSuchBucket"),
+     "no such bucket{endpoint}: check the bucket's name, the endpoint and the region"),
+    (("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraint", "HTTP status 301",
+      "wrong region"),
+     "the bucket is in another region: set AWS_REGION to the bucket's region"),
+)
+
+
+def store_problem(exc: BaseException) -> str | None:
+    """One line for an object store's refusal (credentials, endpoint, bucket, region), saying what to
+    check; None when ``exc`` is no such refusal. The URI comes from the message when it names one."""
+    text = f"{type(exc).__name__}: {exc}"
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code", "") if hasattr(exc, "response") else ""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    for marks, advice in _STORE_PROBLEMS:
+        if any(mark in text or mark == code for mark in marks):
+            where = _named_key(str(exc))
+            return (f"{where}: " if where else "") + advice.format(endpoint=f" at {endpoint}" if endpoint else "")
+    return None
+
+
+def _named_key(message: str) -> str | None:
+    """``s3://bucket/key`` from pyarrow's "... for key 'K' in bucket 'B' ..."."""
+    import re
+
+    found = re.search(r"key '([^']*)' in bucket '([^']*)'", message)
+    return f"s3://{found.group(2)}/{found.group(1)}".rstrip("/") if found else None
+
+
+def check_exists(uri: str) -> bool:
+    """Whether a remote input exists, asked once with one retry, so a wrong endpoint or credentials
+    are answered in a second rather than after the clients' retries; raises the store's error."""
+    from pyarrow import fs
+
+    scheme = uri.split("://", 1)[0].lower()
+    if scheme in ("s3", "s3a"):
+        options = {}
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            protocol, _, host = endpoint.rpartition("://")
+            options.update(endpoint_override=host.rstrip("/"), scheme=protocol or "https")
+        if os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"):
+            options["region"] = os.environ.get("AWS_REGION") or os.environ["AWS_DEFAULT_REGION"]
+        store = fs.S3FileSystem(retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=2), **options)
+        path = uri.split("://", 1)[1]
+    else:
+        store, path = filesystem(uri)
+    return store.get_file_info(path.rstrip("/") or path).type != fs.FileType.NotFound
