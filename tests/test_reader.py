@@ -246,6 +246,14 @@ def test_unreadable_file_is_one_error(tmp_path):
     assert err.error_kind == E.UNREADABLE and read.info.status == E.UNREADABLE
 
 
+def test_a_file_gone_when_read_is_vanished_not_unreadable(tmp_path):
+    """Listed, then deleted before its read (retention on a live data dir): its own kind, no crash."""
+    read = read_segment(tmp_path / "00000000000000000017.log", topic="t", partition=0)
+    [err] = read.errors
+    assert err.error_kind == E.VANISHED and read.info.status == E.VANISHED and err.bytes_affected == 0
+    assert "deleted while the export ran" in err.message
+
+
 def test_empty_file_is_ok(tmp_path):
     read = _read(tmp_path, b"")
     assert read.errors == [] and read.info.status == "ok" and read.batches.num_rows == 0

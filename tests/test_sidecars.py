@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics.kafka import sidecars as sc
-from analytics.kafka.errors import CORRUPT_SIDECAR, UNKNOWN_FILE, UNREADABLE
+from analytics.kafka.errors import CORRUPT_SIDECAR, UNKNOWN_FILE, UNREADABLE, VANISHED
 from analytics.kafka.model import (
     AbortedTxn,
     CheckpointEntry,
@@ -694,12 +694,13 @@ def test_read_sidecar_errors_name_the_path_and_log_dir_files_name_no_partition(t
 
 def test_read_sidecar_reports_what_the_os_refuses(tmp_path):
     (tmp_path / "leader-epoch-checkpoint").mkdir()
-    for name in ("leader-epoch-checkpoint", "00000000000000000005.snapshot"):  # a folder, then a missing file
+    # a folder the OS refuses to read as a file, then a file gone since it was listed (deleted meanwhile)
+    for name, kind in (("leader-epoch-checkpoint", UNREADABLE), ("00000000000000000005.snapshot", VANISHED)):
         result = sc.read_sidecar(tmp_path / name, topic=TOPIC, partition=PARTITION)
         assert result.rows == []
         [error] = result.errors
-        assert (error.error_kind, error.file_position, error.bytes_affected) == (UNREADABLE, 0, 0)
-        assert error.message.startswith(f"cannot read {name}: ")
+        assert (error.error_kind, error.file_position, error.bytes_affected) == (kind, 0, 0)
+        assert error.message.startswith(f"cannot read {name}: ") if kind == UNREADABLE else "deleted" in error.message
         assert (error.topic, error.partition, error.file) == (TOPIC, PARTITION, str(tmp_path / name))
 
 
