@@ -28,6 +28,7 @@ from analytics.contract import (
     SEV_VIOLATION,
     TRUNCATED,
     UNKNOWN_MAGIC,
+    NOT_READ,
     UNREADABLE,
     VANISHED,
     VIEW_ENDED,
@@ -222,6 +223,15 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   f"AND verdict IN ('SEQUENCE_GAP', 'EPOCH_BUMP_NONZERO') AND offset_holes >= {missing})",
                   "Every gap explained by compaction (missing sequences, or a new epoch's first ones) is on a "
                   "compacted topic, with offset holes covering the missing sequences."),
+            Check("unread_file_justified", "anomalies",
+                  f"SELECT {BATCH_COLUMNS}, offset_holes, {missing} AS missing_sequences FROM {{batch}} a "
+                  f"LEFT JOIN (SELECT DISTINCT topic AS unread_topic, `partition` AS unread_partition "
+                  f"FROM parse_errors WHERE error_kind IN ({_quote(NOT_READ)}) AND file LIKE '%.log') u "
+                  f"ON u.unread_topic = a.topic AND u.unread_partition = a.`partition` "
+                  f"WHERE explained_by = 'unread_file' AND NOT (u.unread_partition IS NOT NULL "
+                  f"AND verdict IN ('SEQUENCE_GAP', 'EPOCH_BUMP_NONZERO') AND offset_holes >= {missing})",
+                  "Every gap explained by an unread file is in a partition with a segment the export could not "
+                  "read (every_file_read fails for it), with offset holes covering the missing sequences."),
             Check("state_loss_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'state_loss' "
                   f"AND NOT (({_restart_condition(config)}){forgotten})",

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from analytics.cli import main
@@ -50,11 +51,14 @@ def unprivileged() -> list[str]:
 
 @pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="needs setpriv as root")
 def test_unreadable_segments_fail_every_file_read_and_are_counted(tmp_path):
-    """The last segment of a clean partition (no gap follows: nothing else would notice) and the one
-    segment of a partition with a planted sequence gap (the violation goes with it) are unreadable:
-    the run fails anyway, every_file_read names both files, stdout says what was not read."""
-    logs = log_dir(tmp_path / "logs", ("clean-0", "lost-batch-0"))
-    refused = [logs / "clean-0" / "00000000000000000032.log", logs / "lost-batch-0" / "00000000000000000000.log"]
+    """The last segment of a clean partition (no gap follows: nothing else would notice), the one
+    segment of a partition with a planted sequence gap (the violation goes with it) and the middle
+    segment of another clean partition (its producers' next batches seem to skip sequences) are
+    unreadable: the run fails anyway, every_file_read names the three files, stdout says what was not
+    read, and the gaps after the middle one are no violation: explained by the unread file."""
+    logs = log_dir(tmp_path / "logs", ("clean-0", "clean-1", "lost-batch-0"))
+    refused = [logs / "clean-0" / "00000000000000000032.log", logs / "lost-batch-0" / "00000000000000000000.log",
+               logs / "clean-1" / "00000000000000000017.log"]
     for path in refused:
         path.chmod(0)
     out = tmp_path / "out"
@@ -63,12 +67,18 @@ def test_unreadable_segments_fail_every_file_read_and_are_counted(tmp_path):
     assert_own_lines(done.stderr)
     assert done.returncode == 1, done.stderr
     found = results(out)
-    assert found["every_file_read"] == 2 and found["no_unexplained_sequence_gap"] == 0  # the gap went unread
+    assert found["every_file_read"] == 3 and found["no_unexplained_sequence_gap"] == 0  # the gap went unread
+    assert found["unread_file_justified"] == 0
     sizes = sum(p.stat().st_size for p in refused)
-    assert f"NOT READ: 2 files unreadable ({sizes:,} bytes)" in done.stdout
-    coverage = json.loads((out / "summary.json").read_text())["coverage"]
-    assert coverage["not_read"] == {"unreadable": {"files": 2, "bytes": sizes}}
-    assert coverage["files"] - coverage["files_read"] == 2 and coverage["bytes"] - coverage["bytes_read"] == sizes
+    assert f"NOT READ: 3 files unreadable ({sizes:,} bytes)" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    coverage = summary["coverage"]
+    assert coverage["not_read"] == {"unreadable": {"files": 3, "bytes": sizes}}
+    assert coverage["files"] - coverage["files_read"] == 3 and coverage["bytes"] - coverage["bytes_read"] == sizes
+    assert summary["severities"]["violation"] == 0  # the gaps after clean-1's middle segment are not judged
+    gaps = pq.read_table(out / "anomalies").to_pylist()
+    after = [r for r in gaps if r["verdict"] == "SEQUENCE_GAP"]
+    assert after and {(r["topic"], r["partition"], r["explained_by"]) for r in after} == {("clean", 1, "unread_file")}
     rows = json.loads((out / "validation" / "results.json").read_text())
     named = {r["file"] for s in rows["suites"].values() for c in s["checks"] if c["id"] == "every_file_read"
              for r in c["sample"]}
@@ -131,4 +141,4 @@ def test_empty_inputs_are_a_complete_audit_of_zero_batches(spark, tmp_path, caps
     assert code == 0, printed + err
     segments = json.loads((tmp_path / "out" / "_export.json").read_text())["files"]
     assert segments == 5  # clean-0's three and the two empty ones
-    assert "20/20" not in printed and "21/21 expectations passed" in printed
+    assert "22/22 expectations passed" in printed

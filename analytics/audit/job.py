@@ -22,19 +22,8 @@ from analytics import reuse
 from analytics.audit import tables, tap
 from analytics.audit.config import AuditConfig
 from analytics.audit.plan import AuditPlan, audit_plan, configuration
-from analytics.contract import (
-    AUDIT,
-    DUP_DUPLICATE,
-    DUPLICATE_KINDS,
-    EXPORT,
-    OUT_SCHEMAS,
-    SEV_OK,
-    SEVERITIES,
-    SNAPSHOT_STATUSES,
-    SUMMARY,
-    TXN_STATUSES,
-    VERDICTS,
-)
+from analytics.contract import (AUDIT, DUP_DUPLICATE, DUPLICATE_KINDS, EXPORT, OUT_SCHEMAS, SEV_OK, SEVERITIES,
+                                SNAPSHOT_STATUSES, SUMMARY, TXN_STATUSES, VERDICTS)
 from analytics.kafka import sinks
 from analytics.publish import publication, published, read_manifest
 from analytics.spark.columns import conform, count_of, observed
@@ -89,19 +78,11 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
         seconds = time.monotonic() - started
         summary = _summary(run.run_id, plan, replayed, written, derived, counts, export_time, seconds)
         run.store.write_text(f"{run.folder}/{SUMMARY}", json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        _fill_empty(run)
+        for name in (n for n in run.written() if n in OUT_SCHEMAS):  # no rows: still the contract's columns
+            sinks.fill_empty(run.path(name), OUT_SCHEMAS[name])
         run.publish({"summary": SUMMARY})
     return AuditResult(out, run.run_id, summary["verdicts"], summary["severities"], summary["transactions"],
                        summary["record_duplicates"], summary["snapshot_checks"], seconds, summary["finished_at_ms"])
-
-
-def _fill_empty(run) -> None:
-    """An empty Parquet file with the contract's columns in each written table that holds no row (Spark
-    writes no data file for none, so a reader would find no schema): an export with no batch is a
-    complete audit of zero batches."""
-    for name in run.written():
-        if name in OUT_SCHEMAS and not sinks.parquet_files(run.path(name)):
-            sinks.write_parquet(OUT_SCHEMAS[name].empty_table(), sinks.join(run.path(name), "part-00000.parquet"))
 
 
 @dataclass(frozen=True)
@@ -192,11 +173,12 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
     held: list = []  # what the replay persisted for its result, released once it is written
     if plan.step is None:
-        done = replay(plan.batches, plan.config, plan.log_starts, held, one_pass=plan.one_pass)
+        done = replay(plan.batches, plan.config, plan.log_starts, held, one_pass=plan.one_pass, unread=plan.unread)
         return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held,
                          sorted_by_topic=done.sorted_by_topic)
     step = plan.step
-    done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, one_pass=plan.one_pass)
+    done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, one_pass=plan.one_pass,
+                  unread=plan.unread)
     files = (done.file_state if step.file_state is None
              else merged(step.file_state, done.file_state, "file_state"))
     verdicts = done.verdicts if plan.linked else done.verdicts.unionByName(
@@ -376,8 +358,7 @@ def _summary(run_id: str, plan: AuditPlan, replayed: _Replayed, written: _Writte
         "run_id": run_id,
         "export_run_id": manifest["run_id"],
         "inputs": manifest["inputs"],
-        # the segment and sidecar files the export read whole, of those present, and why not the others
-        "coverage": manifest.get("coverage"),
+        "coverage": manifest.get("coverage"),  # the files read whole of those present, and why not the rest
         "verdicts": {v: verdicts.get(v, 0) for v in VERDICTS},
         "severities": {s: severities.get(s, 0) for s in SEVERITIES},
         "transactions": {s: txns.get(s, 0) for s in TXN_STATUSES},

@@ -71,6 +71,7 @@ class AuditPlan:
     reason: str = "a full audit"
     one_pass: bool = False
     replicas_with_replay: bool = True
+    unread: object | None = None  # (log_dir, topic, partition, unread_files): segments not read; None: all were
 
     @property
     def linked(self) -> bool:
@@ -103,7 +104,8 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
     records = read_parquet(spark, store.path("records")) if store.is_dir("records") else None
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
-                  log_starts=log_starts, records=records, one_pass=javacode.load(spark))
+                  log_starts=log_starts, records=records, one_pass=javacode.load(spark),
+                  unread=unread_segments(spark, store, manifest))
     previous, why = (None, None) if continue_from is None else previous_audit(spark, continue_from, config)
     if previous is None:
         if why:
@@ -216,6 +218,23 @@ def previous_audit(spark, out: str, config: AuditConfig):
 def _verdict_settings(configuration: dict) -> dict:
     """The configuration a verdict depends on: not the export time (transactions only) nor the ranges."""
     return {k: v for k, v in configuration.items() if k not in ("export_time_ms", "range_batches")}
+
+
+def unread_segments(spark, store, manifest: dict):
+    """``(log_dir, topic, partition, unread_files)`` of the partitions holding segment files the export
+    could not read (``parse_errors`` of the ``NOT_READ`` kinds); None when its coverage says it read
+    every file (or an older export records no coverage), without reading a table."""
+    from pyspark.sql import functions as F
+
+    from analytics.contract import NOT_READ
+    from analytics.spark.columns import with_log_dir
+
+    if not (manifest.get("coverage") or {}).get("not_read"):
+        return None
+    errors = read_parquet(spark, store.path("parse_errors"))
+    segments = errors.where(F.col("error_kind").isin(*NOT_READ) & F.col("file").endswith(".log"))
+    return (with_log_dir(segments).groupBy("log_dir", "topic", "partition")
+            .agg(F.countDistinct("file").alias("unread_files")))
 
 
 def configuration(config: AuditConfig) -> dict:

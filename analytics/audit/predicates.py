@@ -28,7 +28,7 @@ from analytics.contract.vocabulary import (
     EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INFO_VERDICTS, INT_MAX, INVALID_TXN_STATE,
     MARKER_EPOCH_REGRESSION, NEVER_EXPLAINED, NON_IDEMPOTENT, OK, OK_VERDICTS, PARTIAL_HISTORY,
     PRODUCER_EXPIRATION, SEQ_SPACE, SEQUENCE_GAP, SEQUENCE_REGRESSION, SEQUENCE_VERDICTS, SEV_EXPLAINED,
-    SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, VERDICT_MEANING, topics_exempt,
+    SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING, topics_exempt,
 )
 
 
@@ -278,6 +278,15 @@ def compaction_covers(config: AuditConfig) -> Column:
             & (missing <= F.col("offset_holes")))
 
 
+def unread_file_covers() -> Column:
+    """A gap no wider than the offset holes since the producer's previous batch, in a partition with a
+    segment file the export could not read (``unread_files``): the missing sequences may be in it, as
+    a compacted topic's may be in the holes (:func:`compaction_covers`). Not seen is not lost."""
+    missing = seq_distance(F.col("seq_mark"), F.col("base_sequence"))
+    return (F.col("verdict").isin(SEQUENCE_GAP, EPOCH_BUMP_NONZERO) & (F.col("unread_files") > 0)
+            & (missing <= F.col("offset_holes")))
+
+
 def partial_history(config: AuditConfig) -> Column:
     """The producer's earlier batches are gone: a first sight at a non-zero sequence (its first
     batch, or its first data batch after markers only) where the log start moved, the export starts
@@ -316,6 +325,7 @@ def explained_by(config: AuditConfig) -> Column:
         .when(after_expiry(), PRODUCER_EXPIRATION)
         .when(compaction_covers(config), COMPACTION)
         .when(partial_history(config), PARTIAL_HISTORY)
+        .when(unread_file_covers(), UNREAD_FILE)
     )
 
 

@@ -89,7 +89,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
 
 
 def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
-           held: list | None = None, prior: Prior | None = None, one_pass: bool | None = None) -> Replay:
+           held: list | None = None, prior: Prior | None = None, one_pass: bool | None = None,
+           unread: DataFrame | None = None) -> Replay:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
     transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
@@ -115,6 +116,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     batches are those after what a previous audit replayed of their histories, and its state is
     carried into them as a range before their first (the histories are then cut into ranges even
     when short): their verdicts are the ones a replay of the whole histories gives them.
+    ``unread``: the segment files the export could not read, per partition (``unread_files``, the
+    evidence of the ``unread_file`` explanation); None when it read every one.
 
     The result reads frames replay persisted: they are added to ``held``, for the caller to
     ``unpersist`` once the result is written (without ``held``, cut histories stay cached for the
@@ -139,7 +142,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     # verdicts' write does not wait for them stage by stage (with log starts: 2 s of a 1M-batch audit)
     with small_queries(batches.sparkSession):
         histories = dictionary.select(HISTORY, *HISTORY_KEY).distinct().localCheckpoint()
-        starts = None if log_starts is None else steps.history_log_starts(dictionary, log_starts).localCheckpoint()
+        starts = (None if log_starts is None
+                  else steps.history_log_starts(dictionary, log_starts, unread).localCheckpoint())
     one_range = (prior is None and not plan.split) or plan.ranges == 0
     in_one_pass = one_range and (javacode.load(batches.sparkSession) if one_pass is None else one_pass)
     rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass, cut=plan.split))

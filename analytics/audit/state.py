@@ -77,7 +77,7 @@ def left_by(replayed: DataFrame, histories: DataFrame, by_file: DataFrame,
     if starts is None:
         partitions = partitions.withColumn("log_start_offset", F.lit(None).cast("long"))
     else:
-        partitions = partitions.join(starts, on=HISTORY, how="left")
+        partitions = partitions.join(starts.select(HISTORY, "log_start_offset"), on=HISTORY, how="left")
     keyed = F.broadcast(histories)
     return (_producer_columns(producers.join(keyed, on=HISTORY).drop(HISTORY)),
             partitions.join(keyed, on=HISTORY).select(*HISTORY_KEY, *(c for c in partitions.columns if c != HISTORY)),

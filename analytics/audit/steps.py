@@ -69,10 +69,17 @@ REPLAY_FACTS = ("prev_base_offset", "idle_ms", "offset_holes", "prev_max_timesta
 
 
 # -- the log start offset of each history ------------------------------------------------------
-def history_log_starts(dictionary: DataFrame, log_starts: DataFrame) -> DataFrame:
-    """``(history, log_start_offset)`` of every history (:func:`log_starts_of`)."""
+def history_log_starts(dictionary: DataFrame, log_starts: DataFrame, unread: DataFrame | None = None) -> DataFrame:
+    """``(history, log_start_offset, unread_files)`` of every history (:func:`log_starts_of`);
+    ``unread``: ``(log_dir, topic, partition, unread_files)`` of the partitions with segment files the
+    export could not read (None: there are none)."""
     histories = dictionary.select(HISTORY, *PARTITION_KEY).distinct()
-    return log_starts_of(histories, log_starts).select(HISTORY, "log_start_offset")
+    starts = log_starts_of(histories, log_starts).select(HISTORY, "log_start_offset")
+    if unread is None:
+        return starts.withColumn("unread_files", F.lit(0))
+    flags = histories.join(unread, on=list(PARTITION_KEY)).select(HISTORY, "unread_files")
+    return (starts.join(flags, on=HISTORY, how="full")
+            .withColumn("unread_files", F.coalesce("unread_files", F.lit(0))))
 
 
 def log_starts_of(keys: DataFrame, log_starts: DataFrame) -> DataFrame:
@@ -306,10 +313,11 @@ def verdicts(rows: DataFrame) -> DataFrame:
 
 def log_start_offsets(config: AuditConfig, starts: DataFrame | None) -> Step:
     """``log_start_offset``: the history's (``starts``, from :func:`history_log_starts`, broadcast),
-    or the configured one of its topic-partition, which wins; null when neither knows it."""
+    or the configured one of its topic-partition, which wins; null when neither knows it. And
+    ``unread_files``, the history's segment files the export could not read."""
     def step(rows: DataFrame) -> DataFrame:
         if starts is None:
-            rows = rows.withColumn("log_start_offset", F.lit(None).cast("long"))
+            rows = rows.withColumns({"log_start_offset": F.lit(None).cast("long"), "unread_files": F.lit(0)})
         else:
             rows = rows.join(F.broadcast(starts), on=HISTORY, how="left")
         for (topic, partition), offset in config.log_start_offsets.items():

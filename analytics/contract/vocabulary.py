@@ -86,12 +86,15 @@ STATE_LOSS = "state_loss"
 PRODUCER_EXPIRATION = "producer_expiration"
 COMPACTION = "compaction"
 PARTIAL_HISTORY = "partial_history"
-EXPLANATIONS = (STATE_LOSS, PRODUCER_EXPIRATION, COMPACTION, PARTIAL_HISTORY)
+UNREAD_FILE = "unread_file"
+EXPLANATIONS = (STATE_LOSS, PRODUCER_EXPIRATION, COMPACTION, PARTIAL_HISTORY, UNREAD_FILE)
 EXPLANATION_MEANING = {
     STATE_LOSS: "a broker restart or truncation given in the configuration lies between this batch and the previous one",
     PRODUCER_EXPIRATION: "the broker had forgotten the producer: idle at least producer.id.expiration.ms, no open transaction",
     COMPACTION: "offset holes cover the missing sequences on a compacted topic",
     PARTIAL_HISTORY: "earlier batches are below the log start or missing from the export",
+    UNREAD_FILE: "the missing sequences lie in offsets of a segment of the partition the export could not read "
+                 "(every_file_read fails for it): what it holds was not seen, which is no evidence of a lost write",
 }
 
 # -- transactions.status ----------------------------------------------------------------------

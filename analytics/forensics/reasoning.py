@@ -18,6 +18,7 @@ from analytics.contract import (
     SEQUENCE_REGRESSION,
     SEV_VIOLATION,
     STATE_LOSS,
+    UNREAD_FILE,
     VERDICT_MEANING,
 )
 from analytics.report.values import human_ms
@@ -111,6 +112,10 @@ def evidence(b: dict, config: dict, expiry: dict | None = None) -> list[str]:
     if why == COMPACTION:
         return ["Explained by compaction: the topic is compacted and the offset holes between the two batches "
                 f"({b['offset_holes']}) cover the missing sequences."]
+    if why == UNREAD_FILE:
+        return ["Not judged: a segment file of this partition could not be read (every_file_read names it), and "
+                f"the offset holes between the two batches ({b['offset_holes']}) cover the missing sequences, "
+                "which may be in it. Read that file (check its permissions) and audit again."]
     if why == STATE_LOSS:
         restarts = config.get("broker_restarts") or []
         return [f"Explained by state loss: a broker restart given in the configuration ({restarts}) lies between "

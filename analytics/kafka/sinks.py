@@ -66,6 +66,13 @@ def write_parquet(table: pa.Table, path: str) -> None:
     whole.done()
 
 
+def fill_empty(folder: str, schema: pa.Schema) -> None:
+    """An empty Parquet file with ``schema``'s columns in a table folder that holds no data file (Spark
+    writes none for no rows, so a reader would find no schema)."""
+    if not parquet_files(folder):
+        write_parquet(schema.empty_table(), join(folder, "part-00000.parquet"))
+
+
 def can_keep(folder: str) -> bool:
     """Whether a file under ``folder`` can be kept for a new run without being written again: a hard
     link on a local disk, a server-side copy in an S3 bucket."""
