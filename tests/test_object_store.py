@@ -21,6 +21,7 @@ import pytest
 from analytics.contract import AUDIT, EXPORT, MANIFESTS
 from analytics.publish import Conflict, publication, published, unit
 from analytics.publish import commits
+from tests import stale_writer
 from tests.commands import assert_own_lines
 from tests.s3_server import SECRET_KEY
 
@@ -237,23 +238,6 @@ def test_of_two_runs_into_one_bucket_one_commits(two_sets):
     assert not commits.Store(out).names(f"_runs/{late.run_id}")
 
 
-STALE = textwrap.dedent("""
-    import sys
-    from analytics.publish import Conflict, publication
-
-    out, stage, table, text = sys.argv[1:5]
-    try:
-        with publication(out, stage) as run:
-            run.store.write_text(f"{run.folder}/{table}/part-0", text)
-            print("ready", flush=True)
-            sys.stdin.readline()  # the other processes commit meanwhile
-            run.publish({})
-    except Conflict as exc:
-        print(exc, file=sys.stderr)
-        sys.exit(2)
-""")
-
-
 @pytest.mark.parametrize("between", [1, 3, 10])
 def test_a_stale_writer_in_the_bucket_publishes_on_top_or_nothing(two_sets, between, monkeypatch):
     """A validation that read the audit, then ``between`` audits committed by other processes (the
@@ -264,7 +248,7 @@ def test_a_stale_writer_in_the_bucket_publishes_on_top_or_nothing(two_sets, betw
     out = two_sets
     store = commits.Store(out)
     for others, table, code in (("report", "report", 0), (AUDIT, "batch_verdicts", 2)):
-        stale = subprocess.Popen([sys.executable, "-c", STALE, out, "validate", "validation", others], cwd=REPO,
+        stale = subprocess.Popen([*stale_writer.COMMAND, out, "validate", "validation", others], cwd=REPO,
                                  text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert stale.stdout.readline().strip() == "ready"
         for n in range(between):

@@ -23,6 +23,7 @@ from analytics.processes import identity
 from analytics.publish import AsOf, Conflict, publication, published, read_manifest, unit
 from analytics.publish import commits
 from analytics.publish.commits import COMMITS, CURRENT, RUNS, VIEWS
+from tests import stale_writer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -276,24 +277,6 @@ def test_a_past_version_reads_as_it_was(tmp_path, monkeypatch):
         published(out, AsOf(version=1))
 
 
-STALE = textwrap.dedent("""
-    import sys
-    from pathlib import Path
-    from analytics.publish import Conflict, publication
-
-    out, stage, table, text = sys.argv[1:5]
-    try:
-        with publication(out, stage) as run:
-            Path(run.path(table)).mkdir(parents=True)
-            Path(run.path(table, "part-0")).write_text(text)
-            print("ready", flush=True)
-            sys.stdin.readline()  # the other processes commit meanwhile
-            run.publish({})
-    except Conflict as exc:
-        print(exc, file=sys.stderr)
-        sys.exit(2)
-""")
-
 OTHER = textwrap.dedent("""
     import sys
     from pathlib import Path
@@ -324,7 +307,7 @@ def test_a_stale_writer_moves_onto_the_newest_commit_or_publishes_nothing(two_se
     commit's name was created twice, with retention by count alone (the commits' runs collected)."""
     monkeypatch.setenv("SEGAUDIT_RETENTION_HOURS", "0")
     out, _before, _commit = two_sets
-    stale = subprocess.Popen([sys.executable, "-c", STALE, out, VALIDATE, "validation", "stale"], cwd=ROOT, text=True,
+    stale = subprocess.Popen([*stale_writer.COMMAND, out, VALIDATE, "validation", "stale"], cwd=ROOT, text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert stale.stdout.readline().strip() == "ready"
     for n in range(between):
