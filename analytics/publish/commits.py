@@ -271,9 +271,13 @@ def refresh_views(store: Store, snapshot: Snapshot) -> None:
             store.delete(building)
     if shown != snapshot.version:
         store.link(CURRENT, view)
-    for name in wanted:
-        if not (os.path.islink(store.path(name)) and os.readlink(store.path(name)) == f"{CURRENT}/{name}"):
-            store.link(name, f"{CURRENT}/{name}")
+    # a copy of OUT made by following its links holds a folder of that name: OUT's names then link
+    # straight into the run folders, one at a time
+    through = os.path.islink(store.path(CURRENT)) or not os.path.lexists(store.path(CURRENT))
+    for name, target in wanted.items():
+        to = f"{CURRENT}/{name}" if through else os.path.relpath(store.path(target), store.root)
+        if not (os.path.islink(store.path(name)) and os.readlink(store.path(name)) == to):
+            store.link(name, f"{CURRENT}/{name}" if through else target)
     for name in store.links():
         if name not in wanted and name in _VIEWABLE:
             store.delete(name)
