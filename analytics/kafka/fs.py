@@ -232,7 +232,7 @@ def check_exists(uri: str) -> bool:
     from pyarrow import fs
 
     scheme = uri.split("://", 1)[0].lower()
-    if scheme in ("s3", "s3a"):
+    if scheme in ("s3", "s3a") and "?" not in uri:  # options in the URI: pyarrow's own parsing, below
         options = {}
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if endpoint:
