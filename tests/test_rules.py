@@ -15,7 +15,7 @@ from analytics.contract.vocabulary import (
     COMPACTION, CONTROL_MARKER, COORDINATOR_EPOCH_REGRESSION, CORRUPT, DUPLICATE, EPOCH_BUMP,
     EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INT_MAX, INVALID_TXN_STATE,
     MARKER_EPOCH_REGRESSION, NON_IDEMPOTENT, OK, PARTIAL_HISTORY, PRODUCER_EXPIRATION, SEQUENCE_GAP,
-    SEQUENCE_REGRESSION, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, VERDICT_MEANING,
+    SEQUENCE_REGRESSION, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING,
 )
 
 pytestmark = pytest.mark.spark
@@ -342,6 +342,7 @@ EVIDENCE = {
     "conflict_offset": ("long", 2), "expired_offset": ("long", 8), "topic": ("string", "c"),
     "seq_mark": ("int", 4), "offset_holes": ("long", 9), "log_start_offset": ("long", 5),
     "partition_first_offset": ("long", 0), "mark_offset": ("long", 4), "prev_data_seq": ("int", 7),
+    "unread_files": ("int", 1),
 }
 NO_RESTART = {"prev_base_offset": 10, "base_offset": 12}
 NOT_IDLE = {"max_timestamp": 1500}
@@ -360,7 +361,9 @@ def test_explained_by_takes_the_first_evidence_in_order(spark):
         (*evidence(**NO_RESTART), PRODUCER_EXPIRATION),  # the batch is an expiry point
         (*evidence(**NO_RESTART, **NOT_IDLE), PRODUCER_EXPIRATION),  # the rebuilt state took it in sequence
         (*evidence(**no_expiry), COMPACTION),
-        (*evidence(**no_expiry, topic="t"), None),  # a gap is no partial history
+        (*evidence(**no_expiry, topic="t", unread_files=0), None),  # a gap is no partial history
+        (*evidence(**no_expiry, topic="t"), UNREAD_FILE),  # the holes cover it, and a segment was not read
+        (*evidence(**no_expiry, topic="t", offset_holes=2), None),  # 3 sequences missing: more than the holes
         (*evidence(**no_expiry, topic="t", verdict=FIRST_SEEN_NONZERO), PARTIAL_HISTORY),
         # never explained, whatever the evidence
         (*evidence(verdict=OK), None), (*evidence(verdict=EPOCH_BUMP), None),
