@@ -27,11 +27,10 @@ def coverage(files: int, total_bytes: int, parse_errors: pa.Table) -> dict:
     (1, 1980, {'unreadable': {'files': 1, 'bytes': 920}, 'vanished': {'files': 1, 'bytes': 100}})
     """
     not_read, not_data = _by_kind(parse_errors, NOT_READ), _by_kind(parse_errors, NOT_DATA)
-    missed = parse_errors.filter(pc.is_in(parse_errors["error_kind"], pa.array(NOT_READ)))
-    missed_files = len(set(missed["file"].to_pylist()))
-    missed_bytes = pc.sum(missed["bytes_affected"]).as_py() or 0
-    return {"files": files, "bytes": total_bytes, "files_read": files - missed_files,
-            "bytes_read": total_bytes - missed_bytes, "not_read": not_read, "not_data": not_data}
+    # a file that could not be read is one error: refused at open, or the rest of it after a failed read
+    return {"files": files, "bytes": total_bytes, "files_read": files - sum(v["files"] for v in not_read.values()),
+            "bytes_read": total_bytes - sum(v["bytes"] for v in not_read.values()), "not_read": not_read,
+            "not_data": not_data}
 
 
 def _by_kind(errors: pa.Table, kinds: tuple[str, ...]) -> dict[str, dict[str, int]]:
