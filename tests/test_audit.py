@@ -16,6 +16,8 @@ from analytics.export import export
 from analytics.generate import generate
 from analytics.generate.scenarios import SCENARIO_NAMES
 from tests.commands import assert_own_lines
+from analytics.contract.vocabulary import TABLES
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 RECORD_SCENARIOS = ("plain-retries", "missed-dedup", "state-loss-retry", "transactions")  # as in conftest.audited
@@ -34,7 +36,7 @@ def test_verdicts_equal_the_ground_truth(every_scenario, name):
     truth = {(r["topic"], r["partition"], r["base_offset"]): (r["verdict"], r["severity"], r["explained_by"])
              for r in pq.read_table(g.truth_dir / "batches.parquet").to_pylist()}
     got = {(r["topic"], r["partition"], r["base_offset"]): (r["verdict"], r["severity"], r["explained_by"])
-           for r in pq.read_table(os.path.join(target, "batch_verdicts")).to_pylist()}
+           for r in pq.read_table(str(table_dir(target, "batch_verdicts"))).to_pylist()}
     assert got == truth
 
 
@@ -43,7 +45,7 @@ def test_transactions_equal_the_ground_truth(audited, name):
     g, target = audited[name]
     cols = ("topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset", "status", "coordinator_epoch")
     truth = sorted(tuple(r[c] for c in cols) for r in pq.read_table(g.truth_dir / "transactions.parquet").to_pylist())
-    got = sorted(tuple(r[c] for c in cols) for r in pq.read_table(os.path.join(target, "transactions")).to_pylist())
+    got = sorted(tuple(r[c] for c in cols) for r in pq.read_table(str(table_dir(target, "transactions"))).to_pylist())
     assert got == truth
 
 
@@ -51,7 +53,7 @@ def test_summary_and_anomalies(audited):
     _, target = audited["missed-dedup"]
     summary = read_audit(target)
     assert summary["verdicts"]["DUPLICATE"] == 1 and summary["severities"]["violation"] == 1
-    anomalies = pq.read_table(os.path.join(target, "anomalies")).to_pylist()
+    anomalies = pq.read_table(str(table_dir(target, "anomalies"))).to_pylist()
     assert [a["verdict"] for a in anomalies if a["severity"] == "violation"] == ["DUPLICATE"]
     assert all(a["severity"] != "ok" for a in anomalies)
 
@@ -65,7 +67,7 @@ def test_a_table_spark_wrote_is_read_with_the_schema_spark_infers(spark, audited
     _, target = audited["transactions"]
     read = {}
     for name in sorted(os.listdir(target)):
-        path = os.path.join(target, name)
+        path = str(table_dir(target, name)) if name in TABLES else os.path.join(target, name)
         if os.path.isdir(path) and not name.startswith((".", "_")):
             read[name] = written_schema(path)
             assert read_parquet(spark, path).schema == spark.read.parquet(path).schema, name
@@ -77,7 +79,7 @@ def test_a_table_spark_wrote_is_read_with_the_schema_spark_infers(spark, audited
 
 def test_producer_sessions_count_batches_per_epoch(audited):
     _, target = audited["kip360-bump"]
-    sessions = pq.read_table(os.path.join(target, "producer_sessions")).to_pylist()
+    sessions = pq.read_table(str(table_dir(target, "producer_sessions"))).to_pylist()
     assert sorted((s["partition"], s["producer_epoch"]) for s in sessions) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
     assert all(s["first_sequence"] == 0 for s in sessions)
     assert sum(s["epoch_bump"] for s in sessions) == 4
@@ -85,7 +87,7 @@ def test_producer_sessions_count_batches_per_epoch(audited):
 
 def test_the_explanation_names_the_evidence(audited):
     _, target = audited["idle-expiration"]
-    [gap] = [r for r in pq.read_table(os.path.join(target, "anomalies")).to_pylist() if r["verdict"] == "SEQUENCE_GAP"]
+    [gap] = [r for r in pq.read_table(str(table_dir(target, "anomalies"))).to_pylist() if r["verdict"] == "SEQUENCE_GAP"]
     assert gap["idle_ms"] >= 86_400_000 and gap["explained_by"] == "producer_expiration"
     assert "explained by producer_expiration" in gap["explanation"] and str(gap["expected_sequence"]) in gap["explanation"]
 
@@ -95,7 +97,7 @@ def test_record_duplicates_equal_the_ground_truth(audited, name):
     g, target = audited[name]
     cols = ("topic", "partition", "offset", "first_offset", "producer_id", "first_producer_id")
     truth = sorted(tuple(r[c] for c in cols) for r in pq.read_table(g.truth_dir / "record_duplicates.parquet").to_pylist())
-    got = sorted(tuple(r[c] for c in cols) for r in pq.read_table(os.path.join(target, "record_duplicates")).to_pylist())
+    got = sorted(tuple(r[c] for c in cols) for r in pq.read_table(str(table_dir(target, "record_duplicates"))).to_pylist())
     assert got == truth
     assert read_audit(target)["record_duplicates"] == len(truth)
     if name != "transactions":
@@ -115,9 +117,9 @@ def test_the_same_partition_in_two_log_dirs_is_replayed_apart(spark, tmp_path):
     out = str(tmp_path / "out")
     export(None, [str(a.log_dir), str(b.log_dir)], out)
     audit(spark, out, load_config(None))
-    verdicts = pq.read_table(os.path.join(out, "batch_verdicts")).to_pylist()
+    verdicts = pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()
     assert len(verdicts) == 2 * a.batches and {v["verdict"] for v in verdicts} == {"OK"}
-    sessions = pq.read_table(os.path.join(out, "producer_sessions")).to_pylist()
+    sessions = pq.read_table(str(table_dir(out, "producer_sessions"))).to_pylist()
     assert len({s["log_dir"] for s in sessions}) == 2
 
 
@@ -125,14 +127,14 @@ def test_the_same_partition_in_two_log_dirs_is_replayed_apart(spark, tmp_path):
 def test_the_corpus_has_no_violation_and_ksqldb_command_topics_bump_and_commit(corpus_audited):
     summary, out = corpus_audited
     assert summary.severities["violation"] == 0 and summary.severities["explained"] == 0
-    rows = pq.read_table(os.path.join(out, "batch_verdicts")).to_pylist()
+    rows = pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()
     ksql = [r for r in rows if r["topic"].startswith("_confluent-ksql-") and r["topic"].endswith("command_topic")]
     verdicts = {r["verdict"] for r in ksql}
     assert "EPOCH_BUMP" in verdicts and "CONTROL_MARKER" in verdicts and verdicts <= {"OK", "EPOCH_BUMP", "CONTROL_MARKER"}
     assert {r["control_type"] for r in ksql if r["verdict"] == "CONTROL_MARKER"} == {"COMMIT"}
     # ksqlDB's command topics are written in transactions: every commit the coordinator's log records
     # (its __transaction_state, in the same log dir) is a COMMIT marker of the same producer and epoch
-    changes = pq.read_table(os.path.join(out, "transactional_ids")).to_pylist()
+    changes = pq.read_table(str(table_dir(out, "transactional_ids"))).to_pylist()
     assert len(changes) == 44 and {c["value_version"] for c in changes} == {0}
     for log_dir in {log_dir_of(c["file"]) for c in changes}:
         commits = sorted((c["offset"], c["producer_id"], c["producer_epoch"]) for c in changes
@@ -169,14 +171,14 @@ def test_cli_audit_prints_verdicts_and_refuses_an_incomplete_export(audited, tmp
 @pytest.mark.parametrize("name", ["clean", "transactions", "sequence-wrap", "kip360-bump", "state-loss-retry"])
 def test_snapshot_checks_match_the_simulated_brokers_snapshots(audited, name):
     _, target = audited[name]
-    checks = pq.read_table(os.path.join(target, "snapshot_checks")).to_pylist()
+    checks = pq.read_table(str(table_dir(target, "snapshot_checks"))).to_pylist()
     assert checks and {c["status"] for c in checks} == {"match"}
     assert read_audit(target)["snapshot_checks"]["match"] == len(checks)
 
 
 def test_snapshot_checks_report_an_expired_producer(audited):
     _, target = audited["idle-expiration"]
-    checks = pq.read_table(os.path.join(target, "snapshot_checks")).to_pylist()
+    checks = pq.read_table(str(table_dir(target, "snapshot_checks"))).to_pylist()
     missing = {(c["producer_id"], c["status"]) for c in checks if c["status"] != "match"}
     assert missing == {(8001, "not_in_snapshot")}  # the broker expired it; the log still shows its batches
 
@@ -184,7 +186,7 @@ def test_snapshot_checks_report_an_expired_producer(audited):
 @pytest.mark.corpus
 def test_corpus_snapshots_match_the_replay_except_the_ticks_partitions(corpus_audited):
     _, out = corpus_audited
-    checks = pq.read_table(os.path.join(out, "snapshot_checks")).to_pylist()
+    checks = pq.read_table(str(table_dir(out, "snapshot_checks"))).to_pylist()
     disagree = {c["topic"] for c in checks if c["status"] != "match"}
     assert disagree and all(t.startswith("ticks.") for t in disagree)
     assert sum(c["status"] == "match" for c in checks) > 12_000
@@ -202,7 +204,7 @@ def test_every_configuration_key_is_also_a_flag(audited, capsys):
                  "--restart", f"{restart.topic}:{restart.partition}@offset={restart.offset}",
                  "--cleanup-policy", "other=compact", "--log-start", "other:0=5", "--dedup-key", "key_value"]) == 0
     assert read_audit(target)["verdicts"]["DUPLICATE"] == 1
-    explained = [r for r in pq.read_table(os.path.join(target, "anomalies")).to_pylist() if r["verdict"] == "DUPLICATE"]
+    explained = [r for r in pq.read_table(str(table_dir(target, "anomalies"))).to_pylist() if r["verdict"] == "DUPLICATE"]
     assert [r["explained_by"] for r in explained] == ["state_loss"]
     assert_own_lines(capsys.readouterr().err)
     assert main(["audit", target, "--restart", "when=5"]) == 2
@@ -512,11 +514,11 @@ def test_every_scenario_cut_into_ranges_of_three_batches_gets_the_verdicts_of_th
         assert all(isinstance(r, Restart) and r.topic is not None for r in config.broker_restarts)
         batches = starts = None
         for _, _, out in scenarios:
-            b, s = spark.read.parquet(os.path.join(out, "batches")), spark.read.parquet(os.path.join(out, "log_start_offsets"))
+            b, s = spark.read.parquet(str(table_dir(out, "batches"))), spark.read.parquet(str(table_dir(out, "log_start_offsets")))
             batches, starts = (b, s) if batches is None else (batches.unionByName(b), starts.unionByName(s))
         assert ranges.plan(ranges.file_dictionary(batches, 3)).split
         want = {(r["file"], r["file_position"]): tuple(r[c] for c in VERDICT_COLUMNS)
-                for _, _, out in scenarios for r in pq.read_table(os.path.join(out, "batch_verdicts")).to_pylist()}
+                for _, _, out in scenarios for r in pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()}
         got = {(r["file"], r["file_position"]): tuple(r[c] for c in VERDICT_COLUMNS)
                for r in classify(batches, config, starts).collect()}
         assert got.keys() == want.keys()

@@ -11,6 +11,7 @@ from analytics.contract import schemas as schema
 from analytics.audit.config import AuditConfig, Restart
 from analytics.audit.rules import classify
 from analytics.audit.reference import replay
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 INT_MAX = 2**31 - 1
@@ -301,14 +302,14 @@ def test_interpreted_evaluation_gives_the_tables_generated_code_gives(spark, tmp
         audit(spark, str(interpreted), config)
 
     def rows(out: Path, table: str) -> list[str]:
-        t = ds.dataset(out / table, format="parquet", partitioning="hive", ignore_prefixes=[".", "_"]).to_table()
+        t = ds.dataset(str(table_dir(out, table)), format="parquet", partitioning="hive", ignore_prefixes=[".", "_"]).to_table()
         return sorted(map(repr, t.select(sorted(t.column_names)).to_pylist()))
 
     tables = sorted(p.name for p in generated.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     assert {"batch_verdicts", "anomalies", "transactions", "producer_state"} <= set(tables)
     for table in tables:
         assert rows(interpreted, table) == rows(generated, table), table
-    verdicts = ds.dataset(generated / "batch_verdicts", format="parquet", partitioning="hive").to_table(["verdict"])
+    verdicts = ds.dataset(str(table_dir(generated, "batch_verdicts")), format="parquet", partitioning="hive").to_table(["verdict"])
     assert len(set(verdicts["verdict"].to_pylist())) >= 5  # the sample plants many kinds of anomaly
 
 

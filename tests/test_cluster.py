@@ -26,6 +26,7 @@ from analytics.kafka.logdir import read_log_dirs
 from analytics.spark.standalone import spark_class, standalone_cluster
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
+from tests.outs import table_dir
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SAMPLE = (REPO / "data" / "mixed").resolve()
@@ -59,7 +60,7 @@ def test_export_on_a_standalone_cluster_reads_in_executors_and_matches_local(clu
     tables = read_log_dirs([SAMPLE], records=True)
     for table in ("batches", "segments", "parse_errors", "producer_snapshots", "aborted_transactions", "leader_epochs"):
         names = TABLE_SCHEMAS[table].names
-        got = sorted(tuple(r[n] for n in names) for r in pq.read_table(out / table).to_pylist())
+        got = sorted(tuple(r[n] for n in names) for r in pq.read_table(str(table_dir(out, table))).to_pylist())
         assert got == sorted(tuple(r[n] for n in names) for r in tables.table(table).to_pylist()), table
     assert read_manifest(str(out), EXPORT)["rows"]["records"] == tables.table("records").num_rows
 
@@ -148,5 +149,5 @@ def test_an_export_over_the_protocol_fetches_in_executors(cluster, tmp_path):
         assert r["table"] == "export-fetch" and r["file"].startswith("kafka://")
         assert any("CoarseGrainedExecutorBackend" in cmdline for cmdline in r["ancestry"]), r["ancestry"]
         assert not any("analytics export" in cmdline for cmdline in r["ancestry"])
-    records = pq.read_table(out / "records", columns=["key"]).column("key").to_pylist()
+    records = pq.read_table(str(table_dir(out, "records")), columns=["key"]).column("key").to_pylist()
     assert sorted(int(k) for k in records) == list(range(200))

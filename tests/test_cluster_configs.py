@@ -23,6 +23,7 @@ from analytics.kafka.metadata import (
 )
 from analytics.kafka.writer import RecordSpec, build_batch, build_control_batch, segment_file_name, write_file
 from tests.conftest import CORPUS
+from tests.outs import table_dir
 
 METADATA_LOG = CORPUS / "Danielowo2000__BigDataTechnologies-Version-2" / "kafka_data" / "__cluster_metadata-0"
 TOPIC_ID = bytes(range(16))
@@ -164,7 +165,7 @@ def test_an_incremental_export_gives_the_table_a_full_one_gives(tmp_path):
         f.write(build_batch(4, [RecordSpec(value=config(4, "", "producer.id.expiration.ms", None))]))
     export(None, [str(tmp_path / "d")], out, continue_from=out)
     export(None, [str(tmp_path / "d")], str(tmp_path / "full"))
-    got, want = (sorted(pq.read_table(f"{o}/cluster_configs").to_pylist(), key=str) for o in (out, str(tmp_path / "full")))
+    got, want = (sorted(pq.read_table(str(table_dir(o, "cluster_configs"))).to_pylist(), key=str) for o in (out, str(tmp_path / "full")))
     assert got == want
     assert [(r["name"], r["value"], r["offset"]) for r in got] == [("cleanup.policy", "compact,delete", 3)]
 
@@ -343,17 +344,17 @@ def test_the_data_dir_configures_the_audit(compacted_data_dir, spark, tmp_path):
     assert _segaudit("audit", out, "--no-history")[0] == 0  # no flag, no configuration
     assert _segaudit("report", out)[0] == 0
     configs = {(r["resource_type"], r["resource_name"], r["name"]): r["value"]
-               for r in pq.read_table(f"{out}/cluster_configs").to_pylist()}
+               for r in pq.read_table(str(table_dir(out, "cluster_configs"))).to_pylist()}
     assert configs[("topic", COMPACTED, "cleanup.policy")] == "compact"
     assert configs[("topic", COMPACTED, "segment.ms")] == "100"
     assert configs[("broker", "", "producer.id.expiration.ms")] == str(EXPIRATION_MS)
-    assert {(r["log_dir"], r["node_id"]) for r in pq.read_table(f"{out}/cluster_configs").to_pylist()} == {
+    assert {(r["log_dir"], r["node_id"]) for r in pq.read_table(str(table_dir(out, "cluster_configs"))).to_pylist()} == {
         (str(compacted_data_dir), 1)}
     [read] = json.loads(Path(out, "_export.json").read_text())["cluster_metadata"].values()
     assert read["skipped"] == 0 and read["undecoded"] == 0, read  # every record type the broker wrote is Kafka's
 
     summary = read_audit(out)
-    verdicts = pq.read_table(f"{out}/batch_verdicts", filters=[("topic", "=", COMPACTED)]).to_pylist()
+    verdicts = pq.read_table(str(table_dir(out, "batch_verdicts")), filters=[("topic", "=", COMPACTED)]).to_pylist()
     holes = [v for v in verdicts if v["verdict"] == "SEQUENCE_GAP"]
     assert holes and all(v["explained_by"] == "compaction" and v["severity"] == "explained" for v in holes)
     assert summary["severities"]["violation"] == 0

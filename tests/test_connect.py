@@ -18,6 +18,7 @@ import pytest
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
 from tests.kafka_cluster import free_port
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 QUERY = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDER BY verdict"
@@ -71,7 +72,7 @@ def segaudit(*args: str) -> subprocess.CompletedProcess:
 
 def test_sql_runs_on_a_running_spark_connect_server(connect_server, audited, spark):
     out = audited["fenced-zombie"][1]
-    local = {r["verdict"]: r["n"] for r in spark.read.parquet(os.path.join(out, "batch_verdicts"))
+    local = {r["verdict"]: r["n"] for r in spark.read.parquet(str(table_dir(out, "batch_verdicts")))
              .groupBy("verdict").count().withColumnRenamed("count", "n").collect()}
     for _ in range(2):  # the second command finds the same server, nothing to start
         done = segaudit("sql", out, QUERY, "--remote", connect_server, "--format", "csv")
@@ -106,7 +107,7 @@ def test_run_over_connect_writes_what_a_local_audit_wrote(connect_server, audite
     assert "Traceback" not in done.stderr and "Warning" not in done.stderr, done.stderr
     assert "Did the broker keep its rules?" in done.stdout and "Is the data sound?" in done.stdout
     for table in TABLES:
-        ours, theirs = (spark.read.parquet(os.path.join(out, table)) for out in (local, str(remote)))
+        ours, theirs = (spark.read.parquet(str(table_dir(out, table))) for out in (local, str(remote)))
         assert ours.count() > 0 or table in ("parse_errors", "record_duplicates"), table
         assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0, table
     assert (remote / "report" / "index.html").is_file()
@@ -137,13 +138,13 @@ def test_an_incremental_run_over_connect_continues_the_previous_one(connect_serv
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
     export, summary = (json.loads((out / name).read_text()) for name in ("_export.json", "summary.json"))
     assert export["incremental"]["files_read"] == 1 and export["incremental"]["files_kept"] == export["files"] - 1
-    histories = spark.read.parquet(str(out / "partition_state")).count()
+    histories = spark.read.parquet(str(table_dir(out, "partition_state"))).count()
     assert summary["incremental"]["continued_histories"] == histories > 0
     from pyspark.sql import functions as F
 
     for table in TABLES:
-        ours = spark.read.parquet(os.path.join(local, table))
-        theirs = spark.read.parquet(str(out / table))
+        ours = spark.read.parquet(str(table_dir(local, table)))
+        theirs = spark.read.parquet(str(table_dir(out, table)))
         theirs = theirs.select(*[F.regexp_replace(c, str(logs), str(g.log_dir)).alias(c) if t == "string" else c
                                  for c, t in theirs.dtypes])  # the log dir's copy, named as the original
         assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0, table

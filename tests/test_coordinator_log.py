@@ -17,6 +17,7 @@ from analytics.kafka.logdir import stream_segment
 from analytics.kafka.model import TransactionalIdChange
 from analytics.kafka.writer import RecordSpec, build_batch, segment_file_name, write_file
 from tests.commands import assert_own_lines
+from tests.outs import table_dir
 
 
 def _key(tid: str) -> bytes:
@@ -126,13 +127,13 @@ def coordinator_log(spark, tmp_path_factory):
 
 
 def test_the_export_writes_every_change_and_reports_the_bad_record(coordinator_log):
-    rows = pq.read_table(f"{coordinator_log}/transactional_ids").to_pylist()
+    rows = pq.read_table(str(table_dir(coordinator_log, "transactional_ids"))).to_pylist()
     assert len(rows) == 2 * len(LIFE)
     one = sorted((r for r in rows if "broker-1" in r["file"]), key=lambda r: r["offset"])
     assert [(r["offset"], r["state"], r["producer_id"], r["producer_epoch"], r["partitions"]) for r in one] == [
         (c.offset, c.state, c.producer_id, c.producer_epoch, None if c.state == "Tombstone" else list(c.partitions))
         for c in LIFE]
-    errors = pq.read_table(f"{coordinator_log}/parse_errors").to_pylist()
+    errors = pq.read_table(str(table_dir(coordinator_log, "parse_errors"))).to_pylist()
     assert [(e["error_kind"], e["message"].split(":")[0]) for e in errors] == [(RECORD_DECODE, f"offset {len(LIFE)}")] * 2
 
 

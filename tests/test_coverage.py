@@ -19,6 +19,7 @@ import pytest
 from analytics.cli import main
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 SAMPLE = REPO / "data" / "mixed"
@@ -76,7 +77,7 @@ def test_unreadable_segments_fail_every_file_read_and_are_counted(tmp_path):
     assert coverage["not_read"] == {"unreadable": {"files": 3, "bytes": sizes}}
     assert coverage["files"] - coverage["files_read"] == 3 and coverage["bytes"] - coverage["bytes_read"] == sizes
     assert summary["severities"]["violation"] == 0  # the gaps after clean-1's middle segment are not judged
-    gaps = pq.read_table(out / "anomalies").to_pylist()
+    gaps = pq.read_table(str(table_dir(out, "anomalies"))).to_pylist()
     after = [r for r in gaps if r["verdict"] == "SEQUENCE_GAP"]
     assert after and {(r["topic"], r["partition"], r["explained_by"]) for r in after} == {("clean", 1, "unread_file")}
     rows = json.loads((out / "validation" / "results.json").read_text())

@@ -40,6 +40,7 @@ from tests.dumplog_oracle import (
     write_edge_cases,
 )
 from tests.kafka_cluster import UNAVAILABLE, VERSIONS, JarsUnavailable
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.broker
 SAMPLE = REPO / "data" / "mixed"
@@ -157,7 +158,7 @@ def test_compare_with_kafka_returns_counts_and_differences(version, tmp_path):
 def _batches(out: str) -> list[tuple]:
     # every column but base_timestamp, the only one no dump prints
     names = [n for n in TABLE_SCHEMAS["batches"].names if n != "base_timestamp"]
-    table = pq.read_table(os.path.join(out, "batches"))
+    table = pq.read_table(str(table_dir(out, "batches")))
     return sorted(tuple(row[n] for n in names) for row in table.to_pylist())
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from analytics.contract import EXPORT, MANIFESTS
 from analytics.export import export
-from analytics.publish import read_manifest
+from analytics.publish import published, read_manifest
 
 MANIFEST = MANIFESTS[EXPORT]
 from analytics.generate import generate
@@ -21,6 +22,7 @@ from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
 from analytics.kafka.logdir import read_log_dirs
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 SAMPLE = REPO / "data" / "mixed"
@@ -30,7 +32,7 @@ COMPARED = ("batches", "segments", "parse_errors", "producer_snapshots", "aborte
 
 def _rows(out: str, table: str) -> list[tuple]:
     names = TABLE_SCHEMAS[table].names
-    t = pq.read_table(os.path.join(out, table))  # partition folders (topic=...) come back as a column
+    t = pq.read_table(str(table_dir(out, table)))  # partition folders (topic=...) come back as a column
     return sorted(tuple(r[n] for n in names) for r in t.to_pylist())
 
 
@@ -51,7 +53,7 @@ def test_every_table_equals_the_pure_reader_row_for_row(sample_export):
     tables = read_log_dirs([SAMPLE.resolve()], records=True)
     for table in COMPARED:
         assert _rows(out, table) == _expected(tables, table), table
-    exported = pq.read_table(os.path.join(out, "records")).to_pylist()
+    exported = pq.read_table(str(table_dir(out, "records"))).to_pylist()
     raw = tables.table("records").to_pylist()
     key = lambda r: (r["topic"], r["partition"], r["offset"])  # noqa: E731
     assert sorted(map(key, exported)) == sorted(map(key, raw))
@@ -75,15 +77,15 @@ def test_the_manifest_is_written_last_and_names_every_table(sample_export):
     assert manifest["rows"]["batches"] == 670 and manifest["rows"]["parse_errors"] == 4
     assert [p.name for p in Path(out).iterdir() if p.name.startswith(".")] == []  # no temporary link left behind
     assert os.listdir(Path(out, "_runs")) == [result.run_id]  # the one run, nothing else
-    assert {p.name for p in (Path(out) / "batches").iterdir() if p.is_dir()} >= {"topic=clean", "topic=torn-tails"}
+    assert {p.name for p in table_dir(out, "batches").iterdir() if p.is_dir()} >= {"topic=clean", "topic=torn-tails"}
 
 
 def test_log_start_offsets_come_from_the_checkpoint(sample_export):
     out, _ = sample_export
-    starts = {(r["topic"], r["partition"]): r["log_start_offset"] for r in pq.read_table(os.path.join(out, "log_start_offsets")).to_pylist()}
+    starts = {(r["topic"], r["partition"]): r["log_start_offset"] for r in pq.read_table(str(table_dir(out, "log_start_offsets"))).to_pylist()}
     assert starts[("retention-head", 0)] > 0 and starts[("clean", 0)] == 0
     # each row names its checkpoint file, whose folder is the log dir the offset belongs to
-    files = {r["file"] for r in pq.read_table(os.path.join(out, "log_start_offsets")).to_pylist()}
+    files = {r["file"] for r in pq.read_table(str(table_dir(out, "log_start_offsets"))).to_pylist()}
     assert files and all(f.endswith("/log-start-offset-checkpoint") for f in files)
 
 
@@ -113,7 +115,8 @@ def test_a_rerun_replaces_the_output_with_the_same_rows(spark, sample_export, tm
     second = export(spark, [str(SAMPLE)], out)
     assert second.run_id != first.run_id and read_manifest(out, EXPORT)["run_id"] == second.run_id
     assert {t: _rows(out, t) for t in COMPARED} == before
-    assert not (Path(out) / "records").exists()
+    assert not published(out).has("records")  # and its Delta table, for other engines, holds no row
+    assert DeltaTable(str(Path(out) / "records")).to_pyarrow_table().num_rows == 0
 
 
 def test_a_failed_run_leaves_the_previous_output_complete(spark, tmp_path, monkeypatch):
@@ -213,6 +216,6 @@ def test_a_small_local_export_runs_in_the_commands_own_process_and_writes_what_s
     manifests = [json.loads(Path(o, MANIFESTS[EXPORT]).read_text()) for o in (out, in_spark)]
     assert manifests[0]["rows"] == manifests[1]["rows"] and manifests[0]["rows"]["batches"] > 0
     for table in sorted(manifests[1]["rows"]):
-        got, want = (pq.read_table(Path(o, table)) for o in (out, in_spark))
+        got, want = (pq.read_table(str(table_dir(o, table))) for o in (out, in_spark))
         columns = sorted(c for c in want.column_names if c in got.column_names)
         assert sorted(map(repr, got.select(columns).to_pylist())) == sorted(map(repr, want.select(columns).to_pylist())), table

@@ -20,6 +20,7 @@ from analytics.errors import UsageError
 from analytics.forensics import explain, producer_history
 from analytics.forensics.reasoning import evidence
 from tests.commands import assert_own_lines
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ def test_explain_an_explained_gap_states_its_evidence(audited):
 
 def test_explain_an_offset_no_batch_holds(spark, audited, capsys):
     _, out = audited["compacted"]
-    holes = spark.read.parquet(os.path.join(out, "batch_verdicts")).selectExpr("min(base_offset)").first()[0]
+    holes = spark.read.parquet(str(table_dir(out, "batch_verdicts"))).selectExpr("min(base_offset)").first()[0]
     e = explain(out, "compacted", 0, holes - 1)  # below the first batch the cleaner left
     assert e.batches == [] and e.nearest["below"] is None and e.nearest["above"]["base_offset"] == holes
     assert e.reasoning[0] == f"No batch of the export holds offset {holes - 1}."
@@ -169,7 +170,7 @@ def test_producer_history_facts(audited):
 
 def test_producer_with_a_hanging_transaction_and_an_unknown_one(spark, audited, capsys):
     _, out = audited["transactions"]
-    hanging = spark.read.parquet(os.path.join(out, "transactions")).where("status = 'HANGING'").collect()
+    hanging = spark.read.parquet(str(table_dir(out, "transactions"))).where("status = 'HANGING'").collect()
     assert hanging
     pid = hanging[0]["producer_id"]
     h = producer_history(out, pid)

@@ -25,6 +25,7 @@ import pytest
 from tests import healthy_workloads as hw
 from tests.commands import assert_own_lines
 from tests.kafka_cluster import UNAVAILABLE, VERSIONS, JarsUnavailable, KafkaCluster, copy_log_dir, require_jars
+from tests.outs import table_dir
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 
@@ -161,12 +162,12 @@ def _in_both(spark, copy: str, fetched: str, table: str):
     ranges = spark.createDataFrame([(p["topic"], p["partition"], p["start"], p["end"])
                                     for p in manifest["cluster"]["partitions"]],
                                    "topic string, partition int, start long, end long")
-    tail = spark.read.parquet(os.path.join(copy, "batches")).where("crc_valid").groupBy("topic", "partition").agg(
+    tail = spark.read.parquet(str(table_dir(copy, "batches"))).where("crc_valid").groupBy("topic", "partition").agg(
         F.max("last_offset").alias("copy_end"))
     bounds = ranges.join(tail, ["topic", "partition"])
 
     def held(out):
-        rows = spark.read.parquet(os.path.join(out, table)).join(bounds, ["topic", "partition"])
+        rows = spark.read.parquet(str(table_dir(out, table))).join(bounds, ["topic", "partition"])
         return rows.where((F.col("last_offset") >= F.col("start")) & (F.col("base_offset") < F.col("end"))
                           & (F.col("base_offset") <= F.col("copy_end"))).drop("start", "end", "copy_end")
     return held(copy), held(fetched)

@@ -25,6 +25,7 @@ from analytics.spark.columns import with_log_dir
 from analytics.spark.session import single_plan_conf
 from tests.conftest import REPO
 from tests.test_audit_differential import _spark_schema, history
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 
@@ -106,7 +107,7 @@ def test_the_transactions_of_a_log_in_two_parts_are_those_of_the_whole_log(spark
     names = ("transactions", "transactions-v2", "fenced-zombie")
     verdicts = None
     for name in names:
-        v = spark.read.parquet(os.path.join(audited[name][1], "batch_verdicts"))
+        v = spark.read.parquet(str(table_dir(audited[name][1], "batch_verdicts")))
         verdicts = v if verdicts is None else verdicts.unionByName(v)
     config = load_config(audited["transactions"][0].truth_dir / "audit.toml")
     export_time = verdicts.agg(F.max("max_timestamp")).first()[0]  # the open transactions: some hanging
@@ -141,7 +142,7 @@ TUNED = (*single_plan_conf(1), "spark.sql.inMemoryColumnarStorage.compressed")  
 
 
 def _table_rows(spark, out: str, name: str) -> list:
-    df = spark.read.parquet(os.path.join(out, name)).drop(*UNCOMPARED.get(name, ()))
+    df = spark.read.parquet(str(table_dir(out, name))).drop(*UNCOMPARED.get(name, ()))
     return sorted((tuple(r) for r in df.select(*sorted(df.columns)).collect()), key=repr)
 
 
@@ -223,7 +224,7 @@ def _rests(out: str, full: str, manifest: dict) -> dict:
     import pyarrow.dataset as ds
 
     def positions(folder, path, names=None):
-        files = [str(f) for f in Path(folder, "batches").rglob("part-*.parquet") if names is None or f.name in names]
+        files = [str(f) for f in table_dir(folder, "batches").rglob("part-*.parquet") if names is None or f.name in names]
         table = ds.dataset(files, format="parquet").to_table(columns=["file", "file_position"]) if files else None
         return sorted(p for f, p in zip(*(table.column(c).to_pylist() for c in ("file", "file_position")))
                       if f == path) if table is not None else []

@@ -22,6 +22,7 @@ import pytest
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
 from tests.kafka_cluster import VERSIONS, KafkaCluster, require_jars
+from tests.outs import table_dir
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 WAVE = 50  # records per wave; the waves are apart in time
@@ -140,7 +141,7 @@ def test_an_audit_principal_audits_what_the_acls_allow_and_its_secret_is_nowhere
     assert (out / "report" / "index.html").is_file() and (out / "summary.json").is_file()
     import pyarrow.parquet as pq
 
-    keys = pq.read_table(out / "records", columns=["topic", "key"]).to_pylist()
+    keys = pq.read_table(str(table_dir(out, "records")), columns=["topic", "key"]).to_pylist()
     assert {r["topic"] for r in keys} == {"secured"}  # the topic it may not describe is not even listed
     assert sorted(int(r["key"]) for r in keys) == list(range(2 * WAVE))
     assert SECRET not in done.stdout + done.stderr
@@ -176,7 +177,7 @@ def test_a_principal_the_acls_do_not_allow_is_one_line_and_exit_2(secured, tmp_p
 def _keys_and_ranges(out: Path) -> tuple[list[int], list[tuple]]:
     import pyarrow.parquet as pq
 
-    keys = sorted(int(k) for k in pq.read_table(out / "records", columns=["key"]).column("key").to_pylist())
+    keys = sorted(int(k) for k in pq.read_table(str(table_dir(out, "records")), columns=["key"]).column("key").to_pylist())
     parts = json.loads((out / "_export.json").read_text())["cluster"]["partitions"]
     return keys, sorted((p["partition"], p["start"], p["end"]) for p in parts)
 
@@ -203,7 +204,7 @@ def test_from_offset_starts_every_partition_there_and_scram_logs_in(secured, tmp
     assert _in_process(capsys, cluster, out, scram, "--topics", "secured", "--from-offset", "10") == 0
     _, ranges = _keys_and_ranges(out)
     assert [start for _, start, _ in ranges] == [10, 10]
-    batches = pq.read_table(out / "batches", columns=["partition", "base_offset", "last_offset"]).to_pylist()
+    batches = pq.read_table(str(table_dir(out, "batches")), columns=["partition", "base_offset", "last_offset"]).to_pylist()
     for p in (0, 1):  # the batch holding offset 10 first, whole, then the rest of the partition
         mine = sorted((b["base_offset"], b["last_offset"]) for b in batches if b["partition"] == p)
         assert mine[0][0] <= 10 <= mine[0][1] and mine[-1][1] == WAVE - 1
@@ -216,12 +217,12 @@ def test_a_batch_corrupt_on_the_brokers_disk_comes_over_the_protocol_as_a_crc_fa
     cluster, root, _ = secured
     out = tmp_path / "out"
     assert _in_process(capsys, cluster, out, _properties(root, "admin", "admin-secret"), "--topics", "corrupted") == 0
-    batches = sorted(pq.read_table(out / "batches", columns=["base_offset", "crc_valid", "batch_size"]).to_pylist(),
+    batches = sorted(pq.read_table(str(table_dir(out, "batches")), columns=["base_offset", "crc_valid", "batch_size"]).to_pylist(),
                      key=lambda b: b["base_offset"])
     assert [(b["base_offset"], b["crc_valid"]) for b in batches] == [(0, False), (1, True), (2, True)]
-    [error] = pq.read_table(out / "parse_errors").to_pylist()
+    [error] = pq.read_table(str(table_dir(out, "parse_errors"))).to_pylist()
     assert (error["error_kind"], error["file_position"], error["bytes_affected"]) == ("crc_mismatch", 0,
                                                                                       batches[0]["batch_size"])
-    [segment] = pq.read_table(out / "segments").to_pylist()
+    [segment] = pq.read_table(str(table_dir(out, "segments"))).to_pylist()
     assert segment["valid_bytes"] + error["bytes_affected"] == segment["size_bytes"]
-    assert sorted(int(k) for k in pq.read_table(out / "records", columns=["key"]).column("key").to_pylist()) == [1, 2]
+    assert sorted(int(k) for k in pq.read_table(str(table_dir(out, "records")), columns=["key"]).column("key").to_pylist()) == [1, 2]

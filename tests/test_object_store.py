@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +22,8 @@ import pytest
 from analytics.contract import AUDIT, EXPORT, MANIFESTS
 from analytics.publish import Conflict, publication, published, unit
 from analytics.publish import commits
-from tests import stale_writer
+from analytics.contract.vocabulary import TABLES
+from tests import outside, stale_writer
 from tests.commands import assert_own_lines
 from tests.s3_server import SECRET_KEY
 
@@ -112,6 +114,36 @@ def test_an_incremental_second_night_in_the_bucket_equals_a_full_run(nights):
     for name in ("batch_verdicts", "anomalies", "producer_sessions", "transactions", "producer_state",
                  "partition_state", "snapshot_checks", "batches", "segments"):
         assert rows(bucket, name) == rows(full, name), name
+
+
+def test_outside_readers_open_every_table_at_its_stable_path(nights):
+    """DuckDB's delta_scan and deltalake open every table at ``OUT/<table>`` in the bucket and on the
+    disk, knowing nothing of segaudit, and find the rows segaudit's own commit resolves; the verdicts
+    are the batches summary.json counts."""
+    con = outside.duckdb_connection()
+    for out in (nights["bucket"], nights["local"]):
+        tables = sorted(outputs(out) & set(TABLES))
+        assert len(tables) >= 20
+        for name in tables:
+            path = f"{out}/{name}"
+            assert outside.duckdb_rows(con, path) == outside.deltalake_rows(path) == len(rows(out, name)), (out, name)
+        assert outside.duckdb_rows(con, f"{out}/batch_verdicts") == sum(rows(out, "summary.json")[0]["verdicts"].values())
+
+
+def test_the_dashboards_recipe_runs_against_the_bucket(nights):
+    """The queries of docs/dashboards.md, as written but for OUT's name, with DuckDB against the bucket:
+    two nights charted from the history, and the latest findings."""
+    text = (REPO / "docs" / "dashboards.md").read_text()
+    queries = re.findall(r"```sql dashboard\n(.*?)```", text, re.S)
+    assert len(queries) == 5
+    con = outside.duckdb_connection()
+    nightly, grown, findings, hanging, coverage = (
+        con.execute(q.replace("s3://audits/out/mixed", nights["bucket"])).fetchall() for q in queries)
+    assert len(nightly) == 2 and all(row[2] > 0 for row in nightly)  # two nights, violations in both
+    assert grown == []  # the second night found no violation the first had not
+    assert {(severity, verdict) for severity, verdict, *_ in findings} >= {("violation", "SEQUENCE_GAP"),
+                                                                          ("explained", "DUPLICATE")}
+    assert len(hanging) == 2 and coverage[0][0] == 37
 
 
 def test_the_metrics_history_is_kept_beside_out_in_the_bucket(nights):

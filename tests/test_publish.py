@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,9 +16,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from analytics.contract import AUDIT, EXPORT, MANIFESTS, REPORT, VALIDATE
+from analytics.contract.vocabulary import TABLES
 from analytics.errors import StageMissing
 from analytics.processes import identity
 from analytics.publish import AsOf, Conflict, publication, published, read_manifest, unit
@@ -36,9 +41,13 @@ def stage(out: str, name: str, tables: dict[str, str]) -> dict:
 
 
 def write(run, tables: dict[str, str]) -> None:
+    """Each output as a folder holding ``part-0`` (its text); a table also as a Parquet file of one
+    row, which its Delta table at ``OUT/<table>`` then shows."""
     for table, text in tables.items():
         Path(run.path(table)).mkdir(parents=True)
         Path(run.path(table, "part-0")).write_text(text)
+        if table in TABLES:
+            pq.write_table(pa.table({"text": [text]}), run.path(table, "part-0.parquet"))
 
 
 def seen(out: str) -> dict[str, str]:
@@ -49,9 +58,18 @@ def seen(out: str) -> dict[str, str]:
 
 
 def through_links(out: Path) -> dict[str, str]:
-    """What another tool sees through OUT's links on a local disk."""
-    return {p.name: (p / "part-0").read_text() for p in sorted(out.iterdir())
-            if p.is_symlink() and p.is_dir() and not p.name.startswith("_")}
+    """What another tool sees at ``OUT/<name>`` on a local disk: the row of a Delta table (an emptied
+    one is no output), the file behind a link of any other output."""
+    shown = {}
+    for p in sorted(out.iterdir()):
+        if p.name.startswith("_"):
+            continue
+        if (p / "_delta_log").is_dir():
+            rows = DeltaTable(str(p)).to_pyarrow_table()
+            shown |= {p.name: text for text in (rows.column("text").to_pylist() if "text" in rows.schema.names else [])}
+        elif p.is_symlink() and p.is_dir():
+            shown[p.name] = (p / "part-0").read_text()
+    return shown
 
 
 def test_a_stage_replaces_its_previous_outputs_whole(tmp_path):
@@ -96,7 +114,8 @@ def test_a_unit_commits_every_stage_at_once(two_sets, tmp_path):
     assert through_links(tmp_path / "out") == seen(out)
     assert read_manifest(out, AUDIT) == manifests[AUDIT]
     assert manifests[AUDIT]["built_from"] == {EXPORT: manifests[EXPORT]["run_id"]}
-    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.is_symlink()) == [COMMITS, RUNS, VIEWS]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()
+                  if not p.is_symlink() and not (p / "_delta_log").is_dir()) == [COMMITS, RUNS, VIEWS]
 
 
 def test_outs_links_switch_to_the_next_commit_at_once(two_sets, tmp_path):
@@ -104,14 +123,14 @@ def test_outs_links_switch_to_the_next_commit_at_once(two_sets, tmp_path):
     a reader never finds the outputs of two commits mixed. Two views stay: the shown one and the one before."""
     out, before, commit_new = two_sets
     root = tmp_path / "out"
-    names = ["batches", "batch_verdicts", MANIFESTS[EXPORT], MANIFESTS[AUDIT]]
+    names = [MANIFESTS[EXPORT], MANIFESTS[AUDIT]]  # the tables are Delta tables
     assert {n: os.readlink(root / n) for n in names} == {n: f"{CURRENT}/{n}" for n in names}
     shown = os.readlink(root / CURRENT)
     commit_new()
     assert {n: os.readlink(root / n) for n in names} == {n: f"{CURRENT}/{n}" for n in names}
     assert os.readlink(root / CURRENT) != shown and through_links(root) == seen(out)
     commit_new()
-    assert sorted(os.listdir(root / VIEWS)) == ["3", "4"] and not (root / "records").exists()
+    assert sorted(os.listdir(root / VIEWS)) == ["3", "4"] and "records" not in through_links(root)
     commits.refresh_views(commits.Store(out), commits.read(commits.Store(out), 3))  # a late, older refresh
     assert os.readlink(root / CURRENT) == f"{VIEWS}/4"  # never shows an older commit over a newer one
 
@@ -280,12 +299,16 @@ def test_a_past_version_reads_as_it_was(tmp_path, monkeypatch):
 OTHER = textwrap.dedent("""
     import sys
     from pathlib import Path
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     from analytics.publish import publication
 
     out, stage, table, text = sys.argv[1:5]
     with publication(out, stage) as run:
         Path(run.path(table)).mkdir(parents=True)
         Path(run.path(table, "part-0")).write_text(text)
+        if table == "batch_verdicts":
+            pq.write_table(pa.table({"text": [text]}), run.path(table, "part-0.parquet"))
         run.publish({})
 """)
 
@@ -384,6 +407,7 @@ def test_an_out_of_an_older_segaudit_is_read_and_then_converted(tmp_path):
     out = tmp_path / "out"
     (out / "batches").mkdir(parents=True)
     (out / "batches" / "part-0").write_text("legacy")
+    pq.write_table(pa.table({"text": ["legacy"]}), out / "batches" / "part-0.parquet")
     (out / MANIFESTS[EXPORT]).write_text(json.dumps({"run_id": "r0", "stage": EXPORT}))
     assert seen(str(out)) == {"batches": "legacy"} and read_manifest(str(out), EXPORT)["run_id"] == "r0"
     stage(str(out), AUDIT, {"batch_verdicts": "a"})
@@ -410,10 +434,11 @@ def test_a_commit_is_created_once(tmp_path):
 def test_a_file_in_place_of_a_link_is_never_replaced(two_sets, tmp_path):
     """A user's own folder where a link would go is left alone (never delete what segaudit did not make)."""
     out, _before, commit_new = two_sets
-    os.unlink(tmp_path / "out" / "batches")
+    shutil.rmtree(tmp_path / "out" / "batches")
     (tmp_path / "out" / "batches").mkdir()
     (tmp_path / "out" / "batches" / "mine").write_text("keep")
     commit_new()
     assert (tmp_path / "out" / "batches" / "mine").read_text() == "keep"
+    assert os.listdir(tmp_path / "out" / "batches") == ["mine"]  # not made a Delta table either
     assert seen(out)["batches"] == "new"  # readers resolve the commit, not the folder
     assert socket.gethostname()

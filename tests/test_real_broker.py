@@ -26,6 +26,7 @@ from analytics import pipeline
 from tests import broker_scenarios as sc
 from tests.commands import assert_own_lines
 from tests.fault_proxy import FaultProxy
+from tests.outs import table_dir
 from tests.kafka_cluster import (
     UNAVAILABLE,
     VERSIONS,
@@ -223,7 +224,7 @@ def audits(broker_run, spark, tmp_path_factory):
 
 
 def _table(spark, out: str, name: str):
-    return spark.read.parquet(os.path.join(out, name))
+    return spark.read.parquet(str(table_dir(out, name)))
 
 
 def _rows(spark, out: str, query: str) -> list:

@@ -55,6 +55,7 @@ from analytics.kafka.util import (
 from analytics.replay.broker import PROFILES, ProducerStateManager, Result
 from tests.kafka_cluster import VERSIONS, KafkaCluster, require_jars
 from tests.raw_producer import Answer, RawProducer, idempotent_batch, now_ms
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.broker
 
@@ -586,7 +587,7 @@ def audited(probe, spark, tmp_path_factory) -> Audited:
     export(None, [str(log_dir)], str(out))
     config = AuditConfig(profile=PROFILE_OF[probe.version], producer_id_expiration_ms=EXPIRATION_MS)
     audit(spark, str(out), config)
-    verdicts = spark.read.parquet(str(out / "batch_verdicts"))
+    verdicts = spark.read.parquet(str(table_dir(out, "batch_verdicts")))
     found = verdicts.where(F.col("topic").isin(*probe.topics)).collect()
     rows = {(r["topic"], r["partition"], r["base_offset"]): r for r in found}
     checked, wrong = [], []

@@ -11,6 +11,7 @@ import pytest
 
 from analytics.reconcile import parse_bucket
 from tests.commands import assert_own_lines
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 BUCKET_MS = 100
@@ -20,13 +21,13 @@ def _sent(g, target) -> collections.Counter:
     """What the producers of a generated log meant to send, per (topic, partition, bucket): the log's
     data records less the copies the generator's ground truth says it wrote."""
     copies = {(r["topic"], r["partition"], r["offset"]) for r in pq.read_table(g.truth_dir / "record_duplicates.parquet").to_pylist()}
-    records = pq.read_table(os.path.join(target, "records")).to_pylist()
+    records = pq.read_table(str(table_dir(target, "records"))).to_pylist()
     return collections.Counter((r["topic"], r["partition"], r["timestamp"] // BUCKET_MS * BUCKET_MS) for r in records
                                if not r["is_control"] and (r["topic"], r["partition"], r["offset"]) not in copies)
 
 
 def _table(out) -> list[dict]:
-    rows = pq.read_table(os.path.join(out, "reconciliation")).to_pylist()
+    rows = pq.read_table(str(table_dir(out, "reconciliation"))).to_pylist()
     for r in rows:
         r["bucket_start"] = int(r["bucket_start"].timestamp() * 1000)
     return rows
@@ -53,7 +54,7 @@ def test_copies_land_in_their_buckets_and_nothing_is_missing(audited, tmp_path, 
 
     truth = collections.Counter()
     for r in pq.read_table(g.truth_dir / "record_duplicates.parquet").to_pylist():
-        stamp = next(x["timestamp"] for x in pq.read_table(os.path.join(target, "records")).to_pylist()
+        stamp = next(x["timestamp"] for x in pq.read_table(str(table_dir(target, "records"))).to_pylist()
                      if x["topic"] == r["topic"] and x["offset"] == r["offset"])
         truth[(r["topic"], r["partition"], stamp // BUCKET_MS * BUCKET_MS)] += 1
     rows = _table(target)
@@ -78,7 +79,7 @@ def test_without_expected_counts_and_per_topic(audited, tmp_path, capsys):
     assert_own_lines(capsys.readouterr().err)
     rows = _table(target)
     assert all(r["expected"] is None and r["missing"] is None for r in rows)
-    assert sum(r["records"] for r in rows) == sum(1 for r in pq.read_table(os.path.join(target, "records")).to_pylist()
+    assert sum(r["records"] for r in rows) == sum(1 for r in pq.read_table(str(table_dir(target, "records"))).to_pylist()
                                                   if not r["is_control"])
     assert all(r["bucket_start"] % 3_600_000 == 0 for r in rows)
     # counts per topic, in Parquet, timestamps as timestamps: the log's counts are summed to the topic

@@ -19,6 +19,7 @@ from analytics.kafka.logdir import read_log_dirs
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
 from tests.kafka_cluster import free_port
+from tests.outs import table_dir
 
 SAMPLE = (REPO / "data" / "mixed").resolve()
 BUCKET_URI = "s3://kafka-logs/broker-1"
@@ -96,4 +97,4 @@ def test_the_export_reads_segments_from_a_bucket(s3, tmp_path):
     local = read_log_dirs([SAMPLE])
     for table in ("batches", "segments", "parse_errors", "producer_snapshots", "leader_epochs"):
         names = TABLE_SCHEMAS[table].names
-        assert _local(pq.read_table(out / table).to_pylist(), names) == _local(local.table(table).to_pylist(), names), table
+        assert _local(pq.read_table(str(table_dir(out, table))).to_pylist(), names) == _local(local.table(table).to_pylist(), names), table

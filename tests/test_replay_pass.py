@@ -13,6 +13,7 @@ from py4j.java_gateway import JavaObject
 from analytics.audit.config import AuditConfig
 from analytics.spark import javacode
 from tests.test_audit_differential import MARK_CASES, _producer_rows, _spark_schema, history
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 
@@ -73,7 +74,7 @@ def test_every_scenario_gets_the_facts_the_windows_give(spark, audited):
     from pyspark.sql import functions as F
 
     assert javacode.load(spark), javacode.why_not
-    frames = [spark.read.parquet(f"{audited[name][1]}/batches") for name in audited]
+    frames = [spark.read.parquet(str(table_dir(audited[name][1], "batches"))) for name in audited]
     # and a second copy of a log's segments beside the first, one byte further on: every offset twice
     clean = frames[list(audited).index("clean")]
     frames.append(clean.withColumn("file", F.concat("file", F.lit(".copy")))
@@ -131,9 +132,9 @@ def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
 
     assert javacode.load(spark), javacode.why_not
     batches = reduce(lambda a, b: a.unionByName(b),
-                     [spark.read.parquet(f"{audited[name][1]}/batches") for name in audited])
+                     [spark.read.parquet(str(table_dir(audited[name][1], "batches"))) for name in audited])
     starts = reduce(lambda a, b: a.unionByName(b),
-                    [spark.read.parquet(f"{audited[name][1]}/log_start_offsets") for name in audited])
+                    [spark.read.parquet(str(table_dir(audited[name][1], "log_start_offsets"))) for name in audited])
     config = load_config(audited["idle-expiration"][0].truth_dir / "audit.toml")
     held: list = []
     one_pass, windows = (replay(batches, config, starts, held if flag else [], one_pass=flag) for flag in (True, False))

@@ -15,6 +15,7 @@ import pytest
 
 from analytics.kafka.sidecars import write_leader_epoch_checkpoint
 from analytics.kafka.writer import RecordSpec, build_batch, segment_file_name, write_file
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 
@@ -53,7 +54,7 @@ def divergence(spark, tmp_path_factory) -> list[dict]:
     out = str(root / "out")
     export(None, [str(old), str(new)], out)
     audit(spark, out, AuditConfig())
-    return [r.asDict() for r in spark.read.parquet(f"{out}/replica_divergence").collect()]
+    return [r.asDict() for r in spark.read.parquet(str(table_dir(out, "replica_divergence"))).collect()]
 
 
 def _rows(found: list[dict], topic: str) -> list[tuple]:

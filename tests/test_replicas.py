@@ -16,6 +16,7 @@ import pytest
 
 from analytics.kafka.sidecars import write_leader_epoch_checkpoint
 from analytics.kafka.writer import RecordSpec, build_batch, segment_file_name, write_file
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 
@@ -81,7 +82,7 @@ def replicated(spark, tmp_path_factory):
     out = str(root / "out")
     export(None, [str(d) for d in dirs], out, records=True)
     result = audit(spark, out, AuditConfig(cleanup_policy={"table": "compact"}))
-    rows = spark.read.parquet(f"{out}/replica_divergence").collect()
+    rows = spark.read.parquet(str(table_dir(out, "replica_divergence"))).collect()
     return dirs, out, result, [r.asDict() for r in rows]
 
 
@@ -125,11 +126,11 @@ def test_identical_replicas_neither_diverge_nor_duplicate(replicated):
 
     assert not [r for r in found if r["topic"] == "sound"]
     # every record is held by three replicas: copies are counted within each log dir, so none
-    duplicates = pq.read_table(f"{out}/record_duplicates").to_pylist()
+    duplicates = pq.read_table(str(table_dir(out, "record_duplicates"))).to_pylist()
     assert not [r for r in duplicates if r["topic"] != "copied"]
     summary = json.loads(Path(out, "summary.json").read_text())
     assert summary["replica_divergence"] == {"info": 2, "explained": 2, "violation": 4}
-    verdicts = pq.read_table(f"{out}/batch_verdicts", columns=["topic", "verdict"]).to_pylist()
+    verdicts = pq.read_table(str(table_dir(out, "batch_verdicts")), columns=["topic", "verdict"]).to_pylist()
     assert not [v for v in verdicts if v["topic"] == "sound" and v["verdict"] == "DUPLICATE"]
 
 
@@ -137,7 +138,7 @@ def test_a_record_copied_within_one_replica_is_a_duplicate_of_that_replica(repli
     import pyarrow.parquet as pq
 
     _, out, result, found = replicated
-    rows = pq.read_table(f"{out}/record_duplicates").to_pylist()
+    rows = pq.read_table(str(table_dir(out, "record_duplicates"))).to_pylist()
     assert sorted((Path(r["log_dir"]).name, r["topic"], r["offset"], r["first_offset"]) for r in rows) == [
         ("broker-1", "copied", o, o - 5) for o in range(5, 10)] + [("broker-2", "copied", o, o - 5) for o in range(5, 10)]
     assert result.record_duplicates == 10

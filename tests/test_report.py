@@ -29,6 +29,7 @@ from expectations.suites import STRUCTURAL_ERRORS
 from expectations.validate import read_results, validate
 from tests.conftest import REPO
 from tests.test_report_render import findings_rows, row_with_id
+from tests.outs import table_dir
 
 pytestmark = pytest.mark.spark
 SAMPLE = REPO / "data" / "mixed"
@@ -54,7 +55,7 @@ def reported(spark, tmp_path_factory):
 
 
 def _verdicts(out: str) -> list[dict]:
-    return ds.dataset(os.path.join(out, "batch_verdicts"), format="parquet", partitioning="hive").to_table(
+    return ds.dataset(str(table_dir(out, "batch_verdicts")), format="parquet", partitioning="hive").to_table(
         columns=["topic", "partition", "verdict", "severity", "record_count", "is_control"]).to_pylist()
 
 
@@ -82,7 +83,7 @@ def _text_rows(block: str) -> list[str]:
 
 
 def _table(out: str, name: str) -> list[dict]:
-    return ds.dataset(os.path.join(out, name), format="parquet", partitioning="hive").to_table().to_pylist()
+    return ds.dataset(str(table_dir(out, name)), format="parquet", partitioning="hive").to_table().to_pylist()
 
 
 def test_every_failed_check_lists_its_rows(reported):

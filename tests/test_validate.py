@@ -71,7 +71,7 @@ def test_a_failure_shows_the_offending_rows(validated, audited):
     # the same row is in the anomalies table, where the full set stays queryable
     import pyarrow.parquet as pq
 
-    anomalies = pq.read_table(os.path.join(audited["missed-dedup"][1], "anomalies")).to_pylist()
+    anomalies = pq.read_table(str(table_dir(audited["missed-dedup"][1], "anomalies"))).to_pylist()
     assert (row["topic"], row["partition"], row["offset"]) in {(a["topic"], a["partition"], a["base_offset"])
                                                              for a in anomalies if a["verdict"] == "DUPLICATE"}
 
@@ -83,7 +83,7 @@ def test_explained_gaps_are_checked_against_their_own_columns(spark, audited, tm
     source = audited["idle-expiration"][1]
     out = tmp_path / "out"
     copy_out(source, out, without=("validate",))
-    anomalies = spark.read.parquet(str(out / "anomalies"))
+    anomalies = spark.read.parquet(str(table_dir(out, "anomalies")))
     forged = anomalies.withColumn(
         "idle_ms", F.when(F.col("explained_by") == "producer_expiration", F.lit(5)).otherwise(F.col("idle_ms")))
     forged.write.parquet(str(tmp_path / "forged"))

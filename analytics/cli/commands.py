@@ -282,6 +282,7 @@ def reconcile(args) -> int:
     """Prints the buckets that lost or doubled records first; exit 1 when some did (with expected
     counts: missing or copied records; without: copied records)."""
     from analytics import pipeline
+    from analytics.publish import published
     from analytics.spark.tables import read_parquet
 
     bucket_ms = args.bucket  # milliseconds: arguments.bucket
@@ -290,7 +291,7 @@ def reconcile(args) -> int:
     result = pipeline.reconcile(spark, args.out, expected=args.expected, bucket_ms=bucket_ms, progress=progress)
     from pyspark.sql import functions as F
 
-    table = read_parquet(spark, os.path.join(result.out, "reconciliation"))
+    table = read_parquet(spark, published(result.out).path("reconciliation"))
     worst = (table.orderBy((F.coalesce("missing", F.lit(0)) + F.col("duplicated")).desc(), "log_dir", "topic",
                            "partition", "bucket_start").limit(args.limit).collect())
     columns = ["log_dir", "topic", "partition", "bucket_start", "expected", "records", "distinct", "duplicated",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 
 from analytics.contract import MANIFESTS, STAGES
 from analytics.errors import StageMissing
-from analytics.publish import commits
+from analytics.publish import commits, tables
 from analytics.publish.commits import OUTPUTS, RUNS, UPSTREAM, Conflict, Snapshot
 from analytics.publish.store import Store, check_commit_scheme
 
@@ -198,6 +199,7 @@ class _Run:
             snapshot = commits.commit(self.store, self.base, changes, self.run_id)
             self.published = True
         commits.refresh_views(self.store, snapshot)
+        _delta_tables(self.store, snapshot)
         try:
             commits.collect(self.store)
         except OSError:  # published all the same: a later run collects what this one could not
@@ -278,8 +280,18 @@ def _opened(out: str) -> tuple[Store, Snapshot, bool]:
     store.makedirs("")
     snapshot = commits.latest(store)
     commits.refresh_views(store, snapshot)
+    _delta_tables(store, snapshot)
     commits.collect(store)
     return store, snapshot, made
+
+
+def _delta_tables(store: Store, snapshot: Snapshot) -> None:
+    """The Delta tables brought up to ``snapshot``; when they cannot be, one line says so and the run
+    goes on (its commit stands; the next command that writes ``OUT`` tries again)."""
+    try:
+        tables.publish(store, snapshot, OUTPUTS)
+    except (tables.DeltaLag, OSError) as exc:
+        print(f"segaudit: warning: {str(exc).splitlines()[0]}", file=sys.stderr)
 
 
 def unit(out: str) -> Unit:

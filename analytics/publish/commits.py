@@ -16,9 +16,11 @@ of the last :data:`KEEP_COMMITS` commits **and** was retired at least :data:`RET
 middle of a read. Each commit carries the run folders it and the commits before it retired, with the
 version and time (``retired``), so collecting garbage reads the latest commit alone.
 
-On a local disk ``OUT/<table>`` and the manifests are symbolic links into the latest commit's run
-folders (:func:`refresh_views`), all through one link, ``OUT/_current``, replaced at once: other tools
-read ``OUT/batches`` as before, and never see the outputs of two commits mixed.
+Each table is also a Delta Lake table at ``OUT/<table>``, a version of it per commit that changed it
+(:mod:`analytics.publish.tables`). On a local disk the other outputs (``summary.json``, ``validation``,
+``report``) and the manifests are symbolic links into the latest commit's run folders
+(:func:`refresh_views`), all through one link, ``OUT/_current``, replaced at once: other tools never
+see the outputs of two commits mixed.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from dataclasses import dataclass, field
 
 from analytics.contract import AUDIT, EXPORT, MANIFESTS, RECONCILE, REPORT, VALIDATE, VALIDATION_DIR
 from analytics.contract import REPORT_DIR
-from analytics.contract.vocabulary import AUDIT_TABLES, EXPORT_TABLES, RECONCILE_TABLES, SUMMARY
+from analytics.contract.vocabulary import AUDIT_TABLES, EXPORT_TABLES, RECONCILE_TABLES, SUMMARY, TABLES
 from analytics.errors import SegauditError, StageMissing
 from analytics.processes import identity, still_running
+from analytics.publish import tables
 from analytics.publish.store import Store
 
 COMMITS = "_commits"
@@ -187,8 +190,9 @@ def commit(store: Store, base: Snapshot, changes: Mapping[str, Mapping], run_id:
     touched = set(changes) | {UPSTREAM[s] for s in changes if UPSTREAM.get(s)}
     latest_seen, pause, deadline = base, 0.05, time.monotonic() + COMMIT_PATIENCE_S
     while True:
-        now_ms, stages = int(time.time() * 1000), {**latest_seen.stages, **changes}
-        new = Snapshot(latest_seen.version + 1, stages, committed_at_ms=now_ms,
+        now_ms, version = int(time.time() * 1000), latest_seen.version + 1
+        stages = {**latest_seen.stages, **{s: {**e, "version": version} for s, e in changes.items()}}
+        new = Snapshot(version, stages, committed_at_ms=now_ms,
                        retired=_retired(latest_seen, latest_seen.version + 1, _runs(stages), now_ms))
         doc = {"format": FORMAT, "version": new.version, "run_id": run_id, "committed_at_ms": now_ms,
                "owner": identity(), "stages": new.stages, "retired": new.retired}
@@ -255,7 +259,8 @@ def refresh_views(store: Store, snapshot: Snapshot) -> None:
     wanted = {}
     for stage, entry in snapshot.stages.items():
         if entry["root"]:
-            wanted |= {name: posixpath.join(entry["root"], name) for name in [*entry["outputs"], MANIFESTS[stage]]}
+            wanted |= {name: posixpath.join(entry["root"], name) for name in [*entry["outputs"], MANIFESTS[stage]]
+                       if name not in TABLES}  # a table is a Delta table there (analytics.publish.tables)
     shown = _shown_version(store)
     if shown is not None and shown > snapshot.version:
         return
@@ -323,6 +328,8 @@ def collect(store: Store) -> list[str]:
         if entry is None and not _abandoned(store, folder):
             continue
         store.delete(folder)
+        if not tables.inner(store):
+            tables.remove(store, folder)
         removed.append(folder)
     return removed
 

@@ -14,7 +14,7 @@ import os
 import pyarrow as pa
 
 from analytics.contract import HANGING, HISTORY_KEY, SEQUENCE_GAP, SEV_EXPLAINED, SEV_VIOLATION, VERDICTS
-from analytics.publish import Store, published
+from analytics.publish import Store, published, tables
 
 # Per-partition counts, in order; one column per verdict follows (its name in lower case).
 COUNT_COLUMNS = ("batches", "records", "violations", "explained", "explained_gaps", "hanging_transactions")
@@ -75,8 +75,10 @@ def append_history(spark, metrics, path: str) -> bool:
     history = read_history(spark, path)
     if history is not None and history.where(F.col("run_id") == run_id[0]).limit(1).count():
         return False
-    # one small file per run; a crashed append leaves only Spark's _temporary folder, which readers skip
-    metrics.coalesce(1).write.mode("append").parquet(path)
+    # one small file per run, in a folder of its own, then one Delta commit adds it: a crashed append
+    # leaves a folder no commit names, which readers never see
+    metrics.coalesce(1).write.mode("overwrite").parquet(f"{path.rstrip('/')}/{run_id[0]}")
+    tables.append(path, run_id[0])
     return True
 
 
@@ -86,14 +88,28 @@ def read_history(spark, path: str):
 
     if not _may_exist(path):  # not asked of Spark: its listeners log a failed read, caught or not
         return None
+    files = _delta_files(path)
+    if files == []:
+        return None
     try:  # any filesystem Spark reads; a missing or empty folder is no history yet
-        history = spark.read.parquet(path)
+        history = spark.read.parquet(*(files or [path]))
         history.schema  # noqa: B018 - analysed now (Spark Connect analyses a plan only when asked)
         return history
     except AnalysisException as exc:
         if exc.getCondition() in ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA"):
             return None
         raise
+
+
+def _delta_files(path: str) -> list[str] | None:
+    """The files of the history's Delta table; None when it is not one (a history of segaudit before
+    Delta tables: a folder of Parquet files, read as one)."""
+    from deltalake.exceptions import DeltaError
+
+    try:
+        return tables.file_uris(path)
+    except (OSError, ValueError, pa.ArrowException, DeltaError):
+        return None
 
 
 def _may_exist(path: str) -> bool:
