@@ -148,6 +148,8 @@ def test_a_unit_left_early_leaves_the_previous_set(two_sets, tmp_path):
 CHILD = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     from analytics.contract import AUDIT, EXPORT
     from analytics.publish import commits, publication, unit
     from analytics.publish import store as stores
@@ -168,12 +170,19 @@ CHILD = textwrap.dedent("""
         stores.os.link = dying(os.link, lambda src, dst: dst.startswith(top))
     elif when == "after":     # the commit object created; OUT's links and the garbage not yet done
         commits.refresh_views = dying(commits.refresh_views, lambda store, snap: store.root == out and snap.version > 2)
+    elif when in ("placed", "delta"):  # committed; the first table's files placed but not in its Delta
+        import deltalake                # table yet, or the first table's Delta commit made and not the next
+        calls = []
+        deltalake.DeltaTable.create_write_transaction = dying(
+            deltalake.DeltaTable.create_write_transaction,
+            lambda *_: calls.append(1) or len(calls) == (1 if when == "placed" else 2))
 
     def stage(o, name, tables):
         with publication(o, name) as run:
             for table, text in tables.items():
                 Path(run.path(table)).mkdir(parents=True)
                 Path(run.path(table, "part-0")).write_text(text)
+                pq.write_table(pa.table({"text": [text]}), run.path(table, "part-0.parquet"))
             run.publish({})
 
     with unit(out) as u:
@@ -183,21 +192,29 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("when", ["before", "during", "after"])
+@pytest.mark.parametrize("when", ["before", "during", "after", "placed", "delta"])
 def test_a_run_killed_around_its_commit_shows_the_old_set_or_the_new_one(two_sets, tmp_path, when):
-    """kill -9 before, during and after the commit object is created: a reader sees the old set or the
-    new one whole; the next run removes the killed run's leftovers and puts OUT's links right."""
+    """kill -9 before, during and after the commit object is created, and between it and the Delta
+    tables' commits: a reader of the commit sees the old set or the new one whole, an outside reader
+    of each Delta table its old rows or its new ones; the next run removes the killed run's leftovers
+    and puts OUT's links and tables right."""
     out, before, commit_new = two_sets
+    root = tmp_path / "out"
     done = subprocess.run([sys.executable, "-c", CHILD, out, when], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == -signal.SIGKILL, done.stderr
     new = {"batches": "new", "segments": "new", "batch_verdicts": "new"}
     assert seen(out) == (before if when in ("before", "during") else new)
-    leftovers = [p for p in (tmp_path / "out" / COMMITS).iterdir() if ".tmp-" in p.name]
+    if when in ("placed", "delta"):
+        tables = {n: v for n, v in through_links(root).items() if n in TABLES}
+        assert all(tables.get(n) in (before.get(n), new.get(n)) for n in {*before, *new} & set(TABLES))
+        # the audit's tables are committed first (the stages in the commit's order), then the export's
+        assert tables["batch_verdicts"] == ("old" if when == "placed" else "new") and tables["batches"] == "old"
+    leftovers = [p for p in (root / COMMITS).iterdir() if ".tmp-" in p.name]
     assert len(leftovers) == (1 if when == "during" else 0)  # never under a commit's name, never read
     commit_new()  # the next run: the killed one's folder is garbage (its process is gone)
-    assert seen(out) == new == through_links(tmp_path / "out")
+    assert seen(out) == new == through_links(root)
     latest = published(out).snapshot
-    assert {f"{RUNS}/{n}" for n in os.listdir(tmp_path / "out" / RUNS)} == latest.runs() | set(latest.retired)
+    assert {f"{RUNS}/{n}" for n in os.listdir(root / RUNS)} == latest.runs() | set(latest.retired)
 
 
 def test_of_two_runs_of_the_same_stages_one_commits(two_sets, tmp_path):
