@@ -45,9 +45,9 @@ class DeltaLag(Exception):
     """A Delta table could not be brought up to date; the run commit stands and a later one retries."""
 
 
-def stale(store, snapshot, outputs: Mapping[str, Iterable[str]]) -> list[tuple[str, str | None, int]]:
+def stale(store, snapshot, outputs: Mapping[str, Iterable[str]]) -> list[tuple]:
     """The tables of ``snapshot`` whose Delta table is behind it: (table, its folder relative to ``OUT``,
-    the version its stage was committed at). A table its stage no longer wrote (``export`` without
+    the version its stage was committed at, its Delta table as read, or None). A table its stage no longer wrote (``export`` without
     ``--records`` after a run with them) has no folder: its Delta table, where there is one, is emptied.
     ``outputs``: what each stage owns (:data:`analytics.publish.commits.OUTPUTS`)."""
     wanted = []
@@ -59,9 +59,10 @@ def stale(store, snapshot, outputs: Mapping[str, Iterable[str]]) -> list[tuple[s
                    for name in outputs.get(stage, ()) if name in TABLES]
     behind = []
     for name, source, version in wanted:
-        current = _version(store, name)
+        table = _open(store, name)
+        current = -1 if table is None else (table.transaction_version(APP_ID) or -1)
         if current < version and (source is not None or current >= 0):
-            behind.append((name, source, version))
+            behind.append((name, source, version, table))
     return behind
 
 
@@ -71,9 +72,9 @@ def publish(store, snapshot, outputs: Mapping[str, Iterable[str]]) -> None:
     if snapshot.version == 0 or inner(store):
         return
     failed = []
-    for name, source, version in stale(store, snapshot, outputs):
+    for name, source, version, table in stale(store, snapshot, outputs):
         try:
-            _commit(store, name, source, version)
+            _commit(store, name, source, version, table)
         except DeltaLag as exc:
             failed.append(f"{name} ({exc})")
     if failed:
@@ -117,12 +118,7 @@ def _open(store, name: str):
     return _open_uri(uri(store, name))
 
 
-def _version(store, name: str) -> int:
-    table = _open(store, name)
-    return -1 if table is None else (table.transaction_version(APP_ID) or -1)
-
-
-def _commit(store, name: str, source: str | None, version: int) -> None:
+def _commit(store, name: str, source: str | None, version: int, table=None) -> None:
     """One Delta commit making ``OUT/<name>`` the files of ``source`` (a run's table folder; None: none)."""
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError, DeltaError
@@ -135,8 +131,9 @@ def _commit(store, name: str, source: str | None, version: int) -> None:
     else:
         actions, partitions, schema = _place(store, source, f"{name}/{source.split('/')[1]}")
     last = None
-    for _ in range(TRIES):
-        table = _open(store, name)
+    for attempt in range(TRIES):
+        if attempt or table is None:
+            table = _open(store, name)
         if table is not None and (table.transaction_version(APP_ID) or -1) >= version:
             return  # another process published this run or a later one
         kept = table.metadata().partition_columns if table is not None else list(PARTITIONED.get(name, ()))
@@ -173,31 +170,53 @@ def _clear_local(path: str) -> None:
 
 def _place(store, source: str, target: str):
     """The run's Parquet files of ``source`` kept under ``target`` (both relative to ``OUT``): the add
-    actions, the partition columns (Hive-style folders) and the files' Arrow schema (None: no file)."""
+    actions, the partition columns (Hive-style folders) and the files' Arrow schema (None: no file).
+
+    One listing of ``source`` gives each file's size and time; then per file one hard link (a disk) or
+    one server-side copy (a bucket); the schema is read from one file's footer. The add actions carry
+    no statistics (optional in Delta: readers count rows from the files)."""
+    import pyarrow.fs as pafs
     import pyarrow.parquet as pq
     from deltalake.transaction import AddAction
 
-    from analytics.kafka.sinks import keep, parquet_files, relative
+    fs, folder = store.fs, posixpath.join(store.root, source)
+    infos = [i for i in fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+             and not any(p.startswith((".", "_")) for p in i.path[len(folder) + 1:].split("/"))]
 
-    folder = store.path(source)
-    files = parquet_files(folder)
-    fs = store.fs
-
-    def one(path: str):
-        rel = relative(path, folder).replace(os.sep, "/")
-        keep(path, store.path(target, rel))
-        placed = posixpath.join(store.root, target, rel)
-        meta, info = pq.read_metadata(placed, filesystem=fs), fs.get_file_info(placed)
+    def one(info):
+        rel = info.path[len(folder) + 1:]
+        _keep(store, info.path, posixpath.join(store.root, target, rel))
         values = dict(_partition(p) for p in rel.split("/")[:-1] if "=" in p)
         mtime_ms = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
-        add = AddAction(posixpath.join(target.split("/", 1)[1], rel), info.size, values, mtime_ms, True,
-                        json.dumps({"numRecords": meta.num_rows}))
-        return add, values, meta.schema.to_arrow_schema()
+        return AddAction(posixpath.join(target.split("/", 1)[1], rel), info.size, values, mtime_ms, True, "{}"), values
 
+    if store.remote:
+        from analytics.publish.store import s3_client
+
+        s3_client()  # made once, before the threads share it
+    infos.sort(key=lambda i: i.path)
     with ThreadPoolExecutor(_THREADS) as pool:
-        placed = list(pool.map(one, files))
-    partitions = list(placed[0][1]) if placed else []
-    return [p[0] for p in placed], partitions, placed[0][2] if placed else None
+        placed = list(pool.map(one, infos))
+    if not placed:
+        return [], [], None
+    schema = pq.read_schema(infos[0].path, filesystem=fs)  # the run's files share one schema
+    return [p[0] for p in placed], list(placed[0][1]), schema
+
+
+def _keep(store, source: str, target: str) -> None:
+    """A file of the run kept under a Delta table (paths inside ``store``'s filesystem): a hard link on
+    a disk (a copy on another device), one ``CopyObject`` request in a bucket."""
+    if store.remote:
+        from analytics.publish.store import s3_client
+
+        bucket, key = source.split("/", 1)
+        target_bucket, target_key = target.split("/", 1)
+        s3_client().copy_object(Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key})
+        return
+    from analytics.kafka.sinks import keep
+
+    keep(source, target)
 
 
 def _partition(part: str) -> tuple[str, str | None]:
