@@ -193,7 +193,7 @@ def commit(store: Store, base: Snapshot, changes: Mapping[str, Mapping], run_id:
         now_ms, version = int(time.time() * 1000), latest_seen.version + 1
         stages = {**latest_seen.stages, **{s: {**e, "version": version} for s, e in changes.items()}}
         new = Snapshot(version, stages, committed_at_ms=now_ms,
-                       retired=_retired(latest_seen, latest_seen.version + 1, _runs(stages), now_ms))
+                       retired=_retired(latest_seen, version, _runs(stages), now_ms))
         doc = {"format": FORMAT, "version": new.version, "run_id": run_id, "committed_at_ms": now_ms,
                "owner": identity(), "stages": new.stages, "retired": new.retired}
         if store.create_text(commit_name(new.version), json.dumps(doc, indent=1, sort_keys=True) + "\n"):

@@ -23,7 +23,6 @@ version does.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from collections.abc import Iterable, Mapping
@@ -35,7 +34,7 @@ from analytics.contract.vocabulary import TABLES
 
 APP_ID = "segaudit"  # Delta's application id of segaudit's commits: its version is the run commit's
 TRIES = 8  # Delta commits of one table tried before giving up (another process commits it meanwhile)
-_THREADS = 8  # files placed (copied, linked, their footers read) at once
+_THREADS = 8  # files placed (linked, or copied in a bucket) at once
 # The tables written in Hive-style folders (``topic=<name>/``): a Delta table's partition columns, which
 # it keeps for good (an empty table is created with them too).
 PARTITIONED = {"batches": ("topic",), "records": ("topic",), "batch_verdicts": ("topic",)}
@@ -47,8 +46,9 @@ class DeltaLag(Exception):
 
 def stale(store, snapshot, outputs: Mapping[str, Iterable[str]]) -> list[tuple]:
     """The tables of ``snapshot`` whose Delta table is behind it: (table, its folder relative to ``OUT``,
-    the version its stage was committed at, its Delta table as read, or None). A table its stage no longer wrote (``export`` without
-    ``--records`` after a run with them) has no folder: its Delta table, where there is one, is emptied.
+    the version its stage was committed at, its Delta table as read or None). A table its stage no
+    longer wrote (``export`` without ``--records`` after a run with them) has no folder: its Delta
+    table, where there is one, is emptied.
     ``outputs``: what each stage owns (:data:`analytics.publish.commits.OUTPUTS`)."""
     wanted = []
     for stage, entry in snapshot.stages.items():
@@ -173,35 +173,49 @@ def _place(store, source: str, target: str):
     actions, the partition columns (Hive-style folders) and the files' Arrow schema (None: no file).
 
     One listing of ``source`` gives each file's size and time; then per file one hard link (a disk) or
-    one server-side copy (a bucket); the schema is read from one file's footer. The add actions carry
-    no statistics (optional in Delta: readers count rows from the files)."""
-    import pyarrow.fs as pafs
+    one server-side copy (a bucket); the schema is read from one file's footer."""
     import pyarrow.parquet as pq
-    from deltalake.transaction import AddAction
 
     fs, folder = store.fs, posixpath.join(store.root, source)
-    infos = [i for i in fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
-             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-             and not any(p.startswith((".", "_")) for p in i.path[len(folder) + 1:].split("/"))]
+    infos = _listed(store, source)
 
     def one(info):
         rel = info.path[len(folder) + 1:]
         _keep(store, info.path, posixpath.join(store.root, target, rel))
-        values = dict(_partition(p) for p in rel.split("/")[:-1] if "=" in p)
-        mtime_ms = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
-        return AddAction(posixpath.join(target.split("/", 1)[1], rel), info.size, values, mtime_ms, True, "{}"), values
+        return _add(info, posixpath.join(target.split("/", 1)[1], rel))
 
     if store.remote:
         from analytics.publish.store import s3_client
 
         s3_client()  # made once, before the threads share it
-    infos.sort(key=lambda i: i.path)
     with ThreadPoolExecutor(_THREADS) as pool:
         placed = list(pool.map(one, infos))
     if not placed:
         return [], [], None
     schema = pq.read_schema(infos[0].path, filesystem=fs)  # the run's files share one schema
-    return [p[0] for p in placed], list(placed[0][1]), schema
+    return placed, list(placed[0].partition_values), schema
+
+
+def _listed(store, folder: str) -> list:
+    """The Parquet files under ``folder`` (relative to ``store``'s root), by path, from one listing that
+    gives their sizes and times (hidden and ``_`` entries left out: Spark's markers, ``_delta_log``)."""
+    import pyarrow.fs as pafs
+
+    path = posixpath.join(store.root, folder) if folder else store.root
+    infos = [i for i in store.fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+             and not any(p.startswith((".", "_")) for p in i.path[len(path) + 1:].split("/"))]
+    return sorted(infos, key=lambda i: i.path)
+
+
+def _add(info, path: str):
+    """Delta's add action of a listed file at ``path`` in the table, its partition values from its
+    Hive-style folders; no statistics (optional in Delta: readers count rows from the files)."""
+    from deltalake.transaction import AddAction
+
+    values = dict(_partition(p) for p in path.split("/")[:-1] if "=" in p)
+    mtime_ms = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
+    return AddAction(path, info.size, values, mtime_ms, True, "{}")
 
 
 def _keep(store, source: str, target: str) -> None:
@@ -241,25 +255,22 @@ def append(root: str, folder: str) -> None:
     one commit (the metrics history: a run's rows added, none replaced). A folder of Parquet files
     that is not a Delta table yet (a history of segaudit before Delta tables) becomes one, its files
     first."""
+    import pyarrow.parquet as pq
     from deltalake import Schema
     from deltalake.transaction import create_table_with_add_actions
 
-    from analytics.kafka.sinks import parquet_files, relative
     from analytics.publish.store import Store
 
     store = Store(root)
     table = _open_uri(_delta_uri(store.path()))
-    new = _adds(store, [posixpath.join(store.path(), folder, relative(f, store.path(folder)))
-                        for f in parquet_files(store.path(folder))])
+    infos = _listed(store, folder) if table is not None else _listed(store, "")
+    actions = [_add(i, i.path[len(store.root) + 1:]) for i in infos]
     if table is not None:
-        table.create_write_transaction([a for a, _ in new], mode="append", schema=table.schema())
-        return
-    older = _adds(store, [f for f in parquet_files(store.path()) if not relative(f, store.path()).startswith(folder + "/")])
-    actions = [a for a, _ in older + new]
-    if not actions:
-        return
-    create_table_with_add_actions(_delta_uri(store.path()), Schema.from_arrow((older + new)[0][1]), actions,
-                                  mode="error", storage_options=storage_options())
+        table.create_write_transaction(actions, mode="append", schema=table.schema())
+    elif actions:
+        schema = Schema.from_arrow(pq.read_schema(infos[0].path, filesystem=store.fs))
+        create_table_with_add_actions(_delta_uri(store.path()), schema, actions, mode="error",
+                                      storage_options=storage_options())
 
 
 def file_uris(root: str) -> list[str] | None:
@@ -284,20 +295,3 @@ def _open_uri(path: str):
         return DeltaTable(path, storage_options=storage_options())
     except TableNotFoundError:
         return None
-
-
-def _adds(store, files: list[str]):
-    """(add action, Arrow schema) of files already under ``store``'s root (none placed)."""
-    import pyarrow.parquet as pq
-    from deltalake.transaction import AddAction
-
-    from analytics.kafka.sinks import relative
-
-    found = []
-    for path in files:
-        inside = posixpath.join(store.root, relative(path, store.path()))
-        meta, info = pq.read_metadata(inside, filesystem=store.fs), store.fs.get_file_info(inside)
-        mtime_ms = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
-        found.append((AddAction(relative(path, store.path()), info.size, {}, mtime_ms, True,
-                                json.dumps({"numRecords": meta.num_rows})), meta.schema.to_arrow_schema()))
-    return found
