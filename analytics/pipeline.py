@@ -29,7 +29,7 @@ from analytics.errors import OutOfStep, UsageError
 from analytics.export import ExportResult
 from analytics import plans
 from analytics.plans import CLUSTER, ExportPlan
-from analytics.publish import out_of_step, publication, published, read_manifest, unit
+from analytics.publish import AsOf, out_of_step, publication, published, read_manifest, unit
 from expectations.suites import ValidationConfig
 from expectations.validate import ValidationResult
 
@@ -40,14 +40,15 @@ def _quiet(_message: str) -> None:
     pass
 
 
-def require(out: str, *stages: str) -> dict:
-    """The manifests of ``stages`` under ``out``, checked to be complete and built from each other.
+def require(out: str, *stages: str, as_of: AsOf | None = None) -> dict:
+    """The manifests of ``stages`` under ``out`` (at ``as_of``, or the latest), checked to be complete and
+    built from each other.
 
     :class:`~analytics.errors.StageMissing` when one is missing, :class:`~analytics.errors.OutOfStep`
     when one was built from another run than the one there now (an audit of an older export).
     """
-    manifests = {s: read_manifest(out, s) for s in stages}
-    why = out_of_step(out, stages)
+    manifests = {s: read_manifest(out, s, as_of) for s in stages}
+    why = out_of_step(out, stages, as_of)
     if why:
         raise OutOfStep(why)
     return manifests
@@ -133,17 +134,24 @@ def validate(spark, out: str, validation: ValidationConfig | None = None, *,
 
 
 def report(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None,
-           sections: dict | None = None) -> str:
+           sections: dict | None = None, as_of: AsOf | None = None, output: str | None = None) -> str:
     """Publish ``OUT/report/index.html``; returns its path. ``history`` defaults to ``OUT.history``;
-    ``shown_as``, ``pending`` and ``sections``: see :func:`analytics.report.build.report_data`."""
+    ``shown_as``, ``pending`` and ``sections``: see :func:`analytics.report.build.report_data`.
+
+    With ``as_of`` (a past version of ``OUT``) or ``output``, the page is written to the local file
+    ``output`` instead (default ``segaudit-report-v<version>.html`` here): ``OUT`` keeps its latest report."""
     from analytics.report.build import report_data
     from analytics.report.history import default_history_path
-    from analytics.report.render import render
+    from analytics.report.render import render, write_report
 
+    history = history if history is not None else default_history_path(out)
+    if as_of is not None or output is not None:
+        require(out, AUDIT, EXPORT, as_of=as_of)
+        data = report_data(spark, out, history, as_of=as_of)
+        return write_report(data, output or f"segaudit-report-v{data['version']}.html")
     manifests = require(out, AUDIT, EXPORT)
     with publication(out, REPORT, built_from={AUDIT: manifests[AUDIT]["run_id"]}) as run:
-        data = report_data(spark, out, history if history is not None else default_history_path(out),
-                           shown_as=shown_as, pending=pending, sections=sections)
+        data = report_data(spark, out, history, shown_as=shown_as, pending=pending, sections=sections)
         run.store.write_text(f"{run.folder}/{REPORT_DIR}/index.html", render(data))
         run.publish({})
     return run.shown(REPORT_DIR, "index.html")

@@ -35,3 +35,54 @@ def deltalake_rows(table_uri: str) -> int:
     from analytics.publish.tables import storage_options
 
     return DeltaTable(table_uri, storage_options=storage_options()).to_pyarrow_table().num_rows
+
+
+# Delta Lake's Spark connector for each Spark it is built for (Maven Central, io.delta): Spark resolves it
+# with its own resolver, ``spark.jars.packages``, into an Ivy cache kept beside segaudit's other jars.
+DELTA_SPARK = {"4.0": "io.delta:delta-spark_4.0_2.13:4.4.0", "4.1": "io.delta:delta-spark_4.1_2.13:4.4.0",
+               "4.2": "io.delta:delta-spark_4.2_2.13:4.4.0"}
+
+SPARK_READER = """
+import json, sys
+from concurrent.futures import ThreadPoolExecutor
+from pyspark.sql import SparkSession
+builder = SparkSession.builder.master("local[2]")
+for key, value in json.loads(sys.argv[1]).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+with ThreadPoolExecutor(4) as tables:  # each count is a few small jobs: several at once keep both cores busy
+    counts = tables.map(lambda uri: spark.read.format("delta").load(uri).count(), sys.argv[2:])
+    print(json.dumps(dict(zip(sys.argv[2:], counts))))
+"""
+
+
+def delta_spark() -> str | None:
+    """The coordinate of Delta's Spark connector for the installed PySpark, or None when Delta Lake has
+    released none for it yet."""
+    import pyspark
+
+    return DELTA_SPARK.get(".".join(pyspark.__version__.split(".")[:2]))
+
+
+def spark_rows(table_uris: list[str]) -> dict[str, int]:
+    """Each table's row count as ``spark.read.format("delta").load(uri)`` gives it, in a Spark of its own
+    (a user's, with Delta's connector and, for ``s3://``, segaudit's s3a settings and jars)."""
+    import json
+    import subprocess
+    import sys
+
+    from analytics.spark import maven
+    from analytics.spark.objectstore import spark_conf
+
+    conf = spark_conf(table_uris) | {
+        "spark.jars.packages": delta_spark(),
+        "spark.jars.ivy": str(maven.cache_dir().parent / "ivy"),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+        "spark.databricks.delta.snapshotPartitions": "1",  # a log of a few commits: not Delta's 50 tasks each
+    }
+    done = subprocess.run([sys.executable, "-c", SPARK_READER, json.dumps(conf), *table_uris],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -20,7 +20,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from analytics.contract import AUDIT, EXPORT, MANIFESTS
-from analytics.publish import Conflict, publication, published, unit
+from analytics.publish import AsOf, Conflict, publication, published, unit
 from analytics.publish import commits
 from analytics.contract.vocabulary import TABLES
 from tests import outside, stale_writer
@@ -128,6 +128,18 @@ def test_outside_readers_open_every_table_at_its_stable_path(nights):
             path = f"{out}/{name}"
             assert outside.duckdb_rows(con, path) == outside.deltalake_rows(path) == len(rows(out, name)), (out, name)
         assert outside.duckdb_rows(con, f"{out}/batch_verdicts") == sum(rows(out, "summary.json")[0]["verdicts"].values())
+
+
+def test_spark_reads_every_table_as_delta_at_its_stable_path(nights):
+    """A user's own Spark, with Delta's connector from Maven Central (``spark.jars.packages``), loads every
+    table with ``spark.read.format("delta")`` in the bucket and on the disk, and counts what segaudit's
+    commit resolves."""
+    if outside.delta_spark() is None:
+        import pyspark
+        pytest.xfail(f"Delta Lake has released no Spark connector for PySpark {pyspark.__version__} yet")
+    expected = {f"{out}/{name}": len(rows(out, name))
+                for out in (nights["bucket"], nights["local"]) for name in sorted(outputs(out) & set(TABLES))}
+    assert outside.spark_rows(sorted(expected)) == expected
 
 
 def test_the_dashboards_recipe_runs_against_the_bucket(nights):
@@ -315,6 +327,24 @@ def test_explain_as_of_the_previous_night_answers_as_that_night(nights, bucket):
         assert f"offset {offset}" in then.stdout and then.stdout != now.stdout
     gone = segaudit(*argv, "--as-of", "99999", check=False)
     assert gone.returncode == 2 and "no version 99999" in gone.stderr
+
+
+def test_report_as_of_the_previous_night_is_that_nights_page(nights, tmp_path):
+    """``report --as-of`` night one's version writes night one's page to a local file (its audit, its
+    history up to then: one run), and leaves the bucket's own report, night two's, as it was."""
+    uri = nights["bucket"]
+    store = commits.Store(uri)
+    first = next(v for v in commits.versions(store)
+                 if (commits.read(store, v).manifest(EXPORT) or {}).get("run_id") == nights["first_export"])
+    then_id = json.loads(published(uri, AsOf(version=first)).read_text("summary.json"))["run_id"]
+    now_id = rows(uri, "summary.json")[0]["run_id"]
+    published_before = published(uri).read_text("report/index.html")
+    done = segaudit("report", uri, "--as-of", str(first), "--output", str(tmp_path / "then.html"))
+    assert done.returncode == 0 and done.stdout.strip() == str(tmp_path / "then.html"), done.stderr
+    page = (tmp_path / "then.html").read_text()
+    assert then_id in page and now_id not in page and f"as of version {first}" in page
+    assert "only one audit run so far" in page  # night two's history row is after that version
+    assert published(uri).read_text("report/index.html") == published_before
 
 
 def test_two_racing_commands_one_exits_2_with_one_line(nights):

@@ -273,8 +273,8 @@ def _paths(out: str, *, validated=None, report: str | None = None, history: str 
 def report(args) -> int:
     from analytics import pipeline
 
-    pipeline.require(args.out, AUDIT, EXPORT)
-    print(pipeline.report(spark_session(args), args.out, args.history))
+    pipeline.require(args.out, AUDIT, EXPORT, as_of=args.as_of)  # before Spark starts
+    print(pipeline.report(spark_session(args), args.out, args.history, as_of=args.as_of, output=args.output))
     return EXIT_OK
 
 

@@ -207,6 +207,10 @@ def parser() -> Parser:
                                       "trends")
     p.add_argument("out", metavar="OUT", type=export_folder, help="an audited export")
     p.add_argument("--history", default=None, metavar="PATH", help="the metrics history to chart (default OUT.history)")
+    p.add_argument("--output", default=None, metavar="FILE",
+                   help="write the page to this local file instead of publishing it into OUT (with --as-of, "
+                        "default segaudit-report-v<VERSION>.html here)")
+    _as_of(p)
     add_spark_options(p)
     p.set_defaults(run=commands.report)
 

@@ -11,15 +11,15 @@ row per past run; the offending rows of each check are the sample ``validate`` k
 
 from __future__ import annotations
 
+import json
 import time
 
-from analytics.audit.job import read_audit
 from analytics.contract import (
-    ABORTED, DUP_DUPLICATE, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN,
+    ABORTED, AUDIT, SUMMARY, VALIDATE, VALIDATION_DIR, DUP_DUPLICATE, DUPLICATE, FINDING_SEVERITIES, HANGING, HISTORY_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN,
     SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
 )
 from analytics.errors import StageMissing
-from analytics.publish import published
+from analytics.publish import AsOf, Published, published
 from analytics.report.history import read_history, verdict_column
 from analytics.spark.tables import read_parquet
 
@@ -51,24 +51,30 @@ def _severity_counts():
 
 
 def report_data(spark, out: str, history: str | None = None, *, shown_as: str | None = None, pending=None,
-                sections: dict | None = None) -> dict:
+                sections: dict | None = None, as_of: AsOf | None = None) -> dict:
     """Everything the report page shows. ``shown_as``: the OUT the page names (when ``out`` is a
     staging folder); ``pending``: this run's history rows (a DataFrame), not yet appended;
     ``sections``: what :func:`report_sections` returned for ``out``, when the caller has it (computed
-    beside the validation: the page reads the validation's results, the sections do not)."""
+    beside the validation: the page reads the validation's results, the sections do not); ``as_of``:
+    the page of a past version of ``OUT``, its history up to that version's commit."""
+    view = published(out, as_of)  # one commit, resolved once: every section reads the same version
     if sections is None:
-        sections = report_sections(spark, out, history, pending=pending)
+        sections = report_sections(spark, out, history, pending=pending, view=view)
     return {
         "title": "segaudit report",
         "out": shown_as or out,
+        "version": view.snapshot.version,
+        "as_of": {"version": view.snapshot.version, "committed_at_ms": view.snapshot.committed_at_ms}
+        if as_of is not None else None,
         "generated_at_ms": int(time.time() * 1000),
-        "validation": _validation(out),
+        "validation": _validation(view),
         **sections,
     }
 
 
-def report_sections(spark, out: str, history: str | None = None, *, pending=None) -> dict:
-    """The sections of the report that Spark aggregates from the audit (all but the validation's).
+def report_sections(spark, out: str, history: str | None = None, *, pending=None, view: Published | None = None) -> dict:
+    """The sections of the report that Spark aggregates from the audit (all but the validation's), from
+    ``view`` (a version of ``out``; the latest when not given).
 
     They read the tables independently of each other, so they run at once
     (:func:`analytics.spark.concurrent.concurrently`)."""
@@ -76,21 +82,23 @@ def report_sections(spark, out: str, history: str | None = None, *, pending=None
     from analytics.spark.concurrent import concurrently
     from analytics.spark.tables import read_table
 
-    summary = read_audit(out)
-    store = published(out)
-    v = with_log_dir(read_table(spark, store.path("batch_verdicts"), store.size("batch_verdicts")))
-    errors = with_log_dir(read_parquet(spark, store.path("parse_errors")))
+    view = view or published(out)
+    view.manifest(AUDIT)
+    summary = json.loads(view.read_text(SUMMARY))
+    until = view.snapshot.committed_at_ms if view.pinned else None
+    v = with_log_dir(read_table(spark, view.path("batch_verdicts"), view.size("batch_verdicts")))
+    errors = with_log_dir(read_parquet(spark, view.path("parse_errors")))
     sections = concurrently(spark, {
         "partitions": lambda: _partitions(spark, v, errors),
         "producers": lambda: _producers(v),
         "idle": lambda: {"threshold_ms": summary["configuration"].get("producer_id_expiration_ms"),
-                         "points": _idle(spark, out, v)},
+                         "points": _idle(spark, view, v)},
         "parse_errors": lambda: _parse_errors(errors),
-        "snapshot_checks": lambda: _snapshot_checks(spark, out, summary),
-        "transactions": lambda: _transactions(spark, out, summary),
-        "record_duplicates": lambda: _record_duplicates(spark, out, summary),
-        "replicas": lambda: _replicas(spark, out, summary),
-        "history": lambda: _history(spark, history, pending) if history else [],
+        "snapshot_checks": lambda: _snapshot_checks(spark, view, summary),
+        "transactions": lambda: _transactions(spark, view, summary),
+        "record_duplicates": lambda: _record_duplicates(spark, view, summary),
+        "replicas": lambda: _replicas(spark, view, summary),
+        "history": lambda: _history(spark, history, pending, until) if history else [],
     })
     partitions = sections.pop("partitions")
     return {"summary": summary, **partitions, **sections}
@@ -160,12 +168,12 @@ def _parse_errors(errors) -> dict:
             "rows_total": sum(k["errors"] for k in kinds.values())}
 
 
-def _snapshot_checks(spark, out: str, summary: dict) -> dict | None:
+def _snapshot_checks(spark, view: Published, summary: dict) -> dict | None:
     """The producers whose replayed state disagrees with a broker snapshot, mismatches first."""
     from pyspark.sql import functions as F
 
-    path = published(out).path("snapshot_checks")
-    if not published(out).is_dir("snapshot_checks"):
+    path = view.path("snapshot_checks")
+    if not view.is_dir("snapshot_checks"):
         return None
     status = F.col("status")
     order = F.when(status == MISMATCH, 0).when(status == NOT_IN_LOG, 1).otherwise(2)
@@ -256,13 +264,13 @@ def _producers(v) -> list[dict]:
     return result
 
 
-def _idle(spark, out: str, v) -> list[dict]:
+def _idle(spark, view: Published, v) -> list[dict]:
     """Resumptions with findings, and the longest pauses of all (a top-k, not a sort of the table)."""
     from pyspark.sql import functions as F
 
     cols = ["topic", "partition", "producer_id", F.col("base_offset").alias("offset"), "idle_ms", "verdict", "severity",
             "explained_by"]
-    found = read_parquet(spark, published(out).path("anomalies")).where(
+    found = read_parquet(spark, view.path("anomalies")).where(
         F.col("severity").isin(*FINDING_SEVERITIES) & F.col("idle_ms").isNotNull()
     ).select(*cols).limit(MAX_IDLE // 2)
     longest = v.where(F.col("idle_ms").isNotNull()).select(*cols).orderBy(F.col("idle_ms").desc()).limit(MAX_IDLE // 2)
@@ -270,10 +278,10 @@ def _idle(spark, out: str, v) -> list[dict]:
     return [r.asDict() for r in rows]
 
 
-def _transactions(spark, out: str, summary: dict) -> dict:
+def _transactions(spark, view: Published, summary: dict) -> dict:
     from pyspark.sql import functions as F
 
-    t = read_parquet(spark, published(out).path("transactions"))
+    t = read_parquet(spark, view.path("transactions"))
     status = F.col("status")  # the unfinished first
     order = F.when(status == HANGING, 0).when(status == OPEN, 1).when(status == ABORTED, 2).otherwise(3)
     rows = t.orderBy(order, "topic", "partition", "first_offset").limit(MAX_TRANSACTIONS).select(
@@ -282,10 +290,10 @@ def _transactions(spark, out: str, summary: dict) -> dict:
             "rows_total": sum(summary["transactions"].values())}
 
 
-def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
+def _record_duplicates(spark, view: Published, summary: dict) -> dict | None:
     """The first copies in offset order, each with its key decoded for reading (the dedup key is hex)."""
-    path = published(out).path("record_duplicates")
-    if not published(out).is_dir("record_duplicates"):
+    path = view.path("record_duplicates")
+    if not view.is_dir("record_duplicates"):
         return None
     from pyspark.sql import functions as F
 
@@ -301,14 +309,14 @@ def _record_duplicates(spark, out: str, summary: dict) -> dict | None:
             "rows": [r.asDict() | {"key_text": key_text(r["dedup_key"])} for r in rows]}
 
 
-def _replicas(spark, out: str, summary: dict) -> dict | None:
+def _replicas(spark, view: Published, summary: dict) -> dict | None:
     """The divergent ranges between replicas, violations first (None: no partition has replicas)."""
     from pyspark.sql import functions as F
 
-    if not summary.get("replicated_partitions") or not published(out).is_dir("replica_divergence"):
+    if not summary.get("replicated_partitions") or not view.is_dir("replica_divergence"):
         return None
     rank = F.when(F.col("severity") == SEV_VIOLATION, 0).when(F.col("severity") == SEV_EXPLAINED, 1).otherwise(2)
-    rows = read_parquet(spark, published(out).path("replica_divergence")).orderBy(
+    rows = read_parquet(spark, view.path("replica_divergence")).orderBy(
         rank, "topic", "partition", "log_dir", "other_log_dir", "first_offset").limit(MAX_DUPLICATES).collect()
     counts = summary.get("replica_divergence") or {}
     return {"partitions": summary["replicated_partitions"], "counts": counts,
@@ -330,11 +338,10 @@ def key_text(dedup_key: str | None) -> str:
         return head
 
 
-def _validation(out: str) -> dict | None:
-    from expectations.validate import read_results
-
+def _validation(view: Published) -> dict | None:
     try:
-        doc = read_results(out)
+        view.manifest(VALIDATE)
+        doc = json.loads(view.read_text(f"{VALIDATION_DIR}/results.json"))
     except (StageMissing, OSError, ValueError):  # not validated yet, or results unreadable: no section
         return None
     checks = []
@@ -346,7 +353,8 @@ def _validation(out: str) -> dict | None:
     return {"success": doc.get("success"), "run_id": doc.get("run_id"), "checks": checks}
 
 
-def _history(spark, path: str, pending=None) -> list[dict]:
+def _history(spark, path: str, pending=None, until_ms: int | None = None) -> list[dict]:
+    """One row per past run (and this one, ``pending``), those up to ``until_ms`` when given."""
     from pyspark.sql import functions as F
 
     h = read_history(spark, path)
@@ -354,6 +362,8 @@ def _history(spark, path: str, pending=None) -> list[dict]:
         h = pending if h is None else h.unionByName(pending, allowMissingColumns=True)
     if h is None:
         return []
+    if until_ms is not None:
+        h = h.where(F.col("run_time_ms") <= until_ms)
     runs = h.groupBy("run_time_ms", "run_id").agg(
         F.sum("batches").alias("batches"), F.sum("records").alias("records"),
         F.sum("violations").alias(SEV_VIOLATION), F.sum("explained").alias(SEV_EXPLAINED),

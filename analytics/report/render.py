@@ -61,7 +61,10 @@ def render(data: dict) -> str:
     title = data.get("title") or "segaudit report"
     run_id = as_dict(data.get("summary")).get("run_id") or DASH
     nav = "".join(f'<a href="#{sid}">{esc(label)}</a>' for sid, label, _ in SECTIONS)
-    header = (f"<header><h1>{esc(title)}</h1><p>run {span('mono', esc(run_id))}"
+    as_of = as_dict(data.get("as_of"))
+    past = (f" · as of version {esc(as_of.get('version'))}, committed {esc(fmt_time(as_of.get('committed_at_ms')))}"
+            if as_of else "")
+    header = (f"<header><h1>{esc(title)}</h1><p>run {span('mono', esc(run_id))}{past}"
               f" · generated {esc(fmt_time(data.get('generated_at_ms')))}"
               f" · {span('mono path', fmt_path(data.get('out') or ''))}</p></header>")
     body = "".join(build(data) for _, _, build in SECTIONS)
