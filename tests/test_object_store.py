@@ -15,6 +15,7 @@ import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pyarrow.dataset as ds
 import pytest
@@ -384,3 +385,27 @@ def test_sigint_during_a_run_in_the_bucket_leaves_it_as_it_was(nights, s3_server
     assert process.returncode == 130, err
     assert_own_lines(err)
     assert (commits.versions(store), store.names("_runs")) == before
+
+
+def test_open_copies_the_report_out_of_the_bucket_with_working_links(nights, tmp_path):
+    """``segaudit open`` of the bucket: a local page whose link to the Data Docs, and the Data Docs' link
+    back, land on files copied beside it; of a local OUT, OUT/report/index.html itself. No JVM, no
+    browser without a terminal: the file URL on stdout."""
+    done = segaudit("open", nights["bucket"], "--into", str(tmp_path / "copy"))
+    assert done.returncode == 0, done.stderr
+    page = Path(urlparse(done.stdout.strip()).path)
+    assert page == tmp_path / "copy" / "report" / "index.html"
+    assert rows(nights["bucket"], "summary.json")[0]["run_id"] in page.read_text()
+    docs = resolved_links(page, "data_docs/index.html")
+    assert docs and all(p.is_file() for p in docs), docs
+    back = resolved_links(docs[0], "report/index.html")
+    assert back == [page.resolve()]
+    local = segaudit("open", nights["local"])
+    assert local.returncode == 0 and local.stdout.strip() == Path(nights["local"], "report", "index.html").as_uri()
+    assert resolved_links(Path(nights["local"], "report", "index.html"), "data_docs/index.html")[0].is_file()
+
+
+def resolved_links(page: Path, ending: str) -> list[Path]:
+    """The relative links of a page that end with ``ending``, as the files they point at."""
+    hrefs = re.findall(r'href="([^"#?]+)"', page.read_text())
+    return sorted({(page.parent / h).resolve() for h in hrefs if h.endswith(ending) and "://" not in h})

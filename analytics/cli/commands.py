@@ -278,6 +278,16 @@ def report(args) -> int:
     return EXIT_OK
 
 
+def open_report(args) -> int:
+    """Prints the file URL of the report (copied out of a bucket with its Data Docs); no JVM."""
+    from analytics.report.opened import local_report, open_in_browser
+
+    page = local_report(args.out, args.as_of, args.into)
+    print(page.as_uri())
+    open_in_browser(page)
+    return EXIT_OK
+
+
 def reconcile(args) -> int:
     """Prints the buckets that lost or doubled records first; exit 1 when some did (with expected
     counts: missing or copied records; without: copied records)."""

@@ -214,6 +214,14 @@ def parser() -> Parser:
     add_spark_options(p)
     p.set_defaults(run=commands.report)
 
+    p = ap.add_command(sub, "open", "the latest report as a local page whose Data Docs link works, opened in a "
+                                    "browser from a terminal; its file URL on stdout")
+    p.add_argument("out", metavar="OUT", type=export_folder, help="an audited export with a report")
+    p.add_argument("--into", default=None, metavar="DIR",
+                   help="where a report from a bucket (or --as-of) is copied (default: a new temporary folder)")
+    _as_of(p)
+    p.set_defaults(run=commands.open_report)
+
     p = ap.add_command(sub, "reconcile", "per time bucket: records in the log, copies, distinct, against "
                                          "producer-side counts: expected, missing")
     p.add_argument("out", metavar="OUT", type=export_folder, help="an audited export with records (--records)")

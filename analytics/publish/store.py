@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import uuid
 
 import pyarrow.fs as pafs
@@ -152,6 +153,16 @@ class Store:
         """Every file of a local folder, copied to ``name`` (an object store's, or a local one)."""
         pafs.copy_files(local_folder, self._p(name), source_filesystem=pafs.LocalFileSystem(),
                         destination_filesystem=self.fs)
+
+    def download(self, name: str, local_folder: str) -> None:
+        """Every file under ``name``, copied into a local folder (the inverse of :meth:`upload`)."""
+        root = self._p(name)
+        for info in self.fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+            if info.type == pafs.FileType.File:
+                target = os.path.join(local_folder, posixpath.relpath(info.path, root))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with self.fs.open_input_stream(info.path) as source, open(target, "wb") as sink:
+                    shutil.copyfileobj(source, sink, 1 << 20)
 
     def link(self, name: str, target: str) -> None:
         """Point the symbolic link ``name`` at ``target`` (relative to the root), replacing what link was
