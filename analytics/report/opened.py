@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from analytics.contract import REPORT, REPORT_DIR, VALIDATE, VALIDATION_DIR
+from analytics.contract import REPORT, REPORT_DIR, VALIDATION_DIR
 from analytics.publish import AsOf, published
 
 DATA_DOCS = f"{VALIDATION_DIR}/data_docs"
@@ -28,7 +28,7 @@ def local_report(out: str, as_of: AsOf | None = None, into: str | None = None) -
         return Path(view.store.path(REPORT_DIR, "index.html"))
     folder = Path(into or tempfile.mkdtemp(prefix="segaudit-report-"))
     view.store.download(view.resolve(REPORT_DIR), str(folder / REPORT_DIR))
-    if view.snapshot.manifest(VALIDATE) is not None and view.is_dir(DATA_DOCS):
+    if view.is_dir(DATA_DOCS):  # a validation is published, with its Data Docs
         view.store.download(view.resolve(DATA_DOCS), str(folder / DATA_DOCS))
     return folder / REPORT_DIR / "index.html"
 
