@@ -17,7 +17,7 @@ from analytics.kafka.dumplog import dump_segment
 from analytics.kafka.logdir import read_log_dirs
 from analytics.kafka.model import SegmentInfo
 from analytics.spark.files import FileGroup, FileTask
-from analytics.spark.source import task_for
+from analytics.spark.source import driver_cannot_start_python, load, task_for
 from analytics.spark.decoders import BinarySegments, DumpLogText
 from analytics.spark.tasks import SegmentExportTask, SegmentTask, SidecarExportTask, SidecarTask
 from tests.conftest import REPO
@@ -159,6 +159,36 @@ def test_every_plain_table_equals_the_pure_reader(spark, table):
     names = [n for n in OUT_SCHEMAS[table].names if n in expected.schema.names]  # records: hashes, not values
     assert got.schema.names == OUT_SCHEMAS[table].names
     assert got.num_rows > 0 and _rows(got, names) == _rows(expected, names)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table", ["batches", "records", "producer_snapshots"])
+def test_a_read_on_the_executors_only_equals_the_data_source(spark, table):
+    """What a driver that cannot start the executors' Python reads (``mapInArrow`` over the reader's
+    groups): the same schema and rows as the data source, in as many tasks as the source's groups."""
+    options = {"table": table, "minTasks": "3"}
+    through_source = load(spark, options, str(SAMPLE), on_executors=False)
+    on_executors = load(spark, options, str(SAMPLE), on_executors=True)
+    assert on_executors.schema == through_source.schema
+    got, expected = on_executors.toArrow(), through_source.toArrow()
+    assert got.num_rows > 0 and _rows(got, got.schema.names) == _rows(expected, got.schema.names)
+    if table == "batches":
+        assert on_executors.rdd.getNumPartitions() == through_source.rdd.getNumPartitions() >= 3
+
+
+@pytest.mark.spark
+def test_only_a_relative_python_missing_from_the_drivers_folder_moves_reads_to_the_executors(
+        spark, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    context = spark.sparkContext
+    monkeypatch.setattr(context, "pythonExec", "./env/bin/python")  # --archives segaudit-env.tar.gz#env
+    assert driver_cannot_start_python(spark)
+    (tmp_path / "env" / "bin").mkdir(parents=True)
+    (tmp_path / "env" / "bin" / "python").touch()
+    assert not driver_cannot_start_python(spark)  # the folder it runs in holds the environment
+    for executable in (sys.executable, "python3"):
+        monkeypatch.setattr(context, "pythonExec", executable)
+        assert not driver_cannot_start_python(spark)
 
 
 @pytest.mark.spark

@@ -158,7 +158,7 @@ def _read_segments(spark, run, reading: _Reading, read: list, say) -> None:
     file; the kept files' segments rows beside them."""
     from analytics.spark.plan import file_errors
     from analytics.spark.session import default_parallelism
-    from analytics.spark.source import in_process
+    from analytics.spark.source import in_process, load
     from analytics.spark.tasks import SegmentExportTask, write_rows
 
     errors = run.path("_parts", "parse_errors")
@@ -173,15 +173,14 @@ def _read_segments(spark, run, reading: _Reading, read: list, say) -> None:
             _write_small(run.path("segments"), pa.Table.from_batches(in_process(segments), schema.SEGMENTS))
         else:
             min_tasks = 2 * default_parallelism(spark)  # two tasks a core evens out uneven files
-            spark.read.format("kafka-segments").options(**segments, minTasks=str(min_tasks)).load() \
-                .repartition(1).write.parquet(run.path("segments"))
+            load(spark, {**segments, "minTasks": str(min_tasks)}).repartition(1).write.parquet(run.path("segments"))
     if reading.kept:
         sinks.write_parquet(reuse.of_files(reading.before, reading.kept), run.path("segments", "part-kept.parquet"))
 
 
 def _read_sidecars(spark, run, reading: _Reading) -> None:
     """Every sidecar file in one job; the tasks write the tables."""
-    from analytics.spark.source import in_process
+    from analytics.spark.source import in_process, load
     from analytics.spark.tasks import SidecarExportTask
 
     if reading.input_format != "segments":
@@ -190,8 +189,7 @@ def _read_sidecars(spark, run, reading: _Reading) -> None:
     if spark is None:
         in_process(sidecars)
     else:
-        spark.read.format("kafka-segments").options(**sidecars, minTasks="1").load() \
-            .write.format("noop").mode("overwrite").save()
+        load(spark, {**sidecars, "minTasks": "1"}).write.format("noop").mode("overwrite").save()
 
 
 def _cluster_configs(run, reading: _Reading) -> dict:

@@ -127,14 +127,15 @@ def _fetch_segments(spark, run, source: str, log_dir: str, ranges: list, *, reco
     if not ranges:
         _write_small(run.path("segments"), schema.SEGMENTS.empty_table())
         return errors
-    read = (spark.read.format("kafka-segments").option("table", FetchExportTask.table)
-            .option("cluster", source).option("ranges", json.dumps([r.to_json() for r in ranges]))
-            .option("tablesOut", run.path()).option("errorsOut", errors).option("records", records))
+    from analytics.spark.source import load
+
+    options = {"table": FetchExportTask.table, "cluster": source, "tablesOut": run.path(), "errorsOut": errors,
+               "ranges": json.dumps([r.to_json() for r in ranges]), "records": str(records).lower()}
     if client_config:
-        read = read.option("clientConfig", os.path.abspath(client_config))
+        options["clientConfig"] = os.path.abspath(client_config)
     if share:
-        read = read.option("bytesPerSecond", str(share))
-    read.load(log_dir).repartition(1).write.parquet(run.path("segments"))
+        options["bytesPerSecond"] = str(share)
+    load(spark, options, log_dir).repartition(1).write.parquet(run.path("segments"))
     return errors
 
 

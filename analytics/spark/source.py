@@ -27,11 +27,18 @@ The options name one task type; the driver lists its files (only names and sizes
 them into groups of about ``taskBytes`` (at least ``minTasks`` groups); each group is one input
 partition, whose files the task type reads one after the other on an executor, yielding Arrow
 record batches. Stateless and picklable: the task type and the groups are plain values.
+
+segaudit's own reads go through :func:`load`, which reads the same way without the driver's
+Python where the driver cannot start the Python the executors run: a relative
+``spark.pyspark.python`` (``./env/bin/python`` of an environment shipped with ``--archives``) names
+a file in the executors' working folders only, and Spark starts a data source's planning on the
+driver with that same path.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -168,6 +175,41 @@ class KafkaSegmentsReader(DataSourceReader):
         for file in partition.files:
             log_task(file, self.task.table)
             yield from self.task.read(file)
+
+
+def load(spark, options: Mapping[str, str], path: str | None = None, *, on_executors: bool | None = None):
+    """The DataFrame of a read of this source with ``options`` (and ``path``, as ``load(path)`` takes it).
+
+    Through ``spark.read`` where the driver can start the Python of the session's Python functions;
+    else (``on_executors``, by default :func:`driver_cannot_start_python`) the same reader's plan is
+    made here, in the driver's own process, and its groups are read by ``mapInArrow`` over one row per
+    group, a public form whose Python runs on the executors only: the same task type on the same
+    groups writes the same files and yields the same rows."""
+    options = dict(options) if path is None else {**options, "path": path}
+    if on_executors is None:
+        on_executors = driver_cannot_start_python(spark)
+    if not on_executors:
+        return spark.read.format(KafkaSegmentsDataSource.name()).options(**options).load()
+    reader = KafkaSegmentsReader(task_for(options), options)
+    groups = reader.partitions()
+
+    def read(batches):
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from reader.read(groups[index])
+
+    ids = spark.range(0, len(groups), 1, max(1, len(groups)))
+    return ids.mapInArrow(read, spark_schema(reader.task.schema))
+
+
+def driver_cannot_start_python(spark) -> bool:
+    """Whether the Python a classic session gives its Python functions (``spark.pyspark.python``,
+    ``PYSPARK_PYTHON``) is a relative path missing from the driver's working folder: an environment
+    that ``--archives`` unpacks in each executor's folder. (Over Spark Connect the server starts it.)"""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return False
+    executable = spark.sparkContext.pythonExec
+    return os.sep in executable and not os.path.isabs(executable) and not os.path.exists(executable)
 
 
 def in_process(options: dict[str, str]) -> list:
