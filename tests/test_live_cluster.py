@@ -226,3 +226,23 @@ def test_a_batch_corrupt_on_the_brokers_disk_comes_over_the_protocol_as_a_crc_fa
     [segment] = pq.read_table(str(table_dir(out, "segments"))).to_pylist()
     assert segment["valid_bytes"] + error["bytes_affected"] == segment["size_bytes"]
     assert sorted(int(k) for k in pq.read_table(str(table_dir(out, "records")), columns=["key"]).column("key").to_pylist()) == [1, 2]
+
+
+
+def test_a_topic_pattern_that_matches_no_topic_is_one_line_and_exit_2(secured, tmp_path):
+    cluster, root, _ = secured
+    done = _export(cluster, tmp_path / "out", _properties(root, "audit", SECRET), "--topics", "no-such-topic")
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert f"no topic of kafka://{cluster.bootstrap} that the principal may describe matches --topics " \
+           "'no-such-topic'" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+def test_tls_to_a_listener_without_it_is_one_line_and_exit_2(secured, tmp_path, protocol):
+    cluster, root, _ = secured
+    properties = _properties(root, "audit", SECRET, more=f"security.protocol={protocol}\ndefault.api.timeout.ms=3000\n")
+    done = _export(cluster, tmp_path / "out", properties)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert done.stderr.startswith(f"segaudit: cannot use kafka://{cluster.bootstrap}: no TLS handshake ("), done.stderr
+    assert f"does this listener speak TLS? security.protocol is {protocol} in --client-config" in done.stderr

@@ -73,8 +73,12 @@ class Cluster:
         try:
             self.admin = KafkaAdminClient(**{**TIMEOUTS, **config.kwargs()})
         except KafkaError as e:
-            refused = login.refusal(config) if type(e).__name__ in NOT_BOOTSTRAPPED else None
-            raise InputError(_cannot_reach(config, e, refused)) from None
+            if type(e).__name__ not in NOT_BOOTSTRAPPED:
+                raise InputError(_cannot_reach(config, e)) from None
+            tls = login.tls_problem(config)
+            if tls:
+                raise InputError(f"cannot use kafka://{config.bootstrap}: {tls}") from None
+            raise InputError(_cannot_reach(config, e, login.refusal(config))) from None
 
     def __enter__(self) -> Cluster:
         return self

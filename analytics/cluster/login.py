@@ -1,21 +1,67 @@
-"""Why a SASL login fails, asked of a bootstrap broker directly.
+"""Why a login fails, asked of a bootstrap broker directly: TLS, then SASL.
 
 kafka-python reports a refused login only in its log, and not even there when the broker's
 refusal and its closing of the connection arrive in one read (the answer is dropped and the
-bootstrap retries until it times out). So when no broker could be bootstrapped with SASL
-configured, one blocking exchange of SaslHandshake and SaslAuthenticate, read to the end of the
-broker's answer, tells a refused login from a broker that does not answer.
+bootstrap retries until it times out). So when no broker could be bootstrapped, the first
+bootstrap broker that accepts a connection is asked directly:
+
+- :func:`tls_problem`: a TLS handshake. With ``security.protocol`` SSL or SASL_SSL, one that fails
+  says the listener does not speak TLS, or that its certificate is not trusted; with PLAINTEXT or
+  SASL_PLAINTEXT, one that succeeds (verifying nothing) says the listener speaks TLS.
+- :func:`refusal`: with SASL configured, one blocking exchange of SaslHandshake and
+  SaslAuthenticate, read to the end of the broker's answer, tells a refused login from a broker
+  that does not answer.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 
 from analytics.cluster.config import ClientConfig
 
 SASL = ("SASL_PLAINTEXT", "SASL_SSL")
+TLS = ("SSL", "SASL_SSL")
 WAIT_S = 10.0
+TLS_WAIT_S = 5.0
+
+
+def tls_problem(config: ClientConfig, wait_s: float = TLS_WAIT_S) -> str | None:
+    """What is wrong with this configuration's TLS against the first bootstrap broker that accepts a
+    connection (``None``: nothing found, or no broker accepts one)."""
+    settings = config.kwargs()
+    protocol = settings.get("security_protocol", "PLAINTEXT")
+    for server in config.bootstrap.split(","):
+        host, _, port = server.rpartition(":")
+        try:
+            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=wait_s)
+        except (OSError, ValueError):
+            continue
+        with sock:
+            if protocol in TLS:
+                try:
+                    _tls_context(settings).wrap_socket(sock, server_hostname=host.strip("[]")).close()
+                except ssl.SSLCertVerificationError as e:
+                    return (f"the broker's TLS certificate is not trusted ({e.verify_message}): "
+                            f"give its CA as ssl.truststore.location (ssl.truststore.type=PEM) in --client-config")
+                except (OSError, EOFError) as e:
+                    return (f"no TLS handshake ({_first_line(e)}): does this listener speak TLS? "
+                            f"security.protocol is {protocol} in --client-config")
+                return None
+            unverified = ssl.create_default_context()
+            unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
+            try:
+                unverified.wrap_socket(sock).close()
+            except (OSError, EOFError):
+                return None  # it does not speak TLS: not what is wrong
+            return (f"the listener speaks TLS, and security.protocol is {protocol}: set SSL (or SASL_SSL) "
+                    f"in --client-config")
+    return None
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def refusal(config: ClientConfig, wait_s: float = WAIT_S) -> str | None:
@@ -60,11 +106,16 @@ def _connect(host: str, port: int, settings: dict, deadline: float) -> socket.so
     sock = socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic()))
     if settings["security_protocol"] != "SASL_SSL":
         return sock
+    return _tls_context(settings).wrap_socket(sock, server_hostname=host)
+
+
+def _tls_context(settings: dict) -> ssl.SSLContext:
+    """The TLS context kafka-python builds from these settings."""
     from kafka.net.transport import KafkaSSLTransport
 
     ssl_settings = {**KafkaSSLTransport.DEFAULT_CONFIG,
                     **{k: v for k, v in settings.items() if k in KafkaSSLTransport.DEFAULT_CONFIG}}
-    return KafkaSSLTransport._build_ssl_context(ssl_settings).wrap_socket(sock, server_hostname=host)
+    return KafkaSSLTransport._build_ssl_context(ssl_settings)
 
 
 class _Exchange:
