@@ -405,6 +405,31 @@ def test_open_copies_the_report_out_of_the_bucket_with_working_links(nights, tmp
     assert resolved_links(Path(nights["local"], "report", "index.html"), "data_docs/index.html")[0].is_file()
 
 
+def test_the_latest_report_and_data_docs_are_where_they_always_are_in_the_bucket(nights, s3_server, tmp_path):
+    """After night two, ``OUT/report/`` and ``OUT/validation/`` in the bucket hold the latest commit's
+    report and Data Docs, file for file (night one's copies replaced, none left over), and their
+    links to each other resolve to objects there."""
+    from analytics.publish.store import Store
+
+    view, store = published(nights["bucket"]), Store(nights["bucket"])
+    for name in ("report", "validation"):
+        source = view.resolve(name)
+        assert store.read_text(f"{name}/_copied_from") == source
+        assert store.files(name) - {"_copied_from"} == store.files(source)
+    assert store.read_text("report/index.html") == view.read_text("report/index.html")
+    bucket, _, prefix = nights["bucket"].removeprefix("s3://").partition("/")
+    client, folder = s3_server.client(), tmp_path / "bucket"
+    for name in ("report", "validation"):
+        for listed in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/{name}/"):
+            for key in (o["Key"] for o in listed.get("Contents", [])):
+                (folder / key).parent.mkdir(parents=True, exist_ok=True)
+                client.download_file(bucket, key, str(folder / key))
+    page = folder / prefix / "report" / "index.html"
+    docs = resolved_links(page, "data_docs/index.html")
+    assert docs and all(p.is_file() for p in docs), docs
+    assert resolved_links(docs[0], "report/index.html") == [page]
+
+
 def resolved_links(page: Path, ending: str) -> list[Path]:
     """The relative links of a page that end with ``ending``, as the files they point at: resolved as a
     browser resolves them, by their path (a link ``OUT/report`` is not followed before ``..``)."""

@@ -45,6 +45,8 @@ COMMITS = "_commits"
 RUNS = "_runs"
 VIEWS = "_views"  # local disks: a folder of links per commit shown, ``_views/<version>/<output>``
 CURRENT = "_current"  # local disks: the link to the view of the latest commit
+PAGES = (REPORT_DIR, VALIDATION_DIR)  # buckets: the folders a browser opens, copied to OUT/<name>
+PAGES_FROM = "_copied_from"  # buckets: OUT/<page folder>/_copied_from, the run folder copied there
 OWNER = "_owner.json"
 LEGACY_JOURNAL = "_publishing.json"  # the swap journal of segaudit before commits
 FORMAT = 2  # 2: ``retired`` and ``owner``; a format 1 commit reads with nothing retired
@@ -253,7 +255,10 @@ def refresh_views(store: Store, snapshot: Snapshot) -> None:
     run folders are made in a view folder of their own, ``_views/<version>``, and ``_current`` is
     pointed at it by one atomic replace; ``OUT/<output>`` and ``OUT/<manifest>`` link to
     ``_current/<name>``, and those of outputs no longer published go. So a reader finds every output
-    of one commit. An object store has no links: readers resolve the commit."""
+    of one commit. An object store has no links: readers resolve the commit, and the pages a browser
+    opens are copied to where they always are (:func:`_copy_pages`)."""
+    if store.remote:
+        _copy_pages(store, snapshot)
     if store.remote or snapshot.version == 0:
         return
     wanted = {}
@@ -289,6 +294,34 @@ def refresh_views(store: Store, snapshot: Snapshot) -> None:
     older = sorted(int(n) for n in store.names(VIEWS) if n.isdigit() and int(n) < snapshot.version)
     for version in older[:-1]:  # the view shown just before stays for a reader in the middle of a lookup
         store.delete(f"{VIEWS}/{version}")
+
+
+def _copy_pages(store: Store, snapshot: Snapshot) -> None:
+    """In a bucket, the report and the validation (its Data Docs) of the latest commit copied to
+    ``OUT/report/`` and ``OUT/validation/``: a stable address for each, where their links to each
+    other work as they do on a disk. A server-side copy a file, the page's own files left last, then
+    the files of an older copy that the new one does not have removed; skipped when the copy there
+    came from the same run folder (``PAGES_FROM`` names it) or a later commit landed meanwhile (its own
+    run copies them). Each file is whole; a reader in the middle of the refresh may see pages of two
+    commits, and ``segaudit open --as-of`` gives any one commit's whole."""
+    if snapshot.version == 0:
+        return
+    for entry in snapshot.stages.values():
+        for name in (n for n in entry["outputs"] if n in PAGES and entry["root"]):
+            source = posixpath.join(entry["root"], name)
+            try:
+                if store.read_text(f"{name}/{PAGES_FROM}") == source:
+                    continue
+            except OSError:
+                pass
+            if latest(store).version != snapshot.version:
+                return
+            wanted = store.files(source)
+            for file in sorted(wanted, key=lambda f: (f.endswith("index.html"), f)):
+                store.copy(f"{source}/{file}", f"{name}/{file}")
+            for stale in store.files(name) - wanted - {PAGES_FROM}:
+                store.delete(f"{name}/{stale}")
+            store.write_text(f"{name}/{PAGES_FROM}", source)
 
 
 def _shown_version(store: Store) -> int | None:

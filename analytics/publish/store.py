@@ -164,6 +164,22 @@ class Store:
                 with self.fs.open_input_stream(info.path) as source, open(target, "wb") as sink:
                     shutil.copyfileobj(source, sink, 1 << 20)
 
+    def files(self, name: str) -> set[str]:
+        """Every file under the folder ``name``, as paths relative to it; empty when it does not exist."""
+        root = self._p(name)
+        selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+        return {posixpath.relpath(i.path, root) for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File}
+
+    def copy(self, name: str, target: str) -> None:
+        """The file ``name`` copied to ``target``: one server-side ``CopyObject`` in a bucket."""
+        if self.remote:
+            bucket, key = self._p(name).split("/", 1)
+            target_bucket, target_key = self._p(target).split("/", 1)
+            s3_client().copy_object(Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key})
+        else:
+            self.makedirs(posixpath.dirname(target))
+            self.fs.copy_file(self._p(name), self._p(target))
+
     def link(self, name: str, target: str) -> None:
         """Point the symbolic link ``name`` at ``target`` (relative to the root), replacing what link was
         there; local disks only. A folder or file of that name is left alone: never user data."""

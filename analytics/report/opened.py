@@ -1,9 +1,10 @@
 """``segaudit open OUT``: the published report as a local page whose links work.
 
 On a local disk the latest report is ``OUT/report/index.html`` itself (a link through ``_current``),
-and its link to the Data Docs is ``OUT/validation/data_docs/index.html``. In a bucket, or for a past
-version (``--as-of``), where each sits in the run folder of the stage that wrote it, the report and
-the Data Docs of that commit are copied into a new local folder laid out as ``OUT`` is, so the page
+and its link to the Data Docs is ``OUT/validation/data_docs/index.html``. In a bucket (whose
+``OUT/report/`` holds copies of the latest pages, :func:`analytics.publish.commits.refresh_views`),
+or for a past version (``--as-of``), the report and the Data Docs of that commit, read from the run
+folders its commit names, are copied into a new local folder laid out as ``OUT`` is, so the page
 and the Data Docs link to each other there too.
 """
 
