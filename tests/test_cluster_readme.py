@@ -27,7 +27,7 @@ from analytics.contract import AUDIT, EXPORT
 from analytics.publish import published
 from analytics.spark import jvmlog
 from analytics.spark.session import SMALL_WORK_OPTIONS
-from analytics.spark.standalone import free_port
+from analytics.spark.standalone import free_port, wait_for_worker
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
 from tests.s3_server import SECRET_KEY
@@ -100,7 +100,7 @@ def readme_run(s3_server, tmp_path_factory):
     started = _bash(aws + daemons, env, timeout=300)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
-        _wait_for_worker(env, work)
+        wait_for_worker(int(env["SPARK_MASTER_WEBUI_PORT"]), sorted((work / "logs").glob("*.out")))
         since = time.time()
         submitted = _bash(aws + home + "\n" + job, env, timeout=1200)
         yield submitted, uri, work, since
@@ -112,22 +112,6 @@ def readme_run(s3_server, tmp_path_factory):
 def _bash(script: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-e", "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
-
-
-def _wait_for_worker(env: dict, work: Path, timeout: float = 120) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            url = f"http://127.0.0.1:{env['SPARK_MASTER_WEBUI_PORT']}/json"
-            if any(w["state"] == "ALIVE" for w in json.load(urllib.request.urlopen(url, timeout=2)).get("workers", [])):
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    logs = "\n".join(p.read_text()[-1500:] for p in (work / "logs").glob("*.out"))
-    raise AssertionError(f"the worker did not register:\n{logs}")
 
 
 def test_the_readme_block_runs_the_main_job_on_a_cluster_whose_only_shared_storage_is_a_bucket(readme_run):

@@ -32,16 +32,15 @@ def tls_problem(config: ClientConfig, wait_s: float = TLS_WAIT_S) -> str | None:
     connection (``None``: nothing found, or no broker accepts one)."""
     settings = config.kwargs()
     protocol = settings.get("security_protocol", "PLAINTEXT")
-    for server in config.bootstrap.split(","):
-        host, _, port = server.rpartition(":")
+    for host, port in _servers(config):
         try:
-            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=wait_s)
-        except (OSError, ValueError):
+            sock = socket.create_connection((host, port), timeout=wait_s)
+        except OSError:
             continue
         with sock:
             if protocol in TLS:
                 try:
-                    _tls_context(settings).wrap_socket(sock, server_hostname=host.strip("[]")).close()
+                    _tls_context(settings).wrap_socket(sock, server_hostname=host).close()
                 except ssl.SSLCertVerificationError as e:
                     return (f"the broker's TLS certificate is not trusted ({e.verify_message}): "
                             f"give its CA as ssl.truststore.location (ssl.truststore.type=PEM) in --client-config")
@@ -60,6 +59,16 @@ def tls_problem(config: ClientConfig, wait_s: float = TLS_WAIT_S) -> str | None:
     return None
 
 
+def _servers(config: ClientConfig) -> list[tuple[str, int]]:
+    """The bootstrap brokers as (host, port); an entry whose port is no number left out."""
+    out = []
+    for server in config.bootstrap.split(","):
+        host, _, port = server.rpartition(":")
+        if port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
 def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
@@ -70,10 +79,9 @@ def refusal(config: ClientConfig, wait_s: float = WAIT_S) -> str | None:
     settings = config.kwargs()
     if settings.get("security_protocol") not in SASL:
         return None
-    for server in config.bootstrap.split(","):
-        host, _, port = server.rpartition(":")
+    for host, port in _servers(config):
         try:
-            return _authenticate(host.strip("[]"), int(port), settings, time.monotonic() + wait_s)
+            return _authenticate(host, port, settings, time.monotonic() + wait_s)
         except (OSError, ValueError, EOFError):
             continue  # this broker cannot be asked: the next one may
     return None

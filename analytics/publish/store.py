@@ -173,9 +173,7 @@ class Store:
     def copy(self, name: str, target: str) -> None:
         """The file ``name`` copied to ``target``: one server-side ``CopyObject`` in a bucket."""
         if self.remote:
-            bucket, key = self._p(name).split("/", 1)
-            target_bucket, target_key = self._p(target).split("/", 1)
-            s3_client().copy_object(Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key})
+            copy_object(self._p(name), self._p(target))
         else:
             self.makedirs(posixpath.dirname(target))
             self.fs.copy_file(self._p(name), self._p(target))
@@ -222,6 +220,13 @@ def _s3_create(scheme: str, path: str, text: str) -> bool:
 
 
 _clients: list = []
+
+
+def copy_object(source: str, target: str) -> None:
+    """One server-side ``CopyObject``: ``bucket/key`` to ``bucket/key``."""
+    bucket, key = source.split("/", 1)
+    target_bucket, target_key = target.split("/", 1)
+    s3_client().copy_object(Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key})
 
 
 def s3_client():

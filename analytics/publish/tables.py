@@ -222,11 +222,9 @@ def _keep(store, source: str, target: str) -> None:
     """A file of the run kept under a Delta table (paths inside ``store``'s filesystem): a hard link on
     a disk (a copy on another device), one ``CopyObject`` request in a bucket."""
     if store.remote:
-        from analytics.publish.store import s3_client
+        from analytics.publish.store import copy_object
 
-        bucket, key = source.split("/", 1)
-        target_bucket, target_key = target.split("/", 1)
-        s3_client().copy_object(Bucket=target_bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key})
+        copy_object(source, target)
         return
     from analytics.kafka.sinks import keep
 

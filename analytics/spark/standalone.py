@@ -36,6 +36,23 @@ def spark_class() -> tuple[str, dict]:
     return str(home / "bin" / "spark-class"), env
 
 
+def wait_for_worker(master_ui_port: int, logs: list[Path], timeout_s: float = 120) -> None:
+    """Return when the master whose web UI is on ``master_ui_port`` (this machine) lists a live worker;
+    RuntimeError with the end of ``logs`` when none registered within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{master_ui_port}/json", timeout=2))
+            if any(w["state"] == "ALIVE" for w in state.get("workers", [])):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            tails = "\n".join(p.read_text(errors="replace")[-2000:] for p in logs if p.is_file())
+            raise RuntimeError(f"the standalone worker did not register:\n{tails}")
+        time.sleep(1)
+
+
 @contextlib.contextmanager
 def standalone_cluster(work: Path, cores: int = 2, memory: str = "2g", timeout_s: float = 120) -> Iterator[str]:
     """Start a master and a worker (``cores``, ``memory``), yield the master URL, stop both on exit.
@@ -59,17 +76,7 @@ def standalone_cluster(work: Path, cores: int = 2, memory: str = "2g", timeout_s
                          env=env, stdout=open(work / "worker.log", "w"), stderr=subprocess.STDOUT, start_new_session=True),
     ]
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json", timeout=2))
-                if any(w["state"] == "ALIVE" for w in state.get("workers", [])):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the standalone worker did not register:\n" + (work / "worker.log").read_text()[-2000:])
-            time.sleep(1)
+        wait_for_worker(ui, [work / "worker.log"], timeout_s)
         yield master_url
     finally:
         for p in procs:
