@@ -98,7 +98,7 @@ def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
     require(out, EXPORT)
     with watching(spark, progress, "auditing"):
         plan = plans.audit_plan(spark, out, config, continue_from=out if incremental else None, progress=progress)
-        result = audit_stage(spark, out, config, plan=plan)
+        result = audit_stage(spark, out, config, plan=plan, progress=progress)
     if history or prometheus_file:
         _record_metrics(spark, _metrics(spark, out, result), history, prometheus_file, result.finished_at_ms)
     return result
@@ -219,7 +219,7 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
         say(f"{auditing} ...")
         with watching(spark, progress, auditing):
             plan = plans.audit_plan(spark, staged.out, config, continue_from=continued, progress=say)
-            audited = audit_stage(spark, staged.out, config, plan=plan)
+            audited = audit_stage(spark, staged.out, config, plan=plan, progress=say)
         say("validating and reporting ...")
         history_path = history if history is not None else default_history_path(out)
         with watching(spark, progress, "validating and reporting"):

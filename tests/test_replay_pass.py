@@ -5,6 +5,10 @@ export."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -197,3 +201,51 @@ def _kept_blocks(held: list) -> int:
 def _tasks(held: list) -> int:
     """The tasks of the Java replays in ``held`` (a block each when kept)."""
     return sum(frame.tasks() for frame in held if isinstance(frame, JavaObject))
+
+
+def test_an_audit_whose_java_pass_fails_replays_with_the_windows(spark, audited, tmp_path, monkeypatch):
+    """The Java pass failing on a Spark whose internals it reads (here: a column it sorts by that the
+    rows do not have, refused in segaudit's Java as Spark 4.3 refuses the plan it builds): the run it
+    began is dropped, one line says so, and the audit runs again on the window functions with the
+    verdicts of a healthy audit."""
+    from analytics.audit import rules
+    from analytics.audit.config import load_config
+    from analytics.audit.job import audit
+    from analytics.publish import published
+    from tests.outs import copy_out
+
+    class Failing:  # segaudit's own class, asked for a plan it cannot build
+        def __init__(self, java):
+            self.java = java
+
+        def replay(self, rows, expiry, expiration_ms, order, keep):
+            return self.java.replay(rows, expiry, expiration_ms, [*order, "no_such_column"], keep)
+
+    generated, source = audited["idle-expiration"]
+    config = load_config(generated.truth_dir / "audit.toml")
+    expected = json.loads(published(source).read_text("summary.json"))
+    out = copy_out(source, tmp_path / "out")
+    runs_before = set(os.listdir(Path(out, "_runs")))
+    monkeypatch.setattr(rules, "_history_replay", lambda session: Failing(session._jvm.segaudit.HistoryReplay))
+    said: list[str] = []
+    done = audit(spark, out, config, progress=said.append)
+    [line] = [s for s in said if "Java" in s]
+    assert line.startswith("segaudit's Java replay failed on this Spark (SparkIllegalArgumentException: [FIELD_NOT_FOUND]")
+    assert line.endswith("replaying with Spark's window functions")
+    assert done.verdicts == expected["verdicts"] and done.severities == expected["severities"]
+    assert done.severities["explained"] > 0  # the scenario's expiries explained as well
+    assert sorted(set(os.listdir(Path(out, "_runs"))) - runs_before) == [done.run_id]  # the failed run left nothing
+
+
+def test_failures_of_segaudit_java_are_told_from_other_failures():
+    executor = ("An error occurred while calling o1.parquet.\n: org.apache.spark.SparkException: Job aborted due to "
+                "stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0: "
+                "java.lang.ClassCastException: class X cannot be cast to class Y\n"
+                "\tat segaudit.HistoryReplay$Pass.next(HistoryReplay.java:301)\n"
+                "\tat org.apache.spark.rdd.RDD.iterator(RDD.scala:1)\n"
+                "Caused by: java.lang.ClassCastException: class X cannot be cast to class Y\n"
+                "\tat segaudit.HistoryReplay$Pass.next(HistoryReplay.java:301)\n")
+    assert javacode.failure(RuntimeError(executor)) == "ClassCastException: class X cannot be cast to class Y"
+    assert javacode.failure(RuntimeError("java.io.IOException: No space left on device\n\tat org.apache.hadoop.fs."
+                                         "RawLocalFileSystem.write(RawLocalFileSystem.java:1)")) is None
+    assert javacode.failure(KeyboardInterrupt()) is None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analytics import reuse
 from analytics.audit import tables, tap
@@ -27,6 +27,7 @@ from analytics.contract import (AUDIT, DUP_DUPLICATE, DUPLICATE_KINDS, EXPORT, O
 from analytics.kafka import sinks
 from analytics.publish import publication, published, read_manifest
 from analytics.spark.columns import conform, count_of, observed
+from analytics.spark import javacode
 from analytics.spark.concurrent import once
 from analytics.spark.session import settings
 from analytics.spark.tables import read_parquet
@@ -60,6 +61,21 @@ def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = N
     (:func:`analytics.audit.plan.audit_plan`, which ``continue_from`` and ``progress`` are given to)."""
     started = time.monotonic()
     plan = plan or audit_plan(spark, out, config, continue_from=continue_from, progress=progress)
+    try:
+        return _audited(spark, out, plan, started)
+    except Exception as e:
+        failed = javacode.failure(e) if plan.one_pass else None
+        if failed is None:
+            raise
+    # segaudit's Java failed (an internal of this Spark it reads changed): the run it began is gone,
+    # and the audit runs again on Spark's window functions, which give the same verdicts
+    (progress or (lambda _line: None))(f"segaudit's Java replay failed on this Spark ({failed}): "
+                                       "replaying with Spark's window functions")
+    return _audited(spark, out, replace(plan, one_pass=False), started)
+
+
+def _audited(spark, out: str, plan: AuditPlan, started: float) -> AuditResult:
+    """:func:`audit` of ``plan``: one publication of the audit stage."""
     with publication(out, AUDIT, built_from={EXPORT: plan.export_manifest["run_id"]}) as run, ExitStack() as tuned:
         if plan.replay_conf:  # the plan's session settings, kept to the end unless the derived tables differ
             tuned.enter_context(settings(spark, plan.replay_conf))

@@ -228,14 +228,19 @@ def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCon
         .sortWithinPartitions(*ONE_PASS_ORDER)
     )
     with settings(spark, LAZY_PLAN_CONF):  # the Java pass takes the plan's RDD: planned, not run
-        done = spark._jvm.segaudit.HistoryReplay.replay(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
-                                                        list(ONE_PASS_ORDER), held is not None)
+        done = _history_replay(spark).replay(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
+                                             list(ONE_PASS_ORDER), held is not None)
         replayed = Frame(done.rows(), spark)
         schema = carry.producer_and_running_ranges(replayed, by=(HISTORY,)).schema
         producers = Frame(done.producers(schema.json()), spark)
     if held is not None:  # the state the pass kept, dropped once written (its ``unpersist``, as a held frame's)
         held.append(done)
     return replayed.drop(EXPIRY_CANDIDATE), producers
+
+
+def _history_replay(spark):
+    """The Java class of the one pass (``java/HistoryReplay.java``)."""
+    return spark._jvm.segaudit.HistoryReplay
 
 
 def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFrame:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,26 @@ def load(spark) -> bool:
         return False
     _loaded[id(context)] = found
     return True
+
+
+def failure(error: BaseException) -> str | None:
+    """One line of what failed when ``error`` was raised in segaudit's Java (a frame of a
+    ``segaudit.`` class in its Java stack trace, on the driver or in a task), else None: the
+    caller's work then runs its DataFrame form instead (an internal of Spark the Java reads, changed
+    by a Spark release, fails there, not in the results)."""
+    trace = f"{error}\n{getattr(error, '_stackTrace', None) or ''}"  # Py4J's error, or PySpark's captured one
+    if not isinstance(error, Exception) or "at segaudit." not in trace:
+        return None
+    thrown = [line.strip() for line in trace.splitlines() if _THROWN.match(line.strip())]
+    causes = [line.removeprefix("Caused by: ") for line in thrown if line.startswith("Caused by: ")]
+    line = (causes or thrown or [type(error).__name__])[-1 if causes else 0]
+    line = _PACKAGE.sub("", line, count=1)  # the exception's simple name
+    return line if len(line) <= 120 else line[:119] + "…"
+
+
+# The first line of a Java exception in a stack trace: ``java.lang.IllegalArgumentException: ...``.
+_PACKAGE = re.compile(r"^(?:[a-z_$][\w$]*\.)+")
+_THROWN = re.compile(r"^(?:Caused by: )?(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)\b.*")
 
 
 def _reason(error: Exception) -> str:
