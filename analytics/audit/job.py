@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
 from analytics import reuse
-from analytics.audit import tables, tap
+from analytics.audit import counting, tables, tap
 from analytics.audit.config import AuditConfig
 from analytics.audit.plan import AuditPlan, audit_plan, configuration
 from analytics.contract import (AUDIT, DUP_DUPLICATE, DUPLICATE_KINDS, EXPORT, OUT_SCHEMAS, SEV_OK, SEVERITIES,
@@ -170,7 +170,7 @@ class _Target:
         from analytics.spark.tables import read_table
 
         path = self.run.path("batch_verdicts")
-        watched, counted = (conformed, taken.counts) if taken else observed(conformed, _verdict_counts())
+        watched, counted = (conformed, taken.counts) if taken else observed(conformed, counting.verdict_counts())
         writer = watched.write.option("parquet.block.size", VERDICT_ROW_GROUP_BYTES)
         plain_columns(writer, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
         if linked:  # the new rows (perhaps none) beside the previous files
@@ -360,8 +360,8 @@ def _counts(plan: AuditPlan, written: _Written, added) -> tuple[dict, dict]:
     if not plan.linked:
         return counted_now
     if added is not None:
-        return _plus((plan.previous.summary["verdicts"], plan.previous.summary["severities"]), counted_now)
-    return _verdict_and_severity_counts(written.table)
+        return counting.plus((plan.previous.summary["verdicts"], plan.previous.summary["severities"]), counted_now)
+    return counting.verdict_and_severity_counts(written.table)
 
 
 def _summary(run_id: str, plan: AuditPlan, replayed: _Replayed, written: _Written, derived: dict,
@@ -421,36 +421,11 @@ def _rows_of(spark, folder: str, files: list[str], schema):
     return spark.read.schema(schema).option("basePath", folder).parquet(*files)
 
 
-def _plus(before: tuple[dict, dict], after: tuple[dict, dict]) -> tuple[dict, dict]:
-    """Counts by verdict and by severity of two parts of the verdicts."""
-    return tuple({k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}} for a, b in zip(before, after))
-
-
 def plain_columns(writer, columns):
     """``writer`` with Parquet dictionary encoding off for ``columns``."""
     for c in columns:
         writer = writer.option(f"parquet.enable.dictionary#{c}", "false")
     return writer
-
-
-def _verdict_counts() -> dict:
-    """What the write of ``batch_verdicts`` counts of its rows: each verdict, each severity, and the
-    newest batch's ``max_timestamp`` (the export time when nothing else gives it)."""
-    from pyspark.sql import functions as F
-
-    return {**{f"verdict:{k}": c for k, c in count_of("verdict", VERDICTS).items()},
-            **{f"severity:{k}": c for k, c in count_of("severity", SEVERITIES).items()},
-            "newest": F.max("max_timestamp")}
-
-
-def _verdict_and_severity_counts(verdicts) -> tuple[dict, dict]:
-    """Batches per verdict and per severity, from one aggregate (verdicts x severities rows)."""
-    by_verdict: dict = {}
-    by_severity: dict = {}
-    for r in verdicts.groupBy("verdict", "severity").count().collect():
-        by_verdict[r["verdict"]] = by_verdict.get(r["verdict"], 0) + r["count"]
-        by_severity[r["severity"]] = by_severity.get(r["severity"], 0) + r["count"]
-    return by_verdict, by_severity
 
 
 def read_audit(out: str) -> dict:

@@ -38,7 +38,7 @@ SCHEMES = ("s3", "s3a")
 # Hadoop inside pyspark -> the AWS SDK v2 its hadoop-aws was built with (hadoop-project's
 # aws-java-sdk-v2.version). 3.4.1 names 2.24.6, but s3-transfer-manager 2.24.6 was never published
 # to Central: 2.24.8, a patch release later, has every module.
-SDK_VERSIONS = {"3.4.2": "2.29.52", "3.4.1": "2.24.8"}
+SDK_VERSIONS = {"3.5.0": "2.35.4", "3.4.2": "2.29.52", "3.4.1": "2.24.8"}
 # The SDK modules hadoop-aws needs: s3, s3-transfer-manager (copies, uploads of local files) and sts
 # (assumed roles, web identity tokens) with their SDK dependencies, and the HTTP clients S3A binds:
 # apache-client (every request) and netty-nio-client (the transfer manager's async client). From
@@ -53,12 +53,15 @@ SDK_MODULES = (
     "protocol-core", "regions", "s3", "s3-transfer-manager", "sdk-core", "sts", "third-party-jackson-core",
     "utils",
 )
-SDK_MODULES_SINCE = {"2.29.52": ("http-auth-aws-eventstream", "retries", "retries-spi")}
+SDK_MODULES_SINCE = {"2.29.52": ("http-auth-aws-eventstream", "retries", "retries-spi"),
+                     "2.35.4": ("http-auth-aws-eventstream", "retries", "retries-spi", "utils-lite")}
 THIRD_PARTY = ("org.reactivestreams:reactive-streams:1.0.4", "software.amazon.eventstream:eventstream:1.0.1")
 # spark-hadoop-cloud (PathOutputCommitProtocol, BindingParquetOutputCommitter) as published on
-# Central: Spark's own version when it is there, else the newest of its line that was checked.
+# Central: Spark's own version when it is there, else the newest of its line that was checked; none
+# was published for 4.2 and 4.3 (checked 2026-11-28): 4.1.2's two classes commit their writes
+# (tests/test_spark_versions.py writes OUT to a bucket on each).
 SPARK_CLOUD_PUBLISHED = ("4.0.0", "4.0.1", "4.0.2", "4.1.1", "4.1.2")
-SPARK_CLOUD_DEFAULT = {"4.0": "4.0.2", "4.1": "4.1.1"}
+SPARK_CLOUD_DEFAULT = {"4.0": "4.0.2", "4.1": "4.1.1", "4.2": "4.1.2", "4.3": "4.1.2"}
 
 COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 # Keys set in the configuration (fs.s3a.access.key) first, then the SDK's default chain: environment,

@@ -9,7 +9,10 @@ package segaudit;
 
 import java.io.Serializable;
 import java.lang.reflect.Constructor;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 import org.apache.spark.SparkEnv;
@@ -190,9 +193,26 @@ public final class HistoryReplay {
     args[3] = seq(ordering);
     args[4] = false;
     for (int i = 5; i < args.length; i++) {
-      args[i] = types[i].isAssignableFrom(SparkSession.class) ? session : Option.empty();
+      Method fallback = parameterDefault(i + 1);
+      if (types[i].isAssignableFrom(SparkSession.class)) {
+        args[i] = session;
+      } else if (fallback != null) {  // the value Scala gives a parameter left out (4.3's fromCheckpoint: false)
+        args[i] = fallback.invoke(null, Arrays.copyOf(args, fallback.getParameterCount()));
+      } else {
+        args[i] = types[i] == boolean.class ? Boolean.FALSE : Option.empty();
+      }
     }
     return Dataset.ofRows(session, (LogicalPlan) make.newInstance(args));
+  }
+
+  /** The static method in which Scala keeps the default of LogicalRDD's {@code n}th parameter (1-based), or null. */
+  static Method parameterDefault(int n) {
+    for (Method m : LogicalRDD.class.getMethods()) {
+      if (m.getName().equals("$lessinit$greater$default$" + n) && Modifier.isStatic(m.getModifiers())) {
+        return m;
+      }
+    }
+    return null;
   }
 
   static <T> Seq<T> seq(List<T> items) {
