@@ -56,6 +56,9 @@ SDK_MODULES = (
 SDK_MODULES_SINCE = {"2.29.52": ("http-auth-aws-eventstream", "retries", "retries-spi"),
                      "2.35.4": ("http-auth-aws-eventstream", "retries", "retries-spi", "utils-lite")}
 THIRD_PARTY = ("org.reactivestreams:reactive-streams:1.0.4", "software.amazon.eventstream:eventstream:1.0.1")
+# What a Hadoop's hadoop-aws needs besides: 3.5 opens every S3A stream through the S3 Analytics
+# Accelerator (hadoop-project's amazon-s3-analyticsaccelerator-s3.version; it declares no dependencies).
+HADOOP_SINCE = {"3.5.0": ("software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1",)}
 # spark-hadoop-cloud (PathOutputCommitProtocol, BindingParquetOutputCommitter) as published on
 # Central: Spark's own version when it is there, else the newest of its line that was checked; none
 # was published for 4.2 and 4.3 (checked 2026-11-28): 4.1.2's two classes commit their writes
@@ -116,7 +119,7 @@ def coordinates(jars: Path | None = None) -> list[str]:
         raise ConnectorUnavailable(f"no spark-hadoop-cloud is known for Spark {spark}")
     modules = sorted(SDK_MODULES + SDK_MODULES_SINCE.get(sdk, ()))
     return [f"org.apache.hadoop:hadoop-aws:{hadoop}", f"org.apache.spark:spark-hadoop-cloud_2.13:{cloud}",
-            *(f"software.amazon.awssdk:{m}:{sdk}" for m in modules), *THIRD_PARTY]
+            *(f"software.amazon.awssdk:{m}:{sdk}" for m in modules), *THIRD_PARTY, *HADOOP_SINCE.get(hadoop, ())]
 
 
 def s3a_jars(jars: Path | None = None) -> list[Path]:
