@@ -88,15 +88,23 @@ def prepare(work: Path, batches: int) -> tuple[Path, int]:
     return out, sum(truth["verdicts"].values())
 
 
-def spark_cases(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float], Counter]:
+def spark_cases(spark, out: Path, config: AuditConfig, window: bool = False) -> tuple[dict[str, float], Counter]:
     from analytics.audit.job import audit
+    from analytics.audit.plan import audit_plan
 
     times = {}
     for label in ("segaudit audit (first)", "segaudit audit (steady)"):
         result = audit(spark, str(out), config)
         times[label] = result.seconds
+    if window:  # the same audit on the window functions: what every Spark Connect session runs
+        for label in (f"{WINDOW} (first)", f"{WINDOW} (steady)"):
+            times[label] = audit(spark, str(out), config,
+                                 plan=replace(audit_plan(spark, str(out), config), one_pass=False)).seconds
     classified, counts = classify_case(spark, out, config)
     return times | classified, counts
+
+
+WINDOW = "audit, window path"
 
 
 def classify_case(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float], Counter]:
@@ -240,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--executor-memory", default="8g", help="the standalone worker's executors, in the default-memory case")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark option of the in-process session")
     ap.add_argument("--partitions", type=int, default=None, help="also audit each size cut into about N partitions")
+    ap.add_argument("--window", action="store_true", help="also audit on the window functions (no Java pass)")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
@@ -251,16 +260,18 @@ def main(argv: list[str] | None = None) -> None:
     config = AuditConfig()
     print(f"{cores} cores; Spark local[*], driver memory {args.driver_memory}; DuckDB threads {cores}")
     print(f"{'batches':>11} {'case':<30} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")
-    side_by_side, replay_alone, cut_audit, cut_replay = [], [], [], []
+    side_by_side, replay_alone, cut_audit, cut_replay, windows = [], [], [], [], []
     for n in args.batches:
         out, total = prepare(args.work, n)
-        times, spark_counts = spark_cases(spark, out, config)
+        times, spark_counts = spark_cases(spark, out, config, args.window)
         assert sum(spark_counts.values()) == total, (spark_counts, total)
         for label in (f"{LEAN} (first)", f"{LEAN} (steady)"):
             times[label], lean_counts = lean_case(spark, out)
         assert lean_counts == spark_counts, ("the lean replay and Spark disagree", lean_counts, spark_counts)
         side_by_side.append((total, times["segaudit audit (steady)"], times[f"{LEAN} (steady)"]))
         replay_alone.append((total, times["Spark classify"], times[f"{LEAN} (steady)"]))
+        if args.window:
+            windows.append((total, times[f"{WINDOW} (steady)"], times[f"{LEAN} (steady)"]))
         duck_seconds, duck_counts = duckdb_case(out, config, cores)
         assert duck_counts == spark_counts, ("DuckDB and Spark disagree", duck_counts, spark_counts)
         times["DuckDB"] = duck_seconds
@@ -283,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
                     out, master, {"spark.executor.memory": args.executor_memory, "spark.cores.max": str(cores)}))
     print_side_by_side(side_by_side, "segaudit audit (steady)")
     print_side_by_side(replay_alone, "Spark classify (steady: the audit's replay and its write alone)")
+    if windows:
+        print_side_by_side(windows, "segaudit audit on the window functions (steady)")
     if len(cut_audit) > 1:  # the marginal cost between the sizes, each cut into about --partitions partitions
         print_side_by_side(cut_audit, f"segaudit audit (steady), each size in about {args.partitions:,} partitions")
         print_side_by_side(cut_replay, f"Spark classify (steady), each size in about {args.partitions:,} partitions")

@@ -26,8 +26,8 @@ from analytics.contract import (AUDIT, DUP_DUPLICATE, DUPLICATE_KINDS, EXPORT, O
                                 SNAPSHOT_STATUSES, SUMMARY, TXN_STATUSES, VERDICTS)
 from analytics.kafka import sinks
 from analytics.publish import publication, published, read_manifest
-from analytics.spark.columns import conform, count_of, observed
 from analytics.spark import javacode
+from analytics.spark.columns import conform, count_of, observed
 from analytics.spark.concurrent import once
 from analytics.spark.session import settings
 from analytics.spark.tables import read_parquet

@@ -12,7 +12,8 @@ executors.
 Nothing here is required: without the jar (no network for the compiler, a Spark whose classes the
 source does not compile against) or over Spark Connect (no JVM of the client's own), :func:`load`
 says no and the caller runs the same work as DataFrame operations, which give the same results
-(``tests/test_replay_pass.py``). ``python -m analytics.spark.javacode`` builds the jar and says where.
+(``tests/test_replay_pass.py``); a failure raised in the Java while the work runs (:func:`failure`:
+an internal of Spark it reads, changed by a release) sends the caller to the same DataFrame form. ``python -m analytics.spark.javacode`` builds the jar and says where.
 """
 
 from __future__ import annotations
