@@ -107,6 +107,13 @@ def spark_cases(spark, out: Path, config: AuditConfig, window: bool = False) -> 
 WINDOW = "audit, window path"
 
 
+def table(out: Path, name: str) -> str:
+    """The folder of a published table of ``out``: the run folder its latest commit names."""
+    from analytics.publish import published
+
+    return published(str(out)).path(name)
+
+
 def classify_case(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float], Counter]:
     """``classify`` of ``out``'s batches written as ``batch_verdicts`` (twice: first and steady), with
     the ranges the audit's plan sizes; the verdict counts."""
@@ -121,8 +128,8 @@ def classify_case(spark, out: Path, config: AuditConfig) -> tuple[dict[str, floa
     for label in ("Spark classify (first)", "Spark classify"):
         shutil.rmtree(target, ignore_errors=True)
         t0 = time.perf_counter()
-        batches = spark.read.parquet(str(out / "batches"))
-        classify(batches, config, spark.read.parquet(str(out / "log_start_offsets"))).write.partitionBy(
+        batches = spark.read.parquet(table(out, "batches"))
+        classify(batches, config, spark.read.parquet(table(out, "log_start_offsets"))).write.partitionBy(
             "topic").parquet(str(target))
         times[label] = time.perf_counter() - t0
     counts = Counter({r["verdict"]: r["count"] for r in spark.read.parquet(str(target)).groupBy("verdict").count().collect()})
@@ -138,7 +145,7 @@ def many_partitions(spark, out: Path, config: AuditConfig, partitions: int,
 
     from analytics.audit.job import audit
 
-    existing = spark.read.parquet(str(out / "batches")).select("topic", "partition").distinct().count()
+    existing = spark.read.parquet(table(out, "batches")).select("topic", "partition").distinct().count()
     split = max(1, -(-partitions // existing))
     target = out.parent / f"{out.name}.split{split}"
     split_copy(spark, out, target, split)
@@ -162,7 +169,7 @@ def duckdb_case(out: Path, config: AuditConfig, threads: int) -> tuple[float, Co
     shutil.rmtree(target, ignore_errors=True)
     quote = lambda names: ", ".join("'" + n.replace("'", "''") + "'" for n in names) or "NULL"
     sql = (ROOT / "bench" / "classify_duckdb.sql").read_text().format(
-        batches=out / "batches", log_starts=out / "log_start_offsets", out=target,
+        batches=table(out, "batches"), log_starts=table(out, "log_start_offsets"), out=target,
         expiration_ms=config.expiration_ms, compacted=quote(config.compacted_topics()),
         internal=quote(sorted(topics_exempt(CHECK_REPLAY)[0])),  # the topics the replay skips (none by pattern)
     )
@@ -184,7 +191,7 @@ def python_case(out: Path, config: AuditConfig) -> tuple[float, Counter]:
     from analytics.audit.reference import replay
 
     t0 = time.perf_counter()
-    dataset = ds.dataset(out / "batches", format="parquet", partitioning="hive")
+    dataset = ds.dataset(table(out, "batches"), format="parquet", partitioning="hive")
     keys = dataset.to_table(columns=["topic", "partition"]).group_by(["topic", "partition"]).aggregate([]).to_pylist()
     counts: Counter = Counter()
     for key in keys:

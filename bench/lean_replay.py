@@ -63,10 +63,12 @@ def lean_verdicts(batches):
 def lean_case(spark, out: Path) -> tuple[float, Counter]:
     """Seconds of the lean replay of ``out``'s ``batches`` written as Parquet partitioned by topic,
     and its verdict counts (read back after the clock stops)."""
+    from analytics.publish import published
+
     target = out.parent / f"{out.name}.lean-verdicts"
     shutil.rmtree(target, ignore_errors=True)
     t0 = time.perf_counter()
-    lean_verdicts(spark.read.parquet(str(out / "batches"))).write.partitionBy("topic").parquet(str(target))
+    lean_verdicts(spark.read.parquet(published(str(out)).path("batches"))).write.partitionBy("topic").parquet(str(target))
     seconds = time.perf_counter() - t0
     counts = Counter({r["verdict"]: r["count"] for r in spark.read.parquet(str(target)).groupBy("verdict").count().collect()})
     shutil.rmtree(target, ignore_errors=True)
