@@ -25,9 +25,9 @@ extra=${1:-}
 spec="."
 [ -n "$extra" ] && spec=".[$extra]"
 stamp=".venv/.installed-${extra:-base}"
-constraints=()
-[ "$extra" = "test" ] && constraints=(-c scripts/test-constraints.txt)  # the suite's own Spark
-want=$(cat pyproject.toml "${constraints[@]:1}" | sha256sum | cut -d' ' -f1)
+constraints=""
+[ "$extra" = "test" ] && constraints=scripts/test-constraints.txt  # the suite's own Spark
+want=$(cat pyproject.toml $constraints | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
   exit 0
 fi
@@ -36,7 +36,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "segaudit setup: installing into .venv (first run takes a minute or two) ..." >&2
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" "${constraints[@]}" >&2
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" ${constraints:+-c "$constraints"} >&2
 # segaudit's Java (the audit's one-pass replay, analytics/audit/java), compiled once against this
 # Spark into ~/.cache/segaudit/jars; without it the audit replays with window functions, just slower.
 .venv/bin/python -m analytics.spark.javacode >/dev/null || true

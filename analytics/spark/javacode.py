@@ -13,7 +13,8 @@ Nothing here is required: without the jar (no network for the compiler, a Spark 
 source does not compile against) or over Spark Connect (no JVM of the client's own), :func:`load`
 says no and the caller runs the same work as DataFrame operations, which give the same results
 (``tests/test_replay_pass.py``); a failure raised in the Java while the work runs (:func:`failure`:
-an internal of Spark it reads, changed by a release) sends the caller to the same DataFrame form. ``python -m analytics.spark.javacode`` builds the jar and says where.
+an internal of Spark it reads, changed by a release) sends the caller to the same DataFrame form.
+``python -m analytics.spark.javacode`` builds the jar and says where.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def failure(error: BaseException) -> str | None:
     return line if len(line) <= 120 else line[:119] + "…"
 
 
-# The first line of a Java exception in a stack trace: ``java.lang.IllegalArgumentException: ...``.
+# A Java class name's package (``java.lang.``), and the first line of a Java exception in a stack
+# trace (``java.lang.IllegalArgumentException: ...``, perhaps after ``Caused by: ``).
 _PACKAGE = re.compile(r"^(?:[a-z_$][\w$]*\.)+")
 _THROWN = re.compile(r"^(?:Caused by: )?(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)\b.*")
 

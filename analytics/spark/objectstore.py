@@ -53,8 +53,8 @@ SDK_MODULES = (
     "protocol-core", "regions", "s3", "s3-transfer-manager", "sdk-core", "sts", "third-party-jackson-core",
     "utils",
 )
-SDK_MODULES_SINCE = {"2.29.52": ("http-auth-aws-eventstream", "retries", "retries-spi"),
-                     "2.35.4": ("http-auth-aws-eventstream", "retries", "retries-spi", "utils-lite")}
+_SINCE_2_29 = ("http-auth-aws-eventstream", "retries", "retries-spi")
+SDK_MODULES_SINCE = {"2.29.52": _SINCE_2_29, "2.35.4": (*_SINCE_2_29, "utils-lite")}
 THIRD_PARTY = ("org.reactivestreams:reactive-streams:1.0.4", "software.amazon.eventstream:eventstream:1.0.1")
 # What a Hadoop's hadoop-aws needs besides: 3.5 opens every S3A stream through the S3 Analytics
 # Accelerator (hadoop-project's amazon-s3-analyticsaccelerator-s3.version; it declares no dependencies).

@@ -193,13 +193,11 @@ public final class HistoryReplay {
     args[3] = seq(ordering);
     args[4] = false;
     for (int i = 5; i < args.length; i++) {
-      Method fallback = parameterDefault(i + 1);
-      if (types[i].isAssignableFrom(SparkSession.class)) {
-        args[i] = session;
-      } else if (fallback != null) {  // the value Scala gives a parameter left out (4.3's fromCheckpoint: false)
+      Method fallback = types[i].isAssignableFrom(SparkSession.class) ? null : parameterDefault(i + 1);
+      if (fallback != null) {  // the value Scala gives a parameter left out (4.3's fromCheckpoint: false)
         args[i] = fallback.invoke(null, Arrays.copyOf(args, fallback.getParameterCount()));
-      } else {
-        args[i] = types[i] == boolean.class ? Boolean.FALSE : Option.empty();
+      } else {  // a parameter with no default that is no session: refused here, and the audit falls back
+        args[i] = types[i].isAssignableFrom(SparkSession.class) ? session : Option.empty();
       }
     }
     return Dataset.ofRows(session, (LogicalPlan) make.newInstance(args));
