@@ -23,7 +23,7 @@ from analytics.audit.state import FILE_PRINT, fingerprint, fingerprint_sum
 from analytics.audit.steps import log_starts_of
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.reuse import parquet_files, parts, rows_of
-from analytics.spark.columns import with_log_dir
+from analytics.spark.columns import known_topic_id, with_log_dir, with_topic_id
 
 KEY = list(HISTORY_KEY)
 
@@ -72,7 +72,7 @@ class Since:
 
 
 def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_id: str,
-               file_state: DataFrame | None) -> Since | None:
+               file_state: DataFrame | None, ids: DataFrame | None = None) -> Since | None:
     """:class:`Since` from the export's manifest (``segment_files``: each file's ``read_by``, the
     export run that read it) and the previous audit's ``file_state`` (the run each audited file was
     read by): a file read by the same run is unchanged. Its Parquet files are found by name under
@@ -92,7 +92,8 @@ def read_since(spark, batches_dir: str, schema, segment_files: dict, export_run_
     found = [p for p in parquet_files(batches_dir) if os.path.basename(p) in names]
     rows = (spark.read.schema(schema).option("basePath", batches_dir).parquet(*found) if found
             else spark.createDataFrame([], schema))
-    return Since(rows, spark.createDataFrame([(f,) for f in same], "file string"), len(found), rows_of(found))
+    return Since(with_topic_id(rows, ids), spark.createDataFrame([(f,) for f in same], "file string"), len(found),
+                 rows_of(found))
 
 
 def increment(batches: DataFrame, log_starts: DataFrame, previous: Previous,
@@ -163,8 +164,8 @@ def _look_back(new: DataFrame, producer_files: DataFrame | None) -> bool:
     if producer_files is None or "min_base_sequence" not in producer_files.columns:
         return True
     producer = [*KEY, "producer_id", "producer_epoch"]
-    bounds = with_log_dir(producer_files).groupBy(*producer).agg(
+    bounds = with_log_dir(known_topic_id(with_topic_id(producer_files, None))).groupBy(*producer).agg(
         F.min("min_base_sequence").alias("low"), F.max("max_base_sequence").alias("high"))
-    inside = (new.where(has_state() & is_data()).join(bounds, on=producer)
+    inside = (with_topic_id(new, None).where(has_state() & is_data()).join(bounds, on=producer)
               .where(F.col("base_sequence").between(F.col("low"), F.col("high"))))
     return not inside.isEmpty()

@@ -243,7 +243,7 @@ def _replicas(spark, target: _Target, plan: AuditPlan) -> tuple[int, dict]:
     store = published(plan.out)
     replicated, divergent = replica_divergence(
         spark, plan.batches, read_parquet(spark, store.path("segments")),
-        read_parquet(spark, store.path("leader_epochs")), plan.log_starts, plan.config)
+        read_parquet(spark, store.path("leader_epochs")), plan.log_starts, plan.config, plan.topic_ids)
     return replicated, target.write_counted("replica_divergence", divergent, count_of("severity", SEVERITIES))
 
 

@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass, field, replace
 from analytics import reuse
 from analytics.audit.config import AuditConfig
 from analytics.audit.settings import resolved
-from analytics.contract import AUDIT, EXPORT, SUMMARY
+from analytics.contract import AUDIT, EXPORT, SUMMARY, TOPIC_ID
 from analytics.publish import published, read_manifest
 from analytics.spark import javacode
+from analytics.spark.columns import known_topic_id, topic_ids, with_topic_id
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import read_parquet
 from analytics.tuning import DEFAULT_RANGE_BATCHES, FEW_BATCHES, MIB, RANGE_ROW_BYTES
@@ -72,6 +73,7 @@ class AuditPlan:
     one_pass: bool = False
     replicas_with_replay: bool = True
     unread: object | None = None  # (log_dir, topic, partition, unread_files): segments not read; None: all were
+    topic_ids: object | None = None  # (_folder, topic_id) of the partition folders (spark.columns.topic_ids)
 
     @property
     def linked(self) -> bool:
@@ -100,19 +102,22 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
     if config.range_batches is None:  # not set: as long as a task's memory holds
         config = replace(config, range_batches=range_decision(task_memory(spark))[0])
-    batches = read_parquet(spark, store.path("batches"))
+    ids = topic_ids(read_parquet(spark, store.path("partition_metadata"))
+                    if store.is_dir("partition_metadata") else None)
+    written = read_parquet(spark, store.path("batches"))
+    batches = with_topic_id(written, ids)
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
-    records = read_parquet(spark, store.path("records")) if store.is_dir("records") else None
+    records = with_topic_id(read_parquet(spark, store.path("records")), ids) if store.is_dir("records") else None
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
                   log_starts=log_starts, records=records, one_pass=javacode.load(spark),
-                  unread=unread_segments(spark, store, manifest))
+                  unread=unread_segments(spark, store, manifest), topic_ids=ids)
     previous, why = (None, None) if continue_from is None else previous_audit(spark, continue_from, config)
     if previous is None:
         if why:
             (progress or (lambda _msg: None))(why)
         return AuditPlan(**inputs, replay_conf=HELD_CONF, reason=why or "a full audit")
-    since = read_since(spark, store.path("batches"), batches.schema, manifest.get("segment_files") or {},
-                       manifest["run_id"], previous.file_state)
+    since = read_since(spark, store.path("batches"), written.schema, manifest.get("segment_files") or {},
+                       manifest["run_id"], previous.file_state, ids)
     few = single_plan_conf(default_parallelism(spark)) if few_batches(since and since.batches) else {}
     with settings(spark, few) if few else nullcontext():  # the survey reads only the new batches
         step = increment(batches, log_starts, previous, since)
@@ -202,15 +207,17 @@ def previous_audit(spark, out: str, config: AuditConfig):
         return None, "no complete audit in OUT to continue: a full audit"
     if not all(store.is_dir(t) for t in ("batch_verdicts", "producer_state", "partition_state")):
         return None, "the audit in OUT has no producer state: a full audit"
+    tables = {t: known_topic_id(read_parquet(spark, store.path(t))) if store.is_dir(t) else None
+              for t in ("batch_verdicts", "producer_state", "partition_state", "producer_files", "file_state")}
+    if any(t is not None and TOPIC_ID not in t.columns for t in tables.values()):
+        return None, "the audit in OUT keys its histories by topic name alone: a full audit"
     before = dict(summary.get("configuration") or {})
     now = configuration(config) | {"producer_id_expiration_ms": config.expiration_ms}
     if _verdict_settings(before) != _verdict_settings(now):
         return None, "the audit in OUT was made with another configuration: a full audit"
     local = reuse.can_link(out)  # footers read with pyarrow: a local OUT (an incremental audit's)
-    return Previous(manifest["run_id"], read_parquet(spark, store.path("batch_verdicts")),
-                    read_parquet(spark, store.path("producer_state")), read_parquet(spark, store.path("partition_state")),
-                    summary, *(read_parquet(spark, store.path(t)) if store.is_dir(t) else None
-                               for t in ("producer_files", "file_state")),
+    return Previous(manifest["run_id"], tables["batch_verdicts"], tables["producer_state"], tables["partition_state"],
+                    summary, tables["producer_files"], tables["file_state"],
                     *((reuse.parquet_rows(store.path(t)) if local else None)
                       for t in ("partition_state", "producer_state"))), None
 

@@ -25,7 +25,7 @@ from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.spark.columns import with_log_dir
 from analytics.spark.partitioning import task_keys
 
-# Every (log_dir, topic, partition) history gets a small integer id, ``history``, and every file a
+# Every (log_dir, topic, partition, topic_id) history gets a small integer id, ``history``, and every file a
 # ``file_id``: the exchange, the window sorts and the join back key on integers instead of comparing
 # path strings row by row.
 HISTORY = "history"
@@ -56,7 +56,8 @@ class Plan:
 
 def file_dictionary(batches: DataFrame, range_batches: int, per_file: dict | None = None) -> DataFrame:
     """One row per file of ``batches``: ``file``, the ``history`` id of its (log_dir, topic,
-    partition), a ``file_id``, the file's ``log_dir``, ``topic`` and ``partition``; and for the cut,
+    partition, topic_id), a ``file_id``, the file's ``log_dir``, ``topic``, ``partition`` and
+    ``topic_id``; and for the cut,
     ``rid0`` (the range of the file's first batch), ``bounds`` (the base offsets inside the file where
     a later range starts), ``ranges`` (its history's count of ranges) and ``batch_count``; then the
     aggregates ``per_file`` (name -> aggregate Column) of each file's batches, taken in the same pass
@@ -70,7 +71,7 @@ def file_dictionary(batches: DataFrame, range_batches: int, per_file: dict | Non
     """
     from analytics.spark.session import small_queries
 
-    files = with_log_dir(batches.groupBy("topic", "partition", "file").agg(
+    files = with_log_dir(batches.groupBy("topic", "partition", "topic_id", "file").agg(
         F.count(F.lit(1)).alias("batch_count"), F.min("base_offset").alias("first"),
         F.max("base_offset").alias("last"), *(c.alias(name) for name, c in (per_file or {}).items()))
     ).localCheckpoint()

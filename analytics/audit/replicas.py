@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from analytics.audit.config import AuditConfig
 from analytics.audit.predicates import on_compacted_topic
 from analytics.contract import (
+    TOPIC_ID,
     COMPACTION,
     DIFFERENT_BATCH,
     MISSING,
@@ -41,9 +42,11 @@ from analytics.contract import (
     SEV_VIOLATION,
     TRUNCATED_TAIL,
 )
-from analytics.spark.columns import with_log_dir
+from analytics.spark.columns import with_log_dir, with_topic_id
 
-TP = ["topic", "partition"]
+# A partition: its name, and the incarnation of the topic (topic_id: "" where a folder does not say);
+# a folder of another incarnation (a topic deleted and created again) is no replica of it.
+TP = ["topic", "partition", TOPIC_ID]
 PAIR = [*TP, "log_dir", "other_log_dir"]
 # what makes two copies of a batch the same batch
 SAME = ("last_offset", "crc", "crc_valid", "producer_id", "producer_epoch", "base_sequence", "record_count")
@@ -52,7 +55,8 @@ COLUMNS = ("log_dir", *TP, "base_offset", *COMPARED, "is_control")
 
 
 def replicated(segments: DataFrame) -> DataFrame:
-    """``(topic, partition, log_dir)`` of every topic-partition held in more than one log dir."""
+    """``(topic, partition, topic_id, log_dir)`` of every topic-partition held in more than one log
+    dir (``segments`` with their folders' ``topic_id``)."""
     held = with_log_dir(segments).select(*TP, "log_dir").distinct()
     many = held.groupBy(*TP).agg(F.count("*").alias("replicas")).where(F.col("replicas") > 1)
     return held.join(many.select(*TP), on=TP, how="left_semi")
@@ -74,9 +78,12 @@ def held_in_several(segment_files) -> bool:
 
 
 def replica_divergence(spark, batches: DataFrame, segments: DataFrame, leader_epochs: DataFrame,
-                       log_starts: DataFrame, config: AuditConfig) -> tuple[int, DataFrame]:
+                       log_starts: DataFrame, config: AuditConfig, ids: DataFrame | None = None) -> tuple[int, DataFrame]:
     """The number of topic-partitions held in several log dirs, and :func:`divergence` (no rows,
-    without reading the batches, when there is none)."""
+    without reading the batches, when there is none). ``ids``: each partition folder's topic id
+    (:func:`~analytics.spark.columns.topic_ids`), which ``batches`` carry already."""
+    segments, leader_epochs = with_topic_id(segments, ids), with_topic_id(leader_epochs, ids)
+    batches = with_topic_id(batches, ids)
     partitions = replicated(segments).select(*TP).distinct().count()
     if not partitions:
         from analytics.contract import OUT_SCHEMAS
@@ -184,9 +191,10 @@ def _extents(held: DataFrame, log_starts: DataFrame) -> DataFrame:
     """Each replica's range: from its log start (checkpoint or first batch) to its last offset."""
     span = held.groupBy("log_dir", *TP).agg(F.min("base_offset").alias("first"), F.max("last_offset").alias("end"))
     if "file" in log_starts.columns:
-        starts = with_log_dir(log_starts, levels=1).groupBy("log_dir", *TP).agg(
+        # the log dir's checkpoint names partitions by name (every incarnation of it in the log dir)
+        starts = with_log_dir(log_starts, levels=1).groupBy("log_dir", "topic", "partition").agg(
             F.max("log_start_offset").alias("checkpoint"))
-        span = span.join(starts, on=["log_dir", *TP], how="left")
+        span = span.join(starts, on=["log_dir", "topic", "partition"], how="left")
     else:
         span = span.withColumn("checkpoint", F.lit(None).cast("long"))
     return span.select("log_dir", *TP, F.greatest("first", F.coalesce("checkpoint", "first")).alias("start"), "end")
@@ -229,10 +237,11 @@ def _ranges(rows: DataFrame, epochs: DataFrame, compacted) -> DataFrame:
     spans = epochs.withColumn("until", F.lead("start_offset").over(
         Window.partitionBy("log_dir", *TP).orderBy("start_offset", "leader_epoch")))
     e = spans.select(F.col("log_dir").alias("e_log_dir"), F.col("topic").alias("e_topic"),
-                     F.col("partition").alias("e_partition"), F.col("leader_epoch").alias("epoch_there"),
-                     "start_offset", "until")
+                     F.col("partition").alias("e_partition"), F.col(TOPIC_ID).alias("e_topic_id"),
+                     F.col("leader_epoch").alias("epoch_there"), "start_offset", "until")
     at = rows.join(F.broadcast(e), on=(F.col("other_log_dir") == F.col("e_log_dir")) & (F.col("topic") == F.col("e_topic"))
-                   & (F.col("partition") == F.col("e_partition")) & (F.col("start_offset") <= F.col("base_offset"))
+                   & (F.col("partition") == F.col("e_partition")) & (F.col(TOPIC_ID) == F.col("e_topic_id"))
+                   & (F.col("start_offset") <= F.col("base_offset"))
                    & (F.col("until").isNull() | (F.col("base_offset") < F.col("until"))), how="left")
     there = F.coalesce("other_leader_epoch", "epoch_there")
     severity = (F.when(F.col("kind") == TRUNCATED_TAIL,

@@ -38,6 +38,7 @@ from analytics.audit.ranges import HISTORY, RANGE, TASK
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark import javacode
+from analytics.spark.columns import with_topic_id
 from analytics.spark.session import default_parallelism, settings, small_queries
 
 from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES, MIN_TASK_BATCHES
@@ -132,6 +133,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     verdicts and as many shuffles, but every output file then spans every partition of its topic
     and the join back costs more (200k batches: classify about 15% slower).
     """
+    batches = with_topic_id(batches, None)  # batches without their folders' ids: one incarnation per name
     size = config.range_batches or DEFAULT_RANGE_BATCHES  # unset: the audit's plan sizes it, classify alone does not
     # numbered files, the cut, and in the same pass the state each file leaves: small, held
     dictionary = ranges.file_dictionary(batches, size, state.per_file())

@@ -33,13 +33,14 @@ from analytics.audit.predicates import (
     transaction_open, verdict, wrap_crossing,
 )
 from analytics.audit.ranges import HISTORY, ORDER, RANGE, TASK, range_of
-from analytics.contract.vocabulary import HISTORY_KEY, SEQ_SPACE
-from analytics.spark.columns import with_log_dir
+from analytics.contract.vocabulary import HISTORY_KEY, NAME_KEY, SEQ_SPACE, TOPIC_ID
+from analytics.spark.columns import with_log_dir, with_topic_id
 
 Step = Callable[[DataFrame], DataFrame]
 
-# A partition's history is one broker's log: the same topic-partition in two log directories
-# (two brokers, two clusters) is replayed apart. log_dir is the folder above the partition folder.
+# A partition's history is one broker's log of one incarnation of a topic: the same topic-partition in
+# two log directories (two brokers, two clusters), or a topic deleted and created again under its name,
+# is replayed apart. log_dir is the folder above the partition folder; topic_id the folder's topic id.
 # Its id ``history`` and the ids of its offset ranges, ``rid``: :mod:`analytics.audit.ranges`.
 PARTITION_KEY = HISTORY_KEY
 
@@ -77,7 +78,7 @@ def history_log_starts(dictionary: DataFrame, log_starts: DataFrame, unread: Dat
     starts = log_starts_of(histories, log_starts).select(HISTORY, "log_start_offset")
     if unread is None:
         return starts.withColumn("unread_files", F.lit(0))
-    flags = histories.join(unread, on=list(PARTITION_KEY)).select(HISTORY, "unread_files")
+    flags = histories.join(unread, on=list(NAME_KEY)).select(HISTORY, "unread_files")
     return (starts.join(flags, on=HISTORY, how="full")
             .withColumn("unread_files", F.coalesce("unread_files", F.lit(0))))
 
@@ -86,10 +87,11 @@ def log_starts_of(keys: DataFrame, log_starts: DataFrame) -> DataFrame:
     """``keys`` (distinct rows holding the partition key) with each one's ``log_start_offset``, from
     the checkpoint of its own log dir (the checkpoint file sits in the log dir); keys without one are
     left out. An export without the checkpoint's ``file`` gives each topic-partition the highest of
-    its log start offsets, whatever the log dir."""
+    its log start offsets, whatever the log dir. The checkpoint names its partitions by name, so every
+    incarnation of a name in the log dir takes the entry (the broker keeps it for the live one)."""
     if "file" in log_starts.columns:
         starts = with_log_dir(log_starts, levels=1)
-        key = list(PARTITION_KEY)
+        key = list(NAME_KEY)
     else:
         starts, key = log_starts, ["topic", "partition"]
     starts = starts.groupBy(*key).agg(F.max("log_start_offset").alias("log_start_offset"))
@@ -184,7 +186,8 @@ def copies(rows: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
 def earlier_rows(verdicts: DataFrame, histories: DataFrame) -> DataFrame:
     """A previous audit's rows (``batch_verdicts``) of ``histories`` (``(history, log_dir, topic,
     partition)``) as :func:`copies` reads them: ``file_id`` -1, no file of the run has it."""
-    rows = with_log_dir(verdicts.select(*REPLAY_COLUMNS)).join(F.broadcast(histories), on=list(HISTORY_KEY))
+    rows = with_log_dir(with_topic_id(verdicts, None).select(*REPLAY_COLUMNS, TOPIC_ID)).join(
+        F.broadcast(histories), on=list(HISTORY_KEY))
     return rows.select(HISTORY, F.lit(-1).cast("int").alias("file_id"), "file_position",
                        F.when(has_state(), F.col("producer_id")).alias("state_pid"),
                        "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control")

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from analytics.audit.predicates import checked, has_state, is_data
 from analytics.audit.transactions import aborted_ranges
 from analytics.contract import (
+    TOPIC_ID,
     CHECK_RECORD_DUPLICATES,
     DEDUP_DELIVERY,
     DEDUP_HEADER_PREFIX,
@@ -76,7 +77,7 @@ def per_file(v):
 
 
 # The groups of :func:`per_file`: a producer's epoch in a segment file.
-PER_FILE_KEY = ("topic", "partition", "producer_id", "producer_epoch", "file")
+PER_FILE_KEY = ("topic", "partition", "producer_id", "producer_epoch", "file", TOPIC_ID)
 
 # A decimal wide enough for an offset times 2^32 plus a file position, which Spark's hash aggregate holds.
 ORDER_TYPE = "decimal(38,0)"
@@ -116,8 +117,8 @@ def producer_sessions(per_file):
     """One row per (topic, partition, producer_id, producer_epoch), with a count per verdict: the
     per-file rows of ``per_file`` (each file names its log dir, so no batch row is parsed for it)
     merged per log dir (the stage keeps the contract's columns)."""
-    return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir").agg(
-        *_per_file_sums())
+    return with_log_dir(per_file).groupBy("topic", "partition", "producer_id", "producer_epoch", "log_dir",
+                                          TOPIC_ID).agg(*_per_file_sums())
 
 
 def record_duplicates(records, dedup_key: str, batches=None, key=None):
@@ -135,12 +136,14 @@ def record_duplicates(records, dedup_key: str, batches=None, key=None):
     ``dedup_key``'s (bench/dedup_keys.py measures candidates with it)."""
 
     located = with_log_dir(records) if "file" in records.columns else records.withColumn("log_dir", F.lit(None).cast("string"))
+    if TOPIC_ID not in located.columns:  # records read without their folders' ids: one incarnation per name
+        located = located.withColumn(TOPIC_ID, F.lit(""))
     if (key is not None or dedup_key == DEDUP_DELIVERY) and batches is not None:
         located = with_append_time(located, batches)
     key = (key or (lambda append_time: dedup_expression(dedup_key, append_time)))("append_time" in located.columns)
     data = located.where(~F.coalesce(F.col("is_control"), F.lit(False)) & checked(CHECK_RECORD_DUPLICATES)).withColumn(
         "dedup_key", key).where(F.col("dedup_key").isNotNull())
-    w = Window.partitionBy("log_dir", "topic", "partition", "dedup_key").orderBy("offset")
+    w = Window.partitionBy("log_dir", "topic", "partition", TOPIC_ID, "dedup_key").orderBy("offset")
     # every copy of a repeated key, the first included: few rows, which alone meet the aborted ranges
     repeated = data.select(
         "*", F.row_number().over(w).alias("rank"), F.first("offset").over(w).alias("first_offset"),
@@ -152,6 +155,7 @@ def record_duplicates(records, dedup_key: str, batches=None, key=None):
     else:
         keys = ["log_dir", "topic", "partition", "producer_id"] if "file" in records.columns else [
             "topic", "partition", "producer_id"]
+        keys += [TOPIC_ID] if TOPIC_ID in batches.columns else []
         ranges = aborted_ranges(batches).select(*keys, "txn_first", "txn_end")
         inside = [repeated[k] == ranges[k] for k in keys] + [
             repeated["offset"] >= ranges["txn_first"], repeated["offset"] < ranges["txn_end"]]
@@ -161,7 +165,7 @@ def record_duplicates(records, dedup_key: str, batches=None, key=None):
     kind = (F.when(F.col("aborted"), DUP_ABORTED).when(delivered_before == 1, DUP_DUPLICATE).otherwise(DUP_AFTER_ABORT))
     return flagged.withColumn("kind", kind).where(F.col("rank") > 1).select(
         "topic", "partition", "dedup_key", "offset", "first_offset", "producer_id", "first_producer_id", "log_dir",
-        "kind")
+        "kind", TOPIC_ID)
 
 
 def dedup_expression(dedup_key: str, append_time: bool = False):

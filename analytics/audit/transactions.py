@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from analytics.audit.config import AuditConfig
 from analytics.contract import (
     ABORTED,
+    TOPIC_ID,
     COMMITTED,
     HANGING,
     LATE_TRANSACTION_BUFFER_MS,
@@ -25,9 +26,9 @@ from analytics.contract import (
     VIEW_OPEN,
     VIEW_UNKNOWN,
 )
-from analytics.spark.columns import with_log_dir
+from analytics.spark.columns import known_topic_id, with_log_dir, with_topic_id
 
-TXN_PRODUCER = ["log_dir", "topic", "partition", "producer_id"]
+TXN_PRODUCER = ["log_dir", "topic", "partition", TOPIC_ID, "producer_id"]
 TXN_KEYS = [*TXN_PRODUCER, "markers_before"]  # a transaction: its producer's markers before it
 
 
@@ -79,11 +80,12 @@ def transactions_judged(found, config: AuditConfig, export_time: int, before=Non
         .when(F.col("control_type") == "ABORT", ABORTED)
         .when(late, HANGING)
         .otherwise(OPEN).alias("status"),
-        "coordinator_epoch", "last_timestamp", "log_dir", "coordinator_view",
+        "coordinator_epoch", "last_timestamp", "log_dir", "coordinator_view", TOPIC_ID,
     )
     if before is None:
         return judged
-    return before.where(F.col("end_offset").isNotNull()).select(*judged.columns).unionByName(judged)
+    return known_topic_id(with_topic_id(before, None)).where(F.col("end_offset").isNotNull()).select(
+        *judged.columns).unionByName(judged)
 
 
 def aborted_ranges(batches):
@@ -100,7 +102,7 @@ def _grouped(v, before=None):
     (null: none ended it yet). ``before``: its open transactions join the first of ``v``'s."""
     # only transactional data batches open transactions and only markers close them: the rest of the
     # log (most of it, for idempotent producers) never enters the window's sort
-    replayed = with_log_dir(v).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
+    replayed = with_log_dir(with_topic_id(v, None)).where(F.col("crc_valid") & (F.col("producer_id") >= 0) & (F.col("magic") == 2)
                                      & ~(F.col("is_control") & (F.col("record_count") == 0))
                                      & (F.col("is_transactional") | F.col("is_control")))
     w = Window.partitionBy(*TXN_PRODUCER).orderBy("base_offset", "file_position")
@@ -111,6 +113,7 @@ def _grouped(v, before=None):
                                (F.col("is_transactional") & ~F.col("is_control")).alias("is_data"),
                                "control_type", "coordinator_epoch")
     if before is not None:  # an open transaction continued: data before the first marker of v
+        before = known_topic_id(with_topic_id(before, None))
         numbered = numbered.unionByName(before.where(F.col("end_offset").isNull()).select(
             *TXN_PRODUCER, F.lit(0).cast("long").alias("markers_before"), F.col("first_offset").alias("base_offset"),
             "producer_epoch", F.col("last_timestamp").alias("max_timestamp"), F.lit(False).alias("is_control"),

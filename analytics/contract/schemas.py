@@ -165,8 +165,15 @@ CHECKPOINTS = pa.schema(
     ]
 )
 
-PARTITION_METADATA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("version", pa.int32()),
-                                ("topic_id", pa.string())])
+PARTITION_METADATA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("version", pa.int32()),
+        ("topic_id", pa.string()),
+        ("file", pa.string()),  # extension: the partition.metadata file (its folder: the partition folder)
+    ]
+)
 
 LOG_START_OFFSETS = pa.schema(
     [
@@ -196,6 +203,7 @@ BATCH_VERDICTS = pa.schema(
         ("state_last_offset", pa.int64()),
         ("expired_offset", pa.int64()),
         ("conflict_offset", pa.int64()),
+        ("topic_id", pa.string()),  # the partition folder's topic id (partition.metadata), null without one
     ]
 )
 ANOMALIES = BATCH_VERDICTS  # the rows of batch_verdicts whose severity is not ok
@@ -216,6 +224,7 @@ PRODUCER_SESSIONS = pa.schema(
         ("first_sequence", pa.int32()),
         ("last_sequence", pa.int32()),
         *[(v.lower(), pa.int64()) for v in VERDICTS],  # batches per verdict
+        ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
     ]
 )
 
@@ -232,6 +241,7 @@ TRANSACTIONS = pa.schema(
         ("last_timestamp", pa.int64()),
         ("log_dir", pa.string()),
         ("coordinator_view", pa.string()),  # extension: an open transaction against a live cluster's coordinators
+        ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
     ]
 )
 
@@ -254,6 +264,7 @@ PRODUCER_STATE = pa.schema(
         ("log_dir", pa.string()),
         ("topic", pa.string()),
         ("partition", pa.int32()),
+        ("topic_id", pa.string()),
         ("producer_id", pa.int64()),
         ("producer_epoch", pa.int16()),
         ("last_sequence", pa.int32()),
@@ -278,8 +289,8 @@ PRODUCER_STATE = pa.schema(
 # reads only the files read since, and checks a history's audited prefix from these rows.
 FILE_STATE = pa.schema(
     [
-        ("log_dir", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("file", pa.string()),
-        ("read_by", pa.string()), ("batches", pa.int64()), ("end_offset", pa.int64()),
+        ("log_dir", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("topic_id", pa.string()),
+        ("file", pa.string()), ("read_by", pa.string()), ("batches", pa.int64()), ("end_offset", pa.int64()),
         ("fingerprint_a", pa.int64()), ("fingerprint_b", pa.int64()),
     ]
 )
@@ -299,6 +310,7 @@ PRODUCER_FILES = pa.schema(
         ("min_base_sequence", pa.int32()), ("max_base_sequence", pa.int32()),
         ("last_state", pa.struct([*_ORDER, ("sequence", pa.int32()), ("offset", pa.int64())])),
         *[(v.lower(), pa.int64()) for v in VERDICTS],
+        ("topic_id", pa.string()),
     ]
 )
 
@@ -307,6 +319,7 @@ PARTITION_STATE = pa.schema(
         ("log_dir", pa.string()),
         ("topic", pa.string()),
         ("partition", pa.int32()),
+        ("topic_id", pa.string()),
         ("batches", pa.int64()),
         ("end_offset", pa.int64()),
         ("fingerprint_a", pa.int64()),
@@ -330,6 +343,7 @@ RECORD_DUPLICATES = pa.schema(
         # extension: what a read_committed consumer makes of the copy (vocabulary.DUPLICATE_KINDS): only
         # "duplicate" rows are received twice (no_duplicate_record, summary.json's record_duplicates)
         ("kind", pa.string()),
+        ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
     ]
 )
 
@@ -350,6 +364,7 @@ REPLICA_DIVERGENCE = pa.schema(
         ("other_batches", pa.int64()),  # extension: other_log_dir's batches in the range (different_batch)
         ("other_records", pa.int64()),  # extension: their records
         ("explained_by", pa.string()),  # extension: compaction, for a missing range of a compacted topic
+        ("topic_id", pa.string()),  # extension: the incarnation both replicas hold (null: not known)
     ]
 )
 

@@ -363,10 +363,16 @@ VALIDATION_DIR = "validation"
 REPORT_DIR = "report"
 
 # -- the key of a partition's history ---------------------------------------------------------------
-# A partition's history is one broker's log: the same topic-partition in two log directories (two
-# brokers, two clusters) is replayed, counted and shown apart. log_dir is the folder above the
-# partition folder.
-HISTORY_KEY = ("log_dir", "topic", "partition")
+# A partition's history is one broker's log of one incarnation of a topic: the same topic-partition in
+# two log directories (two brokers, two clusters) is replayed, counted and shown apart, and so are two
+# topics of the same name, one deleted and one created after it (KIP-516): each partition folder's
+# ``partition.metadata`` names its topic id. log_dir is the folder above the partition folder;
+# topic_id is null for a folder without the file (brokers before 2.8, kafka-dump-log text, copied
+# segments), whose identity is then its name.
+TOPIC_ID = "topic_id"
+HISTORY_KEY = ("log_dir", "topic", "partition", TOPIC_ID)
+# What the log dir's checkpoints key their entries by: the name (they describe its live partitions).
+NAME_KEY = ("log_dir", "topic", "partition")
 
 # URI schemes an OUT may have besides a local path: object stores whose conditional create (the commit
 # of analytics.publish) is implemented. gs:// and abfs:// have the same primitive and are not wired yet.

@@ -156,6 +156,8 @@ class PartitionMetadata:
     partition: int
     version: int
     topic_id: str
+    # the partition.metadata file: its folder is the partition folder whose identity it gives
+    file: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,11 @@
 history, a table conformed to its contract schema at the write (``conform``), and counts a write
 takes of the rows it writes (``observed``, ``count_of``).
 
-The history key (``analytics.contract.HISTORY_KEY``) is (log_dir, topic, partition): the same
-topic-partition in two log dirs is two histories. ``with_log_dir`` is the Spark expression of
-:func:`analytics.contract.log_dir_of`.
+The history key (``analytics.contract.HISTORY_KEY``) is (log_dir, topic, partition, topic_id): the
+same topic-partition in two log dirs is two histories, and so are two incarnations of a topic name.
+``with_log_dir`` is the Spark expression of :func:`analytics.contract.log_dir_of`; ``with_topic_id``
+gives each row its partition folder's topic id. Inside the audit an unknown id is ``""``, so that
+the key joins as it is; ``conform`` writes it as null.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analytics.contract import OUT_SCHEMAS
+from analytics.contract import OUT_SCHEMAS, TOPIC_ID
 
 
 def log_dir_column(levels: int = 2):
@@ -28,12 +30,44 @@ def with_log_dir(df: DataFrame, levels: int = 2) -> DataFrame:
     return df.withColumn("log_dir", log_dir_column(levels))
 
 
+FOLDER = "_folder"
+
+
+def topic_ids(metadata: DataFrame | None) -> DataFrame | None:
+    """``(_folder, topic_id)``: each partition folder's topic id, from the export's
+    ``partition_metadata`` (None: an export without it, or one that did not record each file)."""
+    if metadata is None or "file" not in metadata.columns:
+        return None
+    return (metadata.where(F.col("file").isNotNull())
+            .select(log_dir_column(1).alias(FOLDER), F.col("topic_id")).dropDuplicates([FOLDER]))
+
+
+def with_topic_id(df: DataFrame, ids: DataFrame | None) -> DataFrame:
+    """``df`` (rows with their segment's or sidecar's ``file``) with ``topic_id``: the id of the
+    partition folder the file sits in (``ids``: :func:`topic_ids`), ``""`` where the folder has none
+    (:func:`conform` writes it as null). A ``df`` that has the column already is returned as it is."""
+    if TOPIC_ID in df.columns:
+        return df
+    if ids is None:
+        return df.withColumn(TOPIC_ID, F.lit(""))
+    return (df.withColumn(FOLDER, log_dir_column(1)).join(F.broadcast(ids), on=FOLDER, how="left").drop(FOLDER)
+            .withColumn(TOPIC_ID, F.coalesce(TOPIC_ID, F.lit(""))))
+
+
+def known_topic_id(df: DataFrame) -> DataFrame:
+    """A written table read back for the audit: its null ``topic_id`` (not known) as ``""``."""
+    return df.fillna("", subset=[TOPIC_ID]) if TOPIC_ID in df.columns else df
+
+
 def conform(df: DataFrame, table: str) -> DataFrame:
     """``df`` as the contract declares ``table``: its columns, in order, with their types (a cast that
     changes nothing is free). A missing column fails here, at the write, not in a reader."""
     from pyspark.sql.pandas.types import from_arrow_type
 
-    return df.select(*[F.col(f.name).cast(from_arrow_type(f.type)).alias(f.name) for f in OUT_SCHEMAS[table]])
+    def column(name: str):
+        return F.nullif(F.col(name), F.lit("")) if name == TOPIC_ID else F.col(name)
+
+    return df.select(*[column(f.name).cast(from_arrow_type(f.type)).alias(f.name) for f in OUT_SCHEMAS[table]])
 
 
 def observed(df: DataFrame, aggregates: dict) -> tuple[DataFrame, Callable[[], dict]]:

@@ -31,13 +31,13 @@ def read_partition_metadata(data: bytes | str, *, topic: str, partition: int, fi
 
     >>> data = b"version: 0\\ntopic_id: ECE8pXTPS4K8OWe9Uc0cUQ"
     >>> read_partition_metadata(data, topic="t", partition=0, file="f").rows
-    [PartitionMetadata(topic='t', partition=0, version=0, topic_id='ECE8pXTPS4K8OWe9Uc0cUQ')]
+    [PartitionMetadata(topic='t', partition=0, version=0, topic_id='ECE8pXTPS4K8OWe9Uc0cUQ', file='f')]
     """
     try:
         parsed = _decode_partition_metadata(as_bytes(data))
     except KafkaFormatError as exc:
         return SidecarResult(errors=[error_row(topic, partition, file, exc)])
-    return SidecarResult(rows=[] if parsed is None else [PartitionMetadata(topic, partition, *parsed)])
+    return SidecarResult(rows=[] if parsed is None else [PartitionMetadata(topic, partition, *parsed, file=file)])
 
 
 def _decode_partition_metadata(data: bytes) -> tuple[int, str] | None:
