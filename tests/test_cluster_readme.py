@@ -1,4 +1,5 @@
-"""The README's block for a cluster without a shared disk, run as written: the environment built and
+"""The documentation's block for a cluster without a shared disk (docs/how-to/s3-and-clusters.md, which
+the README links), run as written: the environment built and
 packed with the block's own lines (once per version of the package, cached), a standalone master
 and worker started with the block's daemon lines, and the main job submitted with the block's
 ``spark-submit`` line from this checkout, which holds no ``env``. Only the host, the port, the
@@ -34,15 +35,16 @@ from tests.s3_server import SECRET_KEY
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.s3]
 SAMPLE = (REPO / "data" / "mixed").resolve()
+CLUSTER_PAGE = REPO / "docs" / "how-to" / "s3-and-clusters.md"
 MARK = "<!-- the cluster block: tests/test_cluster_readme.py runs it as written -->"
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 
 
 def cluster_block() -> list[tuple[str, str]]:
-    """The README's block as its parts: (the comment that opens a part, its lines); the lines before
+    """The page's block as its parts: (the comment that opens a part, its lines); the lines before
     the first comment are the part ``""``."""
-    text = (REPO / "README.md").read_text()
+    text = CLUSTER_PAGE.read_text()
     block = text[text.index(MARK):].split("```bash\n", 1)[1].split("```", 1)[0]
     parts: list[tuple[str, str]] = [("", "")]
     for line in block.splitlines(keepends=True):

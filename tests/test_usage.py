@@ -1,7 +1,7 @@
 """The command line as its first ten minutes meet it: every mistake one line naming the command, with
 the closest option or a pointer to --help, exit 2, answered before a JVM starts; a Kafka log
 directory given for OUT answered with the command that audits it; --help lists every option's
-meaning and the exit codes the README lists; --format json prints one document on stdout."""
+meaning and the exit codes the documentation lists; --format json prints one document on stdout."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tests.conftest import REPO
 SAMPLE = REPO / "data" / "mixed"
 PARTITION = SAMPLE / "clean-0"
 SEGMENT = PARTITION / "00000000000000000000.log"
-README = (REPO / "README.md").read_text()
+JSON_OUTPUT = (REPO / "docs" / "reference" / "json-output.md").read_text()
 
 
 @pytest.fixture
@@ -211,19 +211,24 @@ def test_each_commands_help_lists_its_exit_codes(command, own, capsys):
     assert all(every[c] == meaning for c, meaning in codes.items())
 
 
-def test_the_readme_lists_the_exit_codes_help_lists(capsys):
-    table = README[README.index("| exit code | meaning |"):]
+def test_the_documentation_lists_the_exit_codes_help_lists(capsys):
+    """The table of docs/reference/exit-codes.md, as the site's build hook generates it."""
+    from tests.docs_site import reference_hook
+
+    page = (REPO / "docs" / "reference" / "exit-codes.md").read_text()
+    assert "<!-- segaudit:exit-codes -->" in page
+    generated = reference_hook().generate(page)
+    table = generated[generated.index("| exit code | meaning |"):]
     table = table[:table.index("\n\n")]
     rows = {int(code): meaning.replace("`", "") for code, meaning in re.findall(r"^\| `(\d+)` \| (.+) \|$", table, re.M)}
     assert rows == help_exit_codes([], capsys)
 
 
-def test_the_readme_documents_every_key_of_the_json_documents():
+def test_the_documentation_documents_every_key_of_the_json_documents():
     from analytics.cli.render import outcome
 
     doc = outcome("run", 0, "OUT", {}, paths={}, validated=None)
-    section = README[README.index("### JSON output"):]
-    section = section[:section.index("\n## ")]
+    section = JSON_OUTPUT[JSON_OUTPUT.index("# JSON output"):]
     for key in [*doc, *doc["summary"], "exit_code", "checks", "offending_rows", "result", "results", "data_docs",
                 "report", "history", "prometheus_file", "bucket_ms", "totals", "buckets", "reconciliation"]:
         assert f"`{key}`" in section, key
