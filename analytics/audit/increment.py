@@ -23,7 +23,7 @@ from analytics.audit.state import FILE_PRINT, fingerprint, fingerprint_sum
 from analytics.audit.steps import log_starts_of
 from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.reuse import parquet_files, parts, rows_of
-from analytics.spark.columns import known_topic_id, with_log_dir, with_topic_id
+from analytics.spark.columns import with_log_dir, with_topic_id
 
 KEY = list(HISTORY_KEY)
 
@@ -164,7 +164,7 @@ def _look_back(new: DataFrame, producer_files: DataFrame | None) -> bool:
     if producer_files is None or "min_base_sequence" not in producer_files.columns:
         return True
     producer = [*KEY, "producer_id", "producer_epoch"]
-    bounds = with_log_dir(known_topic_id(with_topic_id(producer_files, None))).groupBy(*producer).agg(
+    bounds = with_log_dir(with_topic_id(producer_files)).groupBy(*producer).agg(
         F.min("min_base_sequence").alias("low"), F.max("max_base_sequence").alias("high"))
     inside = (with_topic_id(new, None).where(has_state() & is_data()).join(bounds, on=producer)
               .where(F.col("base_sequence").between(F.col("low"), F.col("high"))))

@@ -214,7 +214,8 @@ def _beside_replay(spark, target: _Target, plan: AuditPlan) -> dict:
     from analytics.audit.snapshots import snapshot_points
 
     store = published(plan.out)
-    work = {"snapshots": lambda: snapshot_points(read_parquet(spark, store.path("producer_snapshots"))),
+    work = {"snapshots": lambda: snapshot_points(read_parquet(spark, store.path("producer_snapshots")),
+                                                 plan.topic_ids),
             "transactions_found": lambda: _transactions_found(spark, plan)}
     if plan.replicas_with_replay:
         work["replica_divergence"] = lambda: _replicas(spark, target, plan)

@@ -28,7 +28,7 @@ from analytics.audit.settings import resolved
 from analytics.contract import AUDIT, EXPORT, SUMMARY, TOPIC_ID
 from analytics.publish import published, read_manifest
 from analytics.spark import javacode
-from analytics.spark.columns import known_topic_id, topic_ids, with_topic_id
+from analytics.spark.columns import topic_ids, with_topic_id
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import read_parquet
 from analytics.tuning import DEFAULT_RANGE_BATCHES, FEW_BATCHES, MIB, RANGE_ROW_BYTES
@@ -207,10 +207,11 @@ def previous_audit(spark, out: str, config: AuditConfig):
         return None, "no complete audit in OUT to continue: a full audit"
     if not all(store.is_dir(t) for t in ("batch_verdicts", "producer_state", "partition_state")):
         return None, "the audit in OUT has no producer state: a full audit"
-    tables = {t: known_topic_id(read_parquet(spark, store.path(t))) if store.is_dir(t) else None
+    tables = {t: read_parquet(spark, store.path(t)) if store.is_dir(t) else None
               for t in ("batch_verdicts", "producer_state", "partition_state", "producer_files", "file_state")}
     if any(t is not None and TOPIC_ID not in t.columns for t in tables.values()):
         return None, "the audit in OUT keys its histories by topic name alone: a full audit"
+    tables = {name: None if t is None else with_topic_id(t) for name, t in tables.items()}
     before = dict(summary.get("configuration") or {})
     now = configuration(config) | {"producer_id_expiration_ms": config.expiration_ms}
     if _verdict_settings(before) != _verdict_settings(now):

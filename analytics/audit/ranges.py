@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analytics.contract.vocabulary import HISTORY_KEY
-from analytics.spark.columns import with_log_dir
+from analytics.contract.vocabulary import HISTORY_KEY, TOPIC_ID
+from analytics.spark.columns import with_log_dir, with_topic_id
 from analytics.spark.partitioning import task_keys
 
 # Every (log_dir, topic, partition, topic_id) history gets a small integer id, ``history``, and every file a
@@ -71,7 +71,7 @@ def file_dictionary(batches: DataFrame, range_batches: int, per_file: dict | Non
     """
     from analytics.spark.session import small_queries
 
-    files = with_log_dir(batches.groupBy("topic", "partition", "topic_id", "file").agg(
+    files = with_log_dir(with_topic_id(batches, None).groupBy("topic", "partition", TOPIC_ID, "file").agg(
         F.count(F.lit(1)).alias("batch_count"), F.min("base_offset").alias("first"),
         F.max("base_offset").alias("last"), *(c.alias(name) for name, c in (per_file or {}).items()))
     ).localCheckpoint()

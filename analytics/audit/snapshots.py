@@ -12,8 +12,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from analytics.audit.steps import log_starts_of
-from analytics.contract import MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT
-from analytics.spark.columns import with_log_dir
+from analytics.contract import MATCH, MISMATCH, NOT_IN_LOG, NOT_IN_SNAPSHOT, TOPIC_ID
+from analytics.spark.columns import with_log_dir, with_topic_id
 
 # snapshot_checks reads the verdicts of the files named in a filter (which Parquet's statistics
 # prune) up to this many; beyond, of a broadcast list of them
@@ -30,10 +30,10 @@ class Snapshots:
     most: int
 
 
-def snapshot_points(snapshots) -> Snapshots:
+def snapshot_points(snapshots, ids=None) -> Snapshots:
     """:class:`Snapshots` of the export's ``producer_snapshots`` (two small jobs: the points, held,
-    and their most)."""
-    files = with_log_dir(snapshots)
+    and their most); ``ids``: each partition folder's topic id (:func:`~analytics.spark.columns.topic_ids`)."""
+    files = with_log_dir(with_topic_id(snapshots, ids))
     entries = files.where(F.col("producer_id").isNotNull()).select(
         *_KEYS, "snapshot_offset", F.lit(True).alias("in_snapshot"), "producer_epoch", "last_sequence", "last_offset")
     # every snapshot file's offset, an empty one's (its marker row) included
@@ -90,7 +90,7 @@ def snapshot_checks(v, per_file, snapshots, log_starts=None):
         F.last("s_offset", True).over(upto).alias("replayed_last_offset"),
     ).where(F.col("kind") == 1)
     if log_starts is not None:  # small: one row per partition with snapshots
-        starts = log_starts_of(points.select(*_HISTORY), log_starts).select(*_HISTORY, "log_start_offset")
+        starts = log_starts_of(points.select(*_HISTORY).distinct(), log_starts).select(*_HISTORY, "log_start_offset")
         replayed = replayed.join(F.broadcast(starts), _HISTORY, "left")
         below_start = F.coalesce(F.col("replayed_last_offset") < F.col("log_start_offset"), F.lit(False))
     else:
@@ -99,12 +99,12 @@ def snapshot_checks(v, per_file, snapshots, log_starts=None):
         "topic", "partition", "snapshot_offset", "producer_id", "status",
         F.col("producer_epoch").alias("expected_epoch"), "replayed_epoch",
         F.col("last_sequence").alias("expected_last_sequence"), "replayed_last_sequence",
-        F.col("last_offset").alias("expected_last_offset"), "replayed_last_offset", "log_dir",
+        F.col("last_offset").alias("expected_last_offset"), "replayed_last_offset", "log_dir", TOPIC_ID,
     )
 
 
 # A snapshot check's partition (a log dir's) and producer.
-_HISTORY = ["log_dir", "topic", "partition"]
+_HISTORY = ["log_dir", "topic", "partition", TOPIC_ID]
 _KEYS = [*_HISTORY, "producer_id"]
 # The state a batch leaves, as a row of batch_verdicts has it.
 _STATE_ROW = ["base_offset", "file_position", "producer_epoch", "state_last_sequence", "state_last_offset"]
@@ -118,8 +118,8 @@ def _state_spans(per_file, points):
                     F.col("last_state.file_position").alias("file_position"), "producer_epoch",
                     F.col("last_state.sequence").alias("state_last_sequence"),
                     F.col("last_state.offset").alias("state_last_offset"))
-    spans = with_log_dir(per_file.where(F.col("first_state_offset").isNotNull()).groupBy(
-        "file", "topic", "partition", "producer_id").agg(
+    spans = with_log_dir(with_topic_id(per_file, None).where(F.col("first_state_offset").isNotNull()).groupBy(
+        "file", "topic", "partition", TOPIC_ID, "producer_id").agg(
         F.min("first_state_offset").alias("first"), F.max("last_state_offset").alias("last"),
         F.max(last).alias("s"))).join(F.broadcast(points), _HISTORY)
     return spans.select("file", *_KEYS, "points", "s", F.exists(
@@ -136,7 +136,7 @@ def _state_rows(v, spans):
     stateful = v.where(F.col("state_last_sequence").isNotNull())
     stateful = (stateful.where(F.col("file").isin(files)) if len(files) <= MAX_LISTED_FILES
                 else stateful.join(F.broadcast(inside.select("file").distinct()), "file", "left_semi"))
-    return lasts.unionByName(stateful.select("file", "topic", "partition", "producer_id", *_STATE_ROW).join(
+    return lasts.unionByName(stateful.select("file", "topic", "partition", TOPIC_ID, "producer_id", *_STATE_ROW).join(
         F.broadcast(inside), ["file", "producer_id"]).drop("file"))
 
 

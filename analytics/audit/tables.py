@@ -23,7 +23,7 @@ from analytics.contract import (
     LOG_APPEND_TIME,
     VERDICTS,
 )
-from analytics.spark.columns import with_log_dir
+from analytics.spark.columns import with_log_dir, with_topic_id
 
 
 def per_file(v):
@@ -37,7 +37,7 @@ def per_file(v):
     (its offset and position, the last sequence and offset), what ``snapshot_checks`` needs of a
     file that no snapshot falls inside."""
 
-    data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
+    data = with_topic_id(v, None).where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
     on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731
     on_state = F.when(F.col("state_last_sequence").isNotNull(), F.col("base_offset"))
     stateful_data = F.when(has_state() & is_data(), F.col("base_sequence"))
@@ -109,7 +109,7 @@ def per_file_merged(before, after):
     """:func:`per_file` of two parts of the verdicts (a previous audit's ``producer_files`` and the
     rows an incremental audit added): every aggregate composes, so this is :func:`per_file` of both
     (a segment file that grew has a row in each)."""
-    both = before.select(*after.columns).unionByName(after)
+    both = with_topic_id(before).select(*after.columns).unionByName(after)
     return both.groupBy(*PER_FILE_KEY).agg(*_per_file_sums())
 
 

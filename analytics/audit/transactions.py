@@ -26,7 +26,7 @@ from analytics.contract import (
     VIEW_OPEN,
     VIEW_UNKNOWN,
 )
-from analytics.spark.columns import known_topic_id, with_log_dir, with_topic_id
+from analytics.spark.columns import with_log_dir, with_topic_id
 
 TXN_PRODUCER = ["log_dir", "topic", "partition", TOPIC_ID, "producer_id"]
 TXN_KEYS = [*TXN_PRODUCER, "markers_before"]  # a transaction: its producer's markers before it
@@ -84,7 +84,7 @@ def transactions_judged(found, config: AuditConfig, export_time: int, before=Non
     )
     if before is None:
         return judged
-    return known_topic_id(with_topic_id(before, None)).where(F.col("end_offset").isNotNull()).select(
+    return with_topic_id(before).where(F.col("end_offset").isNotNull()).select(
         *judged.columns).unionByName(judged)
 
 
@@ -113,7 +113,7 @@ def _grouped(v, before=None):
                                (F.col("is_transactional") & ~F.col("is_control")).alias("is_data"),
                                "control_type", "coordinator_epoch")
     if before is not None:  # an open transaction continued: data before the first marker of v
-        before = known_topic_id(with_topic_id(before, None))
+        before = with_topic_id(before)
         numbered = numbered.unionByName(before.where(F.col("end_offset").isNull()).select(
             *TXN_PRODUCER, F.lit(0).cast("long").alias("markers_before"), F.col("first_offset").alias("base_offset"),
             "producer_epoch", F.col("last_timestamp").alias("max_timestamp"), F.lit(False).alias("is_control"),

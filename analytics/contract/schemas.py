@@ -252,6 +252,7 @@ SNAPSHOT_CHECKS = pa.schema(
         ("expected_epoch", pa.int16()), ("replayed_epoch", pa.int16()),
         ("expected_last_sequence", pa.int32()), ("replayed_last_sequence", pa.int32()),
         ("expected_last_offset", pa.int64()), ("replayed_last_offset", pa.int64()), ("log_dir", pa.string()),
+        ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
     ]
 )
 

@@ -13,7 +13,7 @@ import os
 
 import pyarrow as pa
 
-from analytics.contract import HANGING, HISTORY_KEY, SEQUENCE_GAP, SEV_EXPLAINED, SEV_VIOLATION, VERDICTS
+from analytics.contract import HANGING, NAME_KEY, SEQUENCE_GAP, SEV_EXPLAINED, SEV_VIOLATION, VERDICTS
 from analytics.publish import Store, published, tables
 
 # Per-partition counts, in order; one column per verdict follows (its name in lower case).
@@ -45,7 +45,7 @@ def partition_metrics(spark, out: str, run_id: str, run_time_ms: int):
     from analytics.spark.columns import with_log_dir
     from analytics.spark.tables import read_parquet
 
-    keys = list(HISTORY_KEY)
+    keys = list(NAME_KEY)
     v = with_log_dir(read_parquet(spark, published(out).path("batch_verdicts")))
     counts = v.groupBy(*keys).agg(
         F.count("*").alias("batches"),
@@ -142,7 +142,7 @@ def prometheus_text(rows: list[dict], run_time_ms: int, prefix: str = "segaudit"
         if verdict is None or verdict == VERDICTS[0]:
             help_text = METRIC_HELP.get(name, "Batches per verdict of the audit.")
             lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-        for r in sorted(rows, key=lambda r: tuple(r[k] for k in HISTORY_KEY)):
+        for r in sorted(rows, key=lambda r: tuple(r[k] for k in NAME_KEY)):
             if name not in r:
                 continue
             labels = f'log_dir="{_label(r["log_dir"])}",topic="{_label(r["topic"])}",partition="{r["partition"]}"'

@@ -42,21 +42,17 @@ def topic_ids(metadata: DataFrame | None) -> DataFrame | None:
             .select(log_dir_column(1).alias(FOLDER), F.col("topic_id")).dropDuplicates([FOLDER]))
 
 
-def with_topic_id(df: DataFrame, ids: DataFrame | None) -> DataFrame:
+def with_topic_id(df: DataFrame, ids: DataFrame | None = None) -> DataFrame:
     """``df`` (rows with their segment's or sidecar's ``file``) with ``topic_id``: the id of the
     partition folder the file sits in (``ids``: :func:`topic_ids`), ``""`` where the folder has none
-    (:func:`conform` writes it as null). A ``df`` that has the column already is returned as it is."""
+    (:func:`conform` writes it as null). A ``df`` that has the column keeps it, its nulls as ``""``
+    (a table written by an audit, read back)."""
     if TOPIC_ID in df.columns:
-        return df
+        return df.fillna("", subset=[TOPIC_ID])
     if ids is None:
         return df.withColumn(TOPIC_ID, F.lit(""))
     return (df.withColumn(FOLDER, log_dir_column(1)).join(F.broadcast(ids), on=FOLDER, how="left").drop(FOLDER)
             .withColumn(TOPIC_ID, F.coalesce(TOPIC_ID, F.lit(""))))
-
-
-def known_topic_id(df: DataFrame) -> DataFrame:
-    """A written table read back for the audit: its null ``topic_id`` (not known) as ``""``."""
-    return df.fillna("", subset=[TOPIC_ID]) if TOPIC_ID in df.columns else df
 
 
 def conform(df: DataFrame, table: str) -> DataFrame:

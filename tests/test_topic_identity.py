@@ -1,0 +1,111 @@
+"""A topic is its id: two incarnations of a topic name (deleted, then created again) are two topics.
+
+Kafka renames a deleted partition's folder ``<topic>-<p>.<uid>-delete`` and removes it after
+``file.delete.delay.ms``; a copy of the data dir taken before then holds both incarnations, each
+folder's ``partition.metadata`` naming its topic id. The log dirs here are written byte for byte:
+
+- ``one``: a recreated topic whose new incarnation repeats the old one's records (keys, values and
+  timestamps), the old folder still beside it, and a folder with no ``partition.metadata`` (a
+  broker before 2.8), whose identity is its name;
+- ``left`` and ``right``: the new incarnation in one log dir and the old one (another producer's
+  batches at the same offsets) in the other; and a folder moved between the two (the leftover
+  ``-delete`` folder shares the topic id), which stays a replica of the live one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analytics.kafka.sidecars import write_leader_epoch_checkpoint, write_partition_metadata
+from analytics.kafka.writer import RecordSpec, build_batch, segment_file_name, write_file
+from tests.outs import table_dir
+
+pytestmark = pytest.mark.spark
+
+OLD, NEW, MOVED = "b2xkLWluY2FybmF0aW9uMA", "bmV3LWluY2FybmF0aW9uMA", "bW92ZWQtdG9waWMtaWQwMA"
+UID = "9fcb5b7f1ba24c1a8d5d8ebae6cafb6b"
+
+
+def _batches(pid: int, count: int = 6, size: int = 10) -> list[bytes]:
+    """``count`` batches of ``size`` records from offset 0, producer ``pid`` in sequence."""
+    out = []
+    for base in range(0, count * size, size):
+        records = [RecordSpec(key=f"k{base + i}".encode(), value=f"v{base + i}".encode(),
+                              timestamp=1_700_000_000_000 + base + i, offset_delta=i) for i in range(size)]
+        out.append(build_batch(base, records, producer_id=pid, producer_epoch=0, base_sequence=base,
+                               partition_leader_epoch=0, last_offset_delta=size - 1))
+    return out
+
+
+def _partition(log_dir: Path, folder: str, batches: list[bytes], topic_id: str | None) -> None:
+    path = log_dir / folder
+    path.mkdir(parents=True)
+    write_file(path / segment_file_name(0), batches)
+    (path / "leader-epoch-checkpoint").write_bytes(write_leader_epoch_checkpoint([(0, 0)]))
+    if topic_id is not None:
+        (path / "partition.metadata").write_bytes(write_partition_metadata(topic_id))
+
+
+@pytest.fixture(scope="module")
+def audited(spark, tmp_path_factory):
+    import pyarrow.parquet as pq
+
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.job import audit
+    from analytics.export import export
+
+    root = tmp_path_factory.mktemp("incarnations")
+    one, left, right = root / "one", root / "left", root / "right"
+    # the old incarnation's producer 4000 wrote 60 records; the new one's 5000 wrote them again
+    _partition(one, f"orders-0.{UID}-delete", _batches(4000), OLD)
+    _partition(one, "orders-0", _batches(5000), NEW)
+    _partition(one, "legacy-0", _batches(6000), None)
+    _partition(left, "orders-0", _batches(5000), NEW)
+    _partition(right, f"orders-0.{UID}-delete", _batches(4000), OLD)
+    # moved from right to left: right's leftover is the same incarnation, 20 offsets behind
+    _partition(left, "moved-0", _batches(7000), MOVED)
+    _partition(right, f"moved-0.{UID}-delete", _batches(7000, count=4), MOVED)
+    out = str(root / "out")
+    export(None, [str(one), str(left), str(right)], out, records=True)
+    result = audit(spark, out, AuditConfig())
+
+    def table(name: str) -> list[dict]:
+        return pq.read_table(str(table_dir(out, name))).to_pylist()
+
+    return result, table
+
+
+def test_two_incarnations_in_one_log_dir_are_two_histories(audited):
+    _, table = audited
+    verdicts = [v for v in table("batch_verdicts") if v["file"].split("/")[-3] == "one"]
+    ids = {v["file"].split("/")[-2]: v["topic_id"] for v in verdicts}
+    assert ids == {f"orders-0.{UID}-delete": OLD, "orders-0": NEW, "legacy-0": None}
+    # each history starts at offset 0 with its producer's sequence 0: nothing overlaps, nothing repeats
+    assert {(v["topic_id"], v["verdict"]) for v in verdicts} == {(OLD, "OK"), (NEW, "OK"), (None, "OK")}
+    assert [v for v in verdicts if v["offset_overlap"]] == []
+    assert sum(v["topic_id"] == OLD for v in verdicts) == sum(v["topic_id"] == NEW for v in verdicts) == 6
+
+
+def test_records_repeated_by_a_new_incarnation_are_no_duplicates(audited):
+    _, table = audited
+    assert table("record_duplicates") == []
+
+
+def test_another_incarnation_in_another_log_dir_is_no_replica(audited):
+    _, table = audited
+    divergence = table("replica_divergence")
+    assert [r for r in divergence if r["topic"] == "orders"] == []
+    # the moved partition's leftover is the same topic (its id): compared, and only behind
+    assert [(Path(r["log_dir"]).name, Path(r["other_log_dir"]).name, r["kind"], r["first_offset"],
+             r["last_offset"], r["severity"], r["topic_id"]) for r in divergence if r["topic"] == "moved"] == [
+        ("left", "right", "truncated_tail", 40, 59, "info", MOVED)]
+
+
+def test_the_derived_tables_name_the_incarnation(audited):
+    result, table = audited
+    sessions = {(s["topic"], s["producer_id"]): s["topic_id"] for s in table("producer_sessions")
+                if s["topic"] == "orders" and s["log_dir"].endswith("/one")}
+    assert sessions == {("orders", 4000): OLD, ("orders", 5000): NEW}
+    assert result.verdicts.get("DUPLICATE", 0) == 0 and result.record_duplicates == 0
