@@ -133,7 +133,7 @@ def _state_rows(v, spans):
     lasts = spans.select(*_KEYS, "points", *[F.col(f"s.{c}").alias(c) for c in _STATE_ROW])
     inside = spans.where("straddles").select("file", "producer_id", "log_dir", "points")
     files = [r["file"] for r in inside.select("file").distinct().limit(MAX_LISTED_FILES + 1).collect()]
-    stateful = v.where(F.col("state_last_sequence").isNotNull())
+    stateful = with_topic_id(v).where(F.col("state_last_sequence").isNotNull())
     stateful = (stateful.where(F.col("file").isin(files)) if len(files) <= MAX_LISTED_FILES
                 else stateful.join(F.broadcast(inside.select("file").distinct()), "file", "left_semi"))
     return lasts.unionByName(stateful.select("file", "topic", "partition", TOPIC_ID, "producer_id", *_STATE_ROW).join(
