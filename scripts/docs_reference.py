@@ -10,7 +10,7 @@ A page holds a marker, ``<!-- segaudit:NAME -->``, where its generated part goes
   default configuration declares them with records and replicas;
 - ``exit-codes``: the exit codes (``EXIT_CODES``, whose codes are the vocabulary's ``EXIT_*``).
 
-Everything here is pure Python: the modules read import neither PySpark nor a JVM.
+Everything here is pure Python: no JVM starts (the Spark types come from PySpark's own Arrow mapping).
 """
 
 from __future__ import annotations
@@ -81,24 +81,11 @@ def cli_markdown() -> str:
 
 # -- the tables ---------------------------------------------------------------------------------------
 
-SPARK_TYPES = {"string": "string", "large_string": "string", "int8": "tinyint", "int16": "smallint",
-               "int32": "int", "int64": "bigint", "bool": "boolean", "binary": "binary", "large_binary": "binary",
-               "double": "double", "float": "float"}
-
-
 def _spark_type(t) -> str:
-    """The Spark SQL type an Arrow type maps onto (the mapping the schemas' docstring states)."""
-    import pyarrow as pa
+    """The Spark SQL type an Arrow type maps onto, as Spark maps it (PySpark's own function: no JVM)."""
+    from pyspark.sql.pandas.types import from_arrow_type
 
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return f"array<{_spark_type(t.value_type)}>"
-    if pa.types.is_struct(t):
-        return "struct<" + ", ".join(f"{f.name}: {_spark_type(f.type)}" for f in t) + ">"
-    if pa.types.is_map(t):
-        return f"map<{_spark_type(t.key_type)}, {_spark_type(t.item_type)}>"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    return SPARK_TYPES.get(str(t), str(t))
+    return from_arrow_type(t).simpleString()
 
 
 def tables_markdown() -> str:
