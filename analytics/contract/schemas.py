@@ -230,12 +230,8 @@ PRODUCER_SESSIONS = pa.schema(
 
 TRANSACTIONS = pa.schema(
     [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("producer_id", pa.int64()),
-        ("producer_epoch", pa.int16()),
-        ("first_offset", pa.int64()),
-        ("end_offset", pa.int64()),
+        ("topic", pa.string()), ("partition", pa.int32()), ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()), ("first_offset", pa.int64()), ("end_offset", pa.int64()),
         ("status", pa.string()),
         ("coordinator_epoch", pa.int32()),
         ("last_timestamp", pa.int64()),
@@ -262,13 +258,8 @@ _SPANS = pa.struct([("span", pa.int64()), ("top", pa.int64()), ("low", pa.int64(
 _ORDER = [("base_offset", pa.int64()), ("file_position", pa.int64())]
 PRODUCER_STATE = pa.schema(
     [
-        ("log_dir", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("topic_id", pa.string()),
-        ("producer_id", pa.int64()),
-        ("producer_epoch", pa.int16()),
-        ("last_sequence", pa.int32()),
+        ("log_dir", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("topic_id", pa.string()),
+        ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("last_sequence", pa.int32()),
         ("last_offset", pa.int64()),
         ("last_timestamp", pa.int64()),
         ("txn_open", pa.bool_()),
@@ -317,17 +308,9 @@ PRODUCER_FILES = pa.schema(
 
 PARTITION_STATE = pa.schema(
     [
-        ("log_dir", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("topic_id", pa.string()),
-        ("batches", pa.int64()),
-        ("end_offset", pa.int64()),
-        ("fingerprint_a", pa.int64()),
-        ("fingerprint_b", pa.int64()),
-        ("log_start_offset", pa.int64()),
-        ("valid", _SPANS),
-        ("corrupt", _SPANS),
+        ("log_dir", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("topic_id", pa.string()),
+        ("batches", pa.int64()), ("end_offset", pa.int64()), ("fingerprint_a", pa.int64()),
+        ("fingerprint_b", pa.int64()), ("log_start_offset", pa.int64()), ("valid", _SPANS), ("corrupt", _SPANS),
     ]
 )
 
