@@ -27,8 +27,7 @@ from analytics.audit.job import AuditResult
 from analytics.contract import AUDIT, EXIT_OK, EXIT_VIOLATION, EXPORT, REPORT, REPORT_DIR, VALIDATION_DIR
 from analytics.errors import OutOfStep, UsageError
 from analytics.export import ExportResult
-from analytics import plans
-from analytics.plans import CLUSTER, ExportPlan
+from analytics.export_plan import CLUSTER, ExportPlan, export_plan
 from analytics.publish import AsOf, out_of_step, publication, published, read_manifest, unit
 from expectations.suites import ValidationConfig
 from expectations.validate import ValidationResult
@@ -55,30 +54,29 @@ def require(out: str, *stages: str, as_of: AsOf | None = None) -> dict:
 
 
 def export(spark, paths: list[str], out: str, *, records: bool = False, input_format: str = "segments",
-           progress: Progress | None = None, incremental: bool = False, continue_from: str | None = None,
-           cluster: dict | None = None, plan: ExportPlan | None = None) -> ExportResult:
+           progress: Progress | None = None, incremental: bool = False, cluster: dict | None = None,
+           plan: ExportPlan | None = None) -> ExportResult:
     """Kafka log dirs, partition folders or files (or ``kafka-dump-log.sh`` text) to the export tables;
     or a live cluster, ``paths = ["kafka://HOST:PORT[,...]"]``, read over the protocol with the
     keywords ``cluster`` of :func:`analytics.export.cluster.export_cluster` (topics, client config,
     ranges, rate).
-    ``incremental``: read only the segment files new or changed since the export in ``out``
-    (``continue_from``: the export in that OUT instead).
-    ``plan``: the export's plan when the caller made it (:func:`analytics.plans.export_plan`); else it
-    is made here from ``spark``: a small local input of a local session (or none) is read in this
-    process, as the CLI reads it."""
+    ``incremental``: read only the segment files new or changed since the export in ``out``.
+    ``plan``: the export's plan when the caller made it (:func:`analytics.export_plan.export_plan`;
+    ``incremental`` is then the plan's); else it is made here from ``spark``: a small local input of
+    a local session (or none) is read in this process, as the CLI reads it."""
     from analytics.export import export as export_stage
 
-    plan = plan or plans.export_plan(paths, out, incremental=incremental, continue_from=continue_from, session=spark)
+    plan = plan or export_plan(paths, out, incremental=incremental, session=spark)
     if plan.mode == CLUSTER:
         if len(paths) > 1:
             raise UsageError("a live cluster is exported alone: one kafka://HOST:PORT[,...] and no log dirs")
-        if incremental or continue_from is not None:
+        if plan.incremental:
             raise UsageError("an export over the protocol is not incremental: each captures its own offsets")
         from analytics.export.cluster import export_cluster
 
         return export_cluster(spark, paths[0], out, records=records, progress=progress, **(cluster or {}))
     return export_stage(None if plan.in_process else spark, list(plan.paths), out, records=records,
-                        input_format=input_format, progress=progress, continue_from=plan.continue_from)
+                        input_format=input_format, progress=progress, incremental=plan.incremental)
 
 
 def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
@@ -87,7 +85,8 @@ def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
     """Replay and classify the export under ``out``; publish the audit tables.
 
     ``incremental``: continue the audit already there, replaying only the batches after the state
-    it left (:mod:`analytics.audit.increment`); the tables are those of a full audit.
+    it left (:mod:`analytics.audit.increment`); the tables are those of a full audit. Whether it can,
+    and how, the audit's plan decides (:func:`analytics.audit.audit_plan.audit_plan`).
 
     ``history``: a folder this run's counts per partition are appended to; ``prometheus_file``:
     the same counts in the Prometheus text format (written atomically).
@@ -97,8 +96,7 @@ def audit(spark, out: str, config: AuditConfig, *, history: str | None = None,
 
     require(out, EXPORT)
     with watching(spark, progress, "auditing"):
-        plan = plans.audit_plan(spark, out, config, continue_from=out if incremental else None, progress=progress)
-        result = audit_stage(spark, out, config, plan=plan, progress=progress)
+        result = audit_stage(spark, out, config, incremental=incremental, progress=progress)
     if history or prometheus_file:
         _record_metrics(spark, _metrics(spark, out, result), history, prometheus_file, result.finished_at_ms)
     return result
@@ -189,37 +187,31 @@ class RunResult:
 def run(spark, paths: list[str], out: str, config: AuditConfig, validation: ValidationConfig | None = None, *,
         records: bool = True, input_format: str = "segments", history: str | None = None,
         prometheus_file: str | None = None, progress: Progress | None = None, incremental: bool = False,
-        cluster: dict | None = None, export_plan: ExportPlan | None = None) -> RunResult:
+        cluster: dict | None = None, planned: ExportPlan | None = None) -> RunResult:
     """The main job: export (with records), audit, validate and report, in one Spark application,
     published as one unit (:func:`analytics.publish.unit`): until all four are done, ``OUT`` keeps
     its previous complete set. The history and the Prometheus file get this run once it is published.
     ``incremental``: the export and the audit continue the ones in ``OUT`` (:func:`export`, :func:`audit`);
-    ``cluster``: the options of a live cluster's export (:func:`export`); ``export_plan``: the export's
-    plan when the caller made it (:func:`analytics.plans.export_plan`; else made here, as the CLI
-    makes it): in this process, without Spark, for a small local input, where Spark's Python workers
+    ``cluster``: the options of a live cluster's export (:func:`export`); ``planned``: the export's
+    plan when the caller made it (:func:`analytics.export_plan.export_plan`, whose ``incremental`` the
+    run then follows; else made here, as the CLI makes it): in this process, without Spark, for a small local input, where Spark's Python workers
     cost far more than the reading (:func:`analytics.export.export`). ``spark`` may also be a
     function of no arguments that returns the session, still starting when ``run`` is called
     (:func:`analytics.spark.concurrent.beside`): it is asked for when a stage needs it, so an export
     in this process runs while the JVM starts."""
-    from analytics.audit.job import audit as audit_stage
     from analytics.report.history import default_history_path
     from analytics.spark.progress import watching
 
     say = progress or _quiet
     started = time.monotonic()
     _import_beside("great_expectations")  # the validation's library, loaded while Spark exports and audits
-    continued = out if incremental else None
-    planned = export_plan or plans.export_plan(paths, out, continue_from=continued, session=spark)
+    planned = planned or export_plan(paths, out, incremental=incremental, session=spark)
     with unit(out) as staged:
         exported = export(None if planned.in_process else _ready(spark), paths, staged.out, records=records,
-                          input_format=input_format, progress=say, continue_from=continued, cluster=cluster,
-                          plan=planned)
+                          input_format=input_format, progress=say, cluster=cluster, plan=planned)
         spark = _ready(spark)
-        auditing = f"auditing {exported.rows.get('batches', 0):,} batches"
-        say(f"{auditing} ...")
-        with watching(spark, progress, auditing):
-            plan = plans.audit_plan(spark, staged.out, config, continue_from=continued, progress=say)
-            audited = audit_stage(spark, staged.out, config, plan=plan, progress=say)
+        say(f"auditing {exported.rows.get('batches', 0):,} batches ...")
+        audited = audit(spark, staged.out, config, incremental=planned.incremental, progress=progress)
         say("validating and reporting ...")
         history_path = history if history is not None else default_history_path(out)
         with watching(spark, progress, "validating and reporting"):

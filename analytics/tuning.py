@@ -2,7 +2,7 @@
 
 A threshold decides how a stage runs (in this process or in Spark, planned once or stage by
 stage, held or recomputed, broadcast or shuffled), never what it finds: every verdict and table is
-the same on both sides of each line. The plans (:mod:`analytics.plans`) and the modules that do the
+the same on both sides of each line. The plans (:mod:`analytics.export_plan`, :mod:`analytics.audit.audit_plan`) and the modules that do the
 work import them from here; a new threshold goes here too, with its measurement
 (``docs/benchmarks.md``). Imports nothing of segaudit: every layer may read it.
 """
@@ -15,7 +15,7 @@ MIB = 1024 * 1024
 
 # An export of a local input up to this size runs the data source's tasks in the command's own
 # process, without a JVM: starting Spark and its Python workers costs some 10 s, reading 64 MiB of
-# segments about half a second (analytics.plans.export_plan).
+# segments about half a second (analytics.export_plan.export_plan).
 IN_PROCESS_BYTES = 64 * MIB
 # The segment bytes one task of the kafka-segments data source reads, and the fewest tasks it makes
 # of a log that has files enough (analytics.spark.source).
@@ -27,7 +27,7 @@ FINGERPRINT_THREADS = 16
 
 # -- the export of a live cluster ---------------------------------------------------------------
 
-# Offsets of a partition fetched by one task, and the tasks a broker serves at once (analytics.cluster.plan).
+# Offsets of a partition fetched by one task, and the tasks a broker serves at once (analytics.cluster.capture).
 DEFAULT_RANGE_OFFSETS = 2_000_000
 DEFAULT_PER_BROKER = 2
 # The bytes one Fetch asks a broker for (analytics.cluster.fetch).
@@ -37,7 +37,7 @@ DEFAULT_FETCH_BYTES = 8 * MIB
 
 # Batches of a partition's history replayed in one task (analytics.audit.ranges): work, not results;
 # every verdict is the same whatever the cut. The audit's plan sizes the ranges from the memory a
-# task may use (analytics.audit.plan.range_decision), RANGE_ROW_BYTES a batch: a window buffers a
+# task may use (analytics.audit.audit_plan.range_decision), RANGE_ROW_BYTES a batch: a window buffers a
 # whole group (a range), and a 10M-batch audit at Spark's default 1 GiB heap (local mode: 217 MiB of
 # execution memory a task on 2 cores) completes with ranges of 250,000 (870 bytes a batch) and fails
 # with one window group of 3.3M (docs/benchmarks.md). DEFAULT_RANGE_BATCHES is the smallest range
@@ -68,7 +68,7 @@ BROADCAST_ROWS = 500_000
 # as wide as the cores (``single_plan_conf``), not stage by stage (a 10M-batch log with 100k new
 # batches: the audit 1.8 s shorter, docs/benchmarks.md). Replicas compared, a history replayed
 # whole, or earlier verdicts looked back on, and Spark's own planning takes over
-# (analytics.plans.audit_plan).
+# (analytics.audit.audit_plan.audit_plan).
 FEW_BATCHES = 1_000_000
 
 # -- Spark --------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def prepare(work: Path, batches: int) -> tuple[Path, int]:
 
 def spark_cases(spark, out: Path, config: AuditConfig, window: bool = False) -> tuple[dict[str, float], Counter]:
     from analytics.audit.job import audit
-    from analytics.audit.plan import audit_plan
+    from analytics.audit.audit_plan import audit_plan
 
     times = {}
     for label in ("segaudit audit (first)", "segaudit audit (steady)"):
@@ -117,7 +117,7 @@ def table(out: Path, name: str) -> str:
 def classify_case(spark, out: Path, config: AuditConfig) -> tuple[dict[str, float], Counter]:
     """``classify`` of ``out``'s batches written as ``batch_verdicts`` (twice: first and steady), with
     the ranges the audit's plan sizes; the verdict counts."""
-    from analytics.audit.plan import range_decision
+    from analytics.audit.audit_plan import range_decision
     from analytics.audit.rules import classify
     from analytics.spark.memory import task_memory
 

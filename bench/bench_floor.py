@@ -53,7 +53,7 @@ def replay_cases(spark, batches, config) -> dict:
     from analytics.audit.ranges import HISTORY, RANGE, TASK
 
     dictionary = ranges.file_dictionary(batches, config.range_batches, state.per_file()).localCheckpoint()
-    plan = ranges.plan(dictionary)
+    plan = ranges.range_plan(dictionary)
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
     tasks = rules._tasks(spark, plan, config.range_batches)
 

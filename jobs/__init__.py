@@ -5,7 +5,7 @@ A job takes the options of its command and runs the command itself, through
 into the pipeline's call (``analytics.cli.commands``), the same output and the same failure line
 and exit code (``analytics.cli.main.guarded``). Under ``spark-submit`` the command's session is the
 submitted one, with its master and configuration (``analytics.spark.session.get_spark``), and an
-export is read in Spark, never in the command's own process (``analytics.plans.export_plan``).
+export is read in Spark, never in the command's own process (``analytics.export_plan.export_plan``).
 """
 
 from __future__ import annotations
@@ -25,3 +25,10 @@ def submit(command: str, argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv[:end]
     rest = [a for a in argv[:end] if a != "--debug"] + argv[end:]
     return main([*(["--debug"] if debug else []), command, *rest])
+
+
+def renamed(old: str, command: str, argv: Sequence[str] | None = None) -> int:
+    """``jobs/<old>.py``, the former name of ``jobs/<command>.py``: says so on stderr, then runs it."""
+    print(f"segaudit: warning: jobs/{old}.py is now jobs/{command}.py; the old name will be removed",
+          file=sys.stderr)
+    return submit(command, argv)

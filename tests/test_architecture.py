@@ -22,7 +22,7 @@ LAYERS = (
     ("analytics.audit", "analytics.export", "analytics.inventory", "analytics.reconcile"),
     ("expectations",),
     ("analytics.report",),
-    ("analytics.plans",),
+    ("analytics.export_plan",),
     ("analytics.forensics", "analytics.pipeline"),
     ("analytics.cli",),
     ("analytics.entry",),

@@ -516,7 +516,7 @@ def test_every_scenario_cut_into_ranges_of_three_batches_gets_the_verdicts_of_th
         for _, _, out in scenarios:
             b, s = spark.read.parquet(str(table_dir(out, "batches"))), spark.read.parquet(str(table_dir(out, "log_start_offsets")))
             batches, starts = (b, s) if batches is None else (batches.unionByName(b), starts.unionByName(s))
-        assert ranges.plan(ranges.file_dictionary(batches, 3)).split
+        assert ranges.range_plan(ranges.file_dictionary(batches, 3)).split
         want = {(r["file"], r["file_position"]): tuple(r[c] for c in VERDICT_COLUMNS)
                 for _, _, out in scenarios for r in pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()}
         got = {(r["file"], r["file_position"]): tuple(r[c] for c in VERDICT_COLUMNS)

@@ -101,7 +101,7 @@ def test_a_killed_export_leaves_the_previous_output_complete(tmp_path):
 
 
 def test_spark_submit_runs_the_export_job_on_the_cluster(cluster, tmp_path):
-    """The README's worked example: jobs/export_segments.py through spark-submit to the standalone master."""
+    """The worked example of docs/how-to/s3-and-clusters.md: jobs/export.py through spark-submit to the standalone master."""
     master_url, _ = cluster
     _, env = spark_class()
     submit = str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit")

@@ -163,7 +163,7 @@ def test_an_incremental_export_gives_the_table_a_full_one_gives(tmp_path):
     with open(segment, "ab") as f:  # the log goes on
         f.write(build_batch(3, [RecordSpec(value=config(2, "orders", "cleanup.policy", "compact,delete"))]))
         f.write(build_batch(4, [RecordSpec(value=config(4, "", "producer.id.expiration.ms", None))]))
-    export(None, [str(tmp_path / "d")], out, continue_from=out)
+    export(None, [str(tmp_path / "d")], out, incremental=True)
     export(None, [str(tmp_path / "d")], str(tmp_path / "full"))
     got, want = (sorted(pq.read_table(str(table_dir(o, "cluster_configs"))).to_pylist(), key=str) for o in (out, str(tmp_path / "full")))
     assert got == want

@@ -7,7 +7,7 @@ import pytest
 
 from analytics.cluster.config import ClientConfig, bootstrap_of, load, parse_properties, settings
 from analytics.cluster.fetch import Throttle
-from analytics.cluster.plan import Capture, PartitionRange, split
+from analytics.cluster.capture import Capture, PartitionRange, split
 from analytics.errors import InputError, UsageError
 from analytics.kafka.fetched import frame_fetched
 from analytics.kafka.reader import SegmentScanner, StreamScanner
@@ -208,7 +208,7 @@ class _Cluster:
 
 def _fetched(cluster, start: int, end: int, retry_seconds: float = 60.0):
     from analytics.cluster.fetch import Limits, fetch_range
-    from analytics.cluster.plan import FetchRange
+    from analytics.cluster.capture import FetchRange
 
     scanner = StreamScanner(topic="t", partition=0, file="f")
     r = FetchRange(index=0, group=0, topic="t", partition=0, start=start, end=end, first=True, leader=1, file="f")

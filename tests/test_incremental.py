@@ -138,7 +138,7 @@ COMPARED_SUMMARY = ("verdicts", "severities", "transactions", "record_duplicates
 
 
 # The settings of an incremental audit of few new batches (``analytics.tuning.FEW_BATCHES``)
-TUNED = (*single_plan_conf(1), "spark.sql.inMemoryColumnarStorage.compressed")  # and analytics.audit.plan.HELD_CONF
+TUNED = (*single_plan_conf(1), "spark.sql.inMemoryColumnarStorage.compressed")  # and analytics.audit.audit_plan.HELD_CONF
 
 
 def _table_rows(spark, out: str, name: str) -> list:
@@ -191,7 +191,7 @@ def nights(spark, tmp_path_factory):
         else:
             _segments(logs / "clean-0")[0].unlink()
         full = str(root / f"full-{night}")
-        export(spark, [str(logs)], out, records=True, continue_from=out)
+        export(spark, [str(logs)], out, records=True, incremental=True)
         before, entered = {key: spark.conf.get(key, None) for key in TUNED}, []
         published = Path(out, "_audit.json").read_text()
 
@@ -205,7 +205,7 @@ def nights(spark, tmp_path_factory):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(job, "settings", watched)  # the replay and the tables
             patch.setattr(audit_plan, "settings", watched)  # the plan's survey of the new batches
-            audit(spark, out, config, continue_from=out)
+            audit(spark, out, config, incremental=True)
         conf[night] = entered, before, {key: spark.conf.get(key, None) for key in TUNED}
         export(None, [str(logs)], full, records=True)
         audit(spark, full, config)
@@ -246,7 +246,7 @@ def test_an_incremental_audit_of_few_new_batches_plans_each_query_once_and_puts_
     """Night 2 (every history continues) ran every query planned once, as wide as the cores, to its
     last table, and its tables are a full audit's (above); night 3 (retention: a history replayed
     whole) only until the replay: its plan's survey of the new batches. Both left the session as it was."""
-    from analytics.audit.plan import HELD_CONF
+    from analytics.audit.audit_plan import HELD_CONF
 
     entered, before, after = nights[3][night]
     planned = [(values, left) for values, left in entered if values != HELD_CONF]

@@ -20,12 +20,15 @@ from analytics.errors import UsageError
 from analytics.export import ExportResult
 from expectations.suites import check_ids
 from expectations.validate import CheckResult, ValidationResult
-from jobs import audit_sequences, export_segments, run_audit, validate_expectations
+from jobs import audit as audit_job
+from jobs import export as export_job
+from jobs import run as run_job
+from jobs import validate as validate_job
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
 
 SAMPLE = str(REPO / "data" / "mixed")
-JOBS = {"run": run_audit, "audit": audit_sequences, "export": export_segments, "validate": validate_expectations}
+JOBS = {"run": run_job, "audit": audit_job, "export": export_job, "validate": validate_job}
 CHECK = check_ids()[0]
 
 
@@ -61,8 +64,10 @@ def recorded(monkeypatch, tmp_path):
     sessions asked for, each pipeline call with its arguments, stdout, stderr and the exit code."""
     calls: list = []
 
-    def spark_session(args, size=None):
-        session = Session(args.master, args.remote, tuple(args.conf), getattr(args, "incremental", False), size)
+    def spark_session(args, plan=None):
+        incremental = plan.incremental if plan is not None else getattr(args, "incremental", False)
+        session = Session(args.master, args.remote, tuple(args.conf), incremental,
+                          None if plan is None else plan.input_bytes)
         calls.append(("spark_session", session))
         return session
 
@@ -167,7 +172,11 @@ def test_incremental_reaches_the_pipeline_from_the_job(command, recorded, places
     base, _ = places
     calls = recorded([*base[command], "--incremental"], JOBS[command].main, capsys)
     [(_, session, _, kwargs)] = [c for c in calls if c[0] == f"pipeline.{command}"]
-    assert kwargs["incremental"] is True
+    # one name, read once: audit takes it; run and export take the export's plan, which carries it
+    carried = {"run": lambda: kwargs["planned"].incremental, "export": lambda: kwargs["plan"].incremental,
+               "audit": lambda: kwargs["incremental"]}[command]()
+    assert carried is True
+    assert "incremental" not in kwargs or command == "audit"  # not a second copy beside the plan
     assert session is None or session.incremental  # the session is sized for what is new
 
 
@@ -182,7 +191,7 @@ def test_under_spark_submit_the_job_reads_in_the_submitted_session(command, reco
     monkeypatch.setattr(commands, "spark_session", options_module.spark_session)
     alone = recorded([command, *base[command]], segaudit, capsys)  # a command with no master: in its own process
     [(_, session, _, kwargs)] = [c for c in alone if c[0] == f"pipeline.{command}"]
-    planned = "export_plan" if command == "run" else "plan"  # the export's plan (analytics.plans)
+    planned = "planned" if command == "run" else "plan"  # the export's plan (analytics.export_plan)
     assert (session, kwargs[planned].in_process) == (("the session", True) if command == "run" else (None, True))
 
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
@@ -195,7 +204,7 @@ def test_under_spark_submit_the_job_reads_in_the_submitted_session(command, reco
 
 def test_the_export_job_names_the_run_it_published(recorded, places, capsys):
     base, _ = places
-    calls = recorded(base["export"], export_segments.main, capsys)
+    calls = recorded(base["export"], export_job.main, capsys)
     assert ("exit", 0) in calls
     stdout = dict(c for c in calls if c[0] == "stdout")["stdout"]
     assert "batches" in stdout and f"export run run-e in {base['export'][-1]}" in stdout
@@ -208,14 +217,28 @@ def test_a_job_fails_in_one_line_with_its_exit_code(recorded, places, capsys, mo
         raise UsageError("no export in OUT")
 
     monkeypatch.setattr(pipeline, "audit", refuse)
-    assert audit_sequences.main(base["audit"]) == 2
+    assert audit_job.main(base["audit"]) == 2
     err = capsys.readouterr().err
     assert_own_lines(err)
     assert err == "segaudit: no export in OUT\n"
-    assert audit_sequences.main(["--debug", *base["audit"]]) == 2  # --debug: the traceback too
+    assert audit_job.main(["--debug", *base["audit"]]) == 2  # --debug: the traceback too
     err = capsys.readouterr().err
     assert "Traceback" in err and err.endswith("segaudit: no export in OUT\n")
-    assert validate_expectations.main([*base["validate"], "--bogus"]) == 2
+    assert validate_job.main([*base["validate"], "--bogus"]) == 2
     err = capsys.readouterr().err
     assert_own_lines(err)
     assert "unknown option --bogus" in err
+
+
+@pytest.mark.parametrize("old, command", [("run_audit", "run"), ("audit_sequences", "audit"),
+                                          ("export_segments", "export"), ("validate_expectations", "validate")])
+def test_a_jobs_former_name_runs_the_job_after_one_warning_line(old, command, recorded, places, capsys):
+    """Schedules written for a job's former name keep running: the same pipeline call, one line more."""
+    import importlib
+
+    base, _ = places
+    former = recorded(base[command], importlib.import_module(f"jobs.{old}").main, capsys)
+    now = recorded(base[command], JOBS[command].main, capsys)
+    assert [c for c in former if c[0] != "stderr"] == [c for c in now if c[0] != "stderr"]
+    stderr = dict(c for c in former if c[0] == "stderr")["stderr"]
+    assert f"segaudit: warning: jobs/{old}.py is now jobs/{command}.py" in stderr

@@ -1,4 +1,4 @@
-"""The plans (``analytics.plans``, ``analytics.audit.plan``): each decision on both sides of its
+"""The plans (``analytics.export_plan``, ``analytics.audit.audit_plan``): each decision on both sides of its
 threshold, the CLI's plan and a library caller's the same, and every threshold in ``analytics.tuning``
 alone. No JVM starts: the decisions are functions of a few numbers."""
 
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from analytics import plans, tuning
-from analytics.audit.plan import CONTINUED, FULL, LINKED, audit_decision
-from analytics.cli.options import export_plan as cli_export_plan
+from analytics import export_plan as plans
+from analytics import tuning
+from analytics.audit.audit_plan import CONTINUED, FULL, LINKED, audit_decision
+from analytics.cli.options import planned_export as cli_export_plan
 from analytics.cli.parser import parser
 from tests.conftest import REPO
 
@@ -66,7 +67,7 @@ def test_export_modes(alone, tmp_path):
     size = plans.input_bytes([str(SAMPLE)], None)
     assert 0 < size <= tuning.IN_PROCESS_BYTES
     full = plans.export_plan([str(SAMPLE)], str(tmp_path / "out"), session=plans.STARTED_HERE)
-    assert (full.mode, full.continue_from, full.in_process, full.input_bytes) == (plans.FULL, None, True, size)
+    assert (full.mode, full.incremental, full.in_process, full.input_bytes) == (plans.FULL, False, True, size)
     assert full.reason.startswith("in this process")
     out = tmp_path / "out"
     out.mkdir()
@@ -75,7 +76,7 @@ def test_export_modes(alone, tmp_path):
     (out / "_export.json").write_text(json.dumps({"run_id": "r1", "input_bytes": size, "segment_files": {
         p: {"size": Path(p).stat().st_size, "read_by": "r1"} for p in logs}}))
     continued = plans.export_plan([str(SAMPLE)], str(out), incremental=True, session=plans.STARTED_HERE)
-    assert (continued.mode, continued.continue_from, continued.input_bytes) == (plans.CONTINUED, str(out), 0)
+    assert (continued.mode, continued.incremental, continued.input_bytes) == (plans.CONTINUED, True, 0)
     live = plans.export_plan(["kafka://localhost:9092"], str(out), session=plans.STARTED_HERE)
     assert (live.mode, live.in_process) == (plans.CLUSTER, False)
     assert plans.export_plan([str(SAMPLE)], str(out), session="spark://host:7077").in_process is False
@@ -126,7 +127,7 @@ def test_every_threshold_lives_in_tuning():
 
 
 def test_ranges_are_as_long_as_a_tasks_memory_holds():
-    from analytics.audit.plan import range_decision
+    from analytics.audit.audit_plan import range_decision
 
     floor, row = tuning.DEFAULT_RANGE_BATCHES, tuning.RANGE_ROW_BYTES
     assert range_decision(None)[0] == floor  # Spark Connect, or executors of unknown cores

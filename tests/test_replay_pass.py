@@ -32,7 +32,7 @@ def _replayed(batches, config: AuditConfig, one_pass: bool):
 
     size = 10**9
     dictionary = ranges.file_dictionary(batches, size, state.per_file()).localCheckpoint()
-    plan = ranges.plan(dictionary)
+    plan = ranges.range_plan(dictionary)
     files = F.broadcast(dictionary.select("file", ranges.HISTORY, "file_id", "rid0", "bounds"))
     rows = batches.transform(steps.replay_columns(files))
     if one_pass:
@@ -101,7 +101,7 @@ def test_every_scenario_gets_the_facts_the_windows_give(spark, audited):
 
 def test_the_audit_of_an_export_replays_in_one_pass_when_the_session_has_the_jar(spark, audited):
     from analytics.audit.config import load_config
-    from analytics.audit.plan import audit_plan
+    from analytics.audit.audit_plan import audit_plan
 
     generated, out = audited["clean"]
     assert audit_plan(spark, out, load_config(generated.truth_dir / "audit.toml")).one_pass

@@ -57,7 +57,7 @@ class AuditConfig:
     or a version such as ``3.9``); an unknown one is a ValueError. ``producer_id_expiration_ms`` None
     takes the profile's default (:attr:`expiration_ms`). ``range_batches``: how long a partition's
     history gets before it is replayed in several tasks (:mod:`analytics.audit.ranges`); None: the
-    audit's plan sizes it from the memory of a task (:func:`analytics.audit.plan.range_decision`)."""
+    audit's plan sizes it from the memory of a task (:func:`analytics.audit.audit_plan.range_decision`)."""
 
     profile: str = LATEST_PROFILE_NAME
     producer_id_expiration_ms: int | None = None

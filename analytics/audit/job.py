@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from analytics import reuse
 from analytics.audit import counting, tables, tap
 from analytics.audit.config import AuditConfig
-from analytics.audit.plan import AuditPlan, audit_plan, configuration
+from analytics.audit.audit_plan import AuditPlan, audit_plan, configuration
 from analytics.contract import (AUDIT, DUP_DUPLICATE, DUPLICATE_KINDS, EXPORT, OUT_SCHEMAS, SEV_OK, SEVERITIES,
                                 SNAPSHOT_STATUSES, SUMMARY, TXN_STATUSES, VERDICTS)
 from analytics.kafka import sinks
@@ -53,14 +53,13 @@ class AuditResult:
     finished_at_ms: int
 
 
-def audit(spark, out: str, config: AuditConfig, *, continue_from: str | None = None,
+def audit(spark, out: str, config: AuditConfig, *, incremental: bool = False,
           progress=None, plan: AuditPlan | None = None) -> AuditResult:
-    """Replay and classify the export under OUT and publish the audit tables. ``continue_from``: the
-    OUT holding the audit to continue (an incremental audit; OUT itself, or the published OUT of a
-    run staged elsewhere). ``plan``: the audit's plan when the caller made it already
-    (:func:`analytics.audit.plan.audit_plan`, which ``continue_from`` and ``progress`` are given to)."""
+    """Replay and classify the export under OUT and publish the audit tables. ``incremental``:
+    continue the audit already there (:func:`analytics.audit.audit_plan.audit_plan`, which it and
+    ``progress`` are given to); ``plan``: the audit's plan when the caller made it already."""
     started = time.monotonic()
-    plan = plan or audit_plan(spark, out, config, continue_from=continue_from, progress=progress)
+    plan = plan or audit_plan(spark, out, config, incremental=incremental, progress=progress)
     try:
         return _audited(spark, out, plan, started)
     except Exception as e:
@@ -79,7 +78,7 @@ def _audited(spark, out: str, plan: AuditPlan, started: float) -> AuditResult:
     with publication(out, AUDIT, built_from={EXPORT: plan.export_manifest["run_id"]}) as run, ExitStack() as tuned:
         if plan.replay_conf:  # the plan's session settings, kept to the end unless the derived tables differ
             tuned.enter_context(settings(spark, plan.replay_conf))
-        target = _Target(spark, run, plan.continue_from)
+        target = _Target(spark, run, plan.continued_out)
         replayed = _replay(plan)
         written = _write_replayed(spark, target, plan, replayed, _beside_replay(spark, target, plan))
         added = _added(spark, target, plan, written)
@@ -135,8 +134,8 @@ class _Written:
 class _Target:
     """The run folder the audit writes its tables to, each conformed to its schema."""
 
-    def __init__(self, spark, run, continue_from: str | None):
-        self.spark, self.run, self.continue_from = spark, run, continue_from
+    def __init__(self, spark, run, continued_out: str | None):
+        self.spark, self.run, self.continued_out = spark, run, continued_out
 
     def write(self, name: str, df):
         """Write ``name``; the schema it was written with."""
@@ -153,7 +152,7 @@ class _Target:
     def write_beside(self, name: str, df):
         """``name``'s new rows, then the previous audit's files of it (a linked incremental audit)."""
         conform(df, name).write.parquet(self.run.path(name))
-        reuse.link_tree(published(self.continue_from).path(name), self.run.path(name))
+        reuse.link_tree(published(self.continued_out).path(name), self.run.path(name))
 
     def verdicts(self, verdicts, tapped: list | None = None):
         """The verdicts to write, conformed; ``tapped`` (the rows come sorted by topic): the write's
@@ -175,7 +174,7 @@ class _Target:
         plain_columns(writer, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
         if linked:  # the new rows (perhaps none) beside the previous files
             new_files.extend(reuse.parquet_files(path))
-            reuse.link_tree(published(self.continue_from).path("batch_verdicts"), path)
+            reuse.link_tree(published(self.continued_out).path("batch_verdicts"), path)
         table = read_table(self.spark, path, self.run.store.size(f"{self.run.folder}/batch_verdicts"),
                            conformed.schema)
         return table, counted()
@@ -233,7 +232,7 @@ def _transactions_found(spark, plan: AuditPlan) -> tuple:
                    if live.get("coordinator_transactions") == "complete" else None)
     if not plan.adds:
         return None, transactions_found(plan.batches, coordinator).localCheckpoint()
-    earlier = read_parquet(spark, published(plan.continue_from).path("transactions"))
+    earlier = read_parquet(spark, published(plan.continued_out).path("transactions"))
     return earlier, transactions_found(plan.step.batches, coordinator, earlier).localCheckpoint()
 
 

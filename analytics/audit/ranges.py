@@ -8,7 +8,7 @@ the files alone (one row per segment: its batch count and first and last base of
 assumed evenly spread over a file's offsets), so planning the ranges reads no batch twice. Ranges
 only decide where work is done: a verdict is the same whatever the cut.
 
-``rid`` numbers the ranges of every history in (history, offset) order, 0 to ``Plan.ranges - 1``;
+``rid`` numbers the ranges of every history in (history, offset) order, 0 to ``RangePlan.ranges - 1``;
 ``task`` says which task replays a range (:func:`task_of`), and every window of the replay
 partitions by (``task``, ``rid``) first, so one exchange of ``task`` clusters them all.
 """
@@ -42,7 +42,7 @@ warnings.filterwarnings("ignore", message="WARN WindowExpression: No Partition D
 
 
 @dataclass(frozen=True)
-class Plan:
+class RangePlan:
     """What the dictionary says about the cut: the ranges of all histories, the histories, the
     batches. ``split``: some history has more than one range."""
     ranges: int
@@ -114,7 +114,7 @@ def _numbered(files: DataFrame, range_batches: int, per_file: dict) -> DataFrame
     )
 
 
-def plan(dictionary: DataFrame) -> Plan:
+def range_plan(dictionary: DataFrame) -> RangePlan:
     """The counts of the cut, from the dictionary (one row reaches the driver), in one job."""
     from analytics.spark.session import small_queries
 
@@ -122,7 +122,7 @@ def plan(dictionary: DataFrame) -> Plan:
                                                   F.sum("batch_count").alias("batches"))
     with small_queries(dictionary.sparkSession):
         row = per_history.agg(F.sum("ranges"), F.count(F.lit(1)), F.sum("batches")).first()
-    return Plan(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+    return RangePlan(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
 
 
 def range_of() -> "F.Column":
@@ -132,7 +132,7 @@ def range_of() -> "F.Column":
     return F.col("rid0") + F.size(F.filter("bounds", lambda b: b <= offset))
 
 
-def task_of(plan: Plan, tasks: int) -> "F.Column":
+def task_of(plan: RangePlan, tasks: int) -> "F.Column":
     """``task`` of a row with its ``rid``: the ranges in order, in ``tasks`` contiguous runs of
     about equal count, each run's key one that Spark's hash partitioning into ``tasks`` sends to
     its own task (:func:`analytics.spark.partitioning.task_keys`)."""

@@ -137,7 +137,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     size = config.range_batches or DEFAULT_RANGE_BATCHES  # unset: the audit's plan sizes it, classify alone does not
     # numbered files, the cut, and in the same pass the state each file leaves: small, held
     dictionary = ranges.file_dictionary(batches, size, state.per_file())
-    plan = ranges.plan(dictionary)
+    plan = ranges.range_plan(dictionary)
     # one broadcast, for both joins
     files = F.broadcast(dictionary.select("file", HISTORY, "file_id", "rid0", "bounds"))
     # a row per history, broadcast to the replay and the state: taken now, each one job, so that the
@@ -191,7 +191,7 @@ def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:
             prior.rows)
 
 
-def _in_one_range(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig) -> DataFrame:
+def _in_one_range(rows: DataFrame, plan: ranges.RangePlan, size: int, config: AuditConfig) -> DataFrame:
     """Every history in one range: one hash exchange of ``task`` (:func:`_tasks`), which every window
     reuses."""
     tasks = _tasks(rows.sparkSession, plan, size)
@@ -205,7 +205,7 @@ def _in_one_range(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditCo
     )
 
 
-def _in_one_pass(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig,
+def _in_one_pass(rows: DataFrame, plan: ranges.RangePlan, size: int, config: AuditConfig,
                  held: list | None = None) -> tuple[DataFrame, DataFrame]:
     """The facts of :func:`_in_one_range` from one pass over each range in offset order
     (``java/HistoryReplay.java``): the same exchange of ``task``, one sort of each task's rows by
@@ -271,7 +271,7 @@ def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFram
     return replayed if copies is None else replayed.join(copies, on=list(steps.ROW_KEY), how="left")
 
 
-def _in_ranges(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfig, held: list,
+def _in_ranges(rows: DataFrame, plan: ranges.RangePlan, size: int, config: AuditConfig, held: list,
                prior: tuple | None = None) -> DataFrame:
     """Histories cut into ranges, each replayed in a task with what the earlier ranges carry
     (:mod:`analytics.audit.carry`). The copies first, over whole histories (an exchange of seven
@@ -307,7 +307,7 @@ def _in_ranges(rows: DataFrame, plan: ranges.Plan, size: int, config: AuditConfi
             .join(copies, on=list(steps.ROW_KEY), how="left"))
 
 
-def _tasks(spark, plan: ranges.Plan, size: int) -> int:
+def _tasks(spark, plan: ranges.RangePlan, size: int) -> int:
     """The tasks the ranges are replayed in: about ``size`` batches a task but at least
     ``MIN_TASK_BATCHES``, at least one per core while there are ranges, never more than the ranges:
     a task per shuffle partition, none empty (adaptive execution does not coalesce the partitions of

@@ -17,7 +17,7 @@ from analytics.cli.options import (
     check_profile,
     cluster_options,
     history_options,
-    export_plan,
+    planned_export,
     spark_session,
     validation_config,
 )
@@ -120,11 +120,10 @@ def export(args) -> int:
     _inputs_exist(args.logdirs)
     live = cluster_options(args)
     _cluster_answers(args.logdirs, live)
-    plan = export_plan(args)
-    spark = None if plan.in_process else spark_session(args, plan.input_bytes)
+    plan = planned_export(args)
+    spark = None if plan.in_process else spark_session(args, plan)
     result = pipeline.export(spark, args.logdirs, args.out, records=args.records,
-                             input_format=args.input_format, progress=progress, incremental=args.incremental,
-                             cluster=live, plan=plan)
+                             input_format=args.input_format, progress=progress, cluster=live, plan=plan)
     print(render_table(["table", "rows"], sorted(result.rows.items())))
     print(f"\nexport run {result.run_id} in {result.out}")
     return EXIT_OK
@@ -209,15 +208,14 @@ def run(args) -> int:
     _cluster_answers(args.logdirs, live)
     from analytics import pipeline
 
-    plan = export_plan(args)  # the input measured once, before the session exists
-    size = plan.input_bytes
+    plan = planned_export(args)  # the input measured and --incremental read once, before the session exists
     # an export in this process needs no session: its JVM starts meanwhile, on a thread of its own
-    session = (beside(lambda: spark_session(args, size), "spark-session") if plan.in_process
-               else spark_session(args, size))
+    session = (beside(lambda: spark_session(args, plan), "spark-session") if plan.in_process
+               else spark_session(args, plan))
     history = history_options(args)
     result = pipeline.run(session, args.logdirs, args.out, config, validation, records=args.records,
-                          input_format=args.input_format, progress=progress, incremental=args.incremental,
-                          cluster=live, export_plan=plan, **history)
+                          input_format=args.input_format, progress=progress, cluster=live, planned=plan,
+                          **history)
     if args.format == "json":
         print(document(outcome("run", result.exit_code, _path(args.out), _summary(args.out), validated=result.validated,
                                paths=_paths(args.out, validated=result.validated, report=result.report, **history),

@@ -113,12 +113,10 @@ def add_spark_options(p: argparse.ArgumentParser) -> None:
                         "stderr is not a terminal, e.g. in a scheduler's log (on a terminal it always does)")
 
 
-UNKNOWN = object()  # input_bytes not yet measured
-
-
-def spark_session(args, size=UNKNOWN):
-    """The Spark session the options ask for (local mode by default), sized for ``size`` bytes of
-    input (``input_bytes(args)`` unless the caller measured it already)."""
+def spark_session(args, plan=None):
+    """The Spark session the options ask for (local mode by default), sized for the input of ``plan``
+    (the export's plan, :func:`planned_export`: its bytes and whether it is incremental) when the
+    caller made one, else for what the command reads (:func:`input_bytes`)."""
     from analytics.spark.session import JavaMissing, get_spark
 
     conf = {}
@@ -127,33 +125,34 @@ def spark_session(args, size=UNKNOWN):
         if not sep:
             raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
-    if size is UNKNOWN:
-        size = input_bytes(args)
+    size = plan.input_bytes if plan is not None else input_bytes(args)
+    incremental = plan.incremental if plan is not None else getattr(args, "incremental", False)
     try:
         storage = [*(getattr(args, "logdirs", None) or []), *filter(None, [getattr(args, "out", None)])]
         session = get_spark(args.master, remote=args.remote, conf=conf, input_bytes=size,
-                            whole_input=not getattr(args, "incremental", False), storage=storage)
+                            incremental=incremental, storage=storage)
     except JavaMissing as exc:
         raise UsageError(str(exc)) from exc
     signals.install()  # again: the new SparkContext put PySpark's own SIGINT handler in place
     return session
 
 
-def export_plan(args):
-    """The plan of the export of ``export`` or ``run`` (:func:`analytics.plans.export_plan`): in this
-    process when no master or Spark Connect is named and the input is local and small."""
-    from analytics.plans import STARTED_HERE
-    from analytics.plans import export_plan as plan
+def planned_export(args):
+    """The plan of the export of ``export`` or ``run`` (:func:`analytics.export_plan.export_plan`): in
+    this process when no master or Spark Connect is named and the input is local and small; the one
+    place ``--incremental`` is read for them."""
+    from analytics.export_plan import STARTED_HERE
+    from analytics.export_plan import export_plan as plan
 
     return plan(args.logdirs, args.out, incremental=getattr(args, "incremental", False),
                 session=args.remote or args.master or STARTED_HERE)
 
 
 def input_bytes(args) -> int | None:
-    """About how much the command will read, before Spark starts (:func:`analytics.plans.input_bytes`):
+    """About how much the command will read, before Spark starts (:func:`analytics.export_plan.input_bytes`):
     the size of its local LOGDIRs, or of the log its OUT was exported from; for ``--incremental``, what
     is new since the export in OUT. None when unknown (a live cluster, a bucket)."""
-    from analytics.plans import input_bytes as measured
+    from analytics.export_plan import input_bytes as measured
 
     return measured(getattr(args, "logdirs", None), getattr(args, "out", None),
                     incremental=getattr(args, "incremental", False))

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from analytics.cluster.client import DENIED, NONE, OFFSET_OUT_OF_RANGE, RETRIABLE, Cluster
-from analytics.cluster.plan import FetchRange
+from analytics.cluster.capture import FetchRange
 from analytics.contract.vocabulary import OFFSETS_LOST
 from analytics.errors import InputError
 from analytics.kafka.fetched import frame_fetched

@@ -38,7 +38,7 @@ from analytics.kafka import sinks
 from analytics.kafka.fs import is_remote, local_path
 from analytics.kafka.model import SegmentInfo
 from analytics.progress import Ticker
-from analytics.publish import publication, published
+from analytics.publish import continued, publication, published
 
 if TYPE_CHECKING:
     from analytics.spark.files import FileTask
@@ -68,20 +68,21 @@ def export(
     records: bool = False,
     input_format: str = "segments",
     progress: Callable[[str], None] | None = None,
-    continue_from: str | None = None,
+    incremental: bool = False,
 ) -> ExportResult:
     """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written.
 
     ``spark`` None: the data source's tasks run one after the other in this process, without a JVM
     (for a small local input, where starting Spark costs far more than the reading; the choice is
-    :func:`analytics.plans.export_plan`'s).
+    :func:`analytics.export_plan.export_plan`'s).
 
-    ``continue_from``: the OUT holding an export to continue (``out`` itself, or the published OUT
-    of a run staged elsewhere): only the segment files new or changed since are read, the others'
-    rows kept (:mod:`analytics.reuse`); the tables are a full export's."""
+    ``incremental``: continue the export published in ``out`` (or, for a ``segaudit run``'s folder, in
+    the OUT it is published to: :func:`analytics.publish.continued`): only the segment files new or
+    changed since are read, the others' rows kept (:mod:`analytics.reuse`); the tables are a full
+    export's."""
     started = time.monotonic()
     say = progress or (lambda _msg: None)
-    reading = _reading(paths, input_format, records, continue_from, say)
+    reading = _reading(paths, input_format, records, continued(out) if incremental else None, say)
     with publication(out, EXPORT) as run:
         read = _announce(run, reading, say)
         _read_segments(spark, run, reading, read, say)
@@ -99,33 +100,33 @@ def export(
 @dataclass(frozen=True)
 class _Reading:
     """What an export reads: its inputs (absolute, or URIs), the segment files found in them, and of
-    an incremental export the previous export's manifest and segments table, the files kept whole
-    (path -> Parquet name) and those that only grew."""
+    an incremental export the OUT it continues, the previous export's manifest and segments table,
+    the files kept whole (path -> Parquet name) and those that only grew."""
 
     paths: list[str]
     input_format: str
     records: bool
     files: list
     total_bytes: int
-    continue_from: str | None
+    continued_out: str | None
     previous: dict | None
     before: pa.Table | None
     kept: dict
     grown: dict
 
 
-def _reading(paths: list[str], input_format: str, records: bool, continue_from: str | None, say) -> _Reading:
+def _reading(paths: list[str], input_format: str, records: bool, continued_out: str | None, say) -> _Reading:
     """The segment files of ``paths`` and, continuing an export, what it keeps of it."""
-    from analytics.spark.plan import kafka_log_dirs, segment_files
+    from analytics.spark.listing import kafka_log_dirs, segment_files
 
     paths = [p if is_remote(p) else os.path.abspath(local_path(p)) for p in paths]
     files = segment_files(paths, input_format)
     if not files and not (input_format == "segments" and kafka_log_dirs(paths)):
         raise ExportError(f"no Kafka segments found in {' '.join(paths)}")
-    previous = None if continue_from is None else _previous(continue_from, paths, input_format, records, say)
-    before = None if previous is None else _read_parts(published(continue_from).path("segments"), schema.SEGMENTS)
+    previous = None if continued_out is None else _previous(continued_out, paths, input_format, records, say)
+    before = None if previous is None else _read_parts(published(continued_out).path("segments"), schema.SEGMENTS)
     kept = _kept(previous, files)
-    return _Reading(paths, input_format, records, files, sum(f.size for f in files), continue_from, previous,
+    return _Reading(paths, input_format, records, files, sum(f.size for f in files), continued_out, previous,
                     before, kept, _grown(previous, files, kept, before))
 
 
@@ -138,7 +139,7 @@ def _announce(run, reading: _Reading, say) -> list:
     if reading.previous is None:
         say(f"exporting {len(files)} files, {reading.total_bytes / 1e6:,.1f} MB, to {run.store.path()}")
     else:
-        linked = reuse.link_parts(published(reading.continue_from).path, run.path(), reading.previous,
+        linked = reuse.link_parts(published(reading.continued_out).path, run.path(), reading.previous,
                                   [*kept, *grown])
         say(f"exporting {len(read)} new or changed files of {len(files)} ({len(grown)} of them grown: only "
             f"their new bytes), {sum(f.size for f in read) / 1e6:,.1f} MB, to {run.store.path()}; "
@@ -156,7 +157,7 @@ def _writing(run, reading: _Reading, table: str, **more: str) -> dict[str, str]:
 def _read_segments(spark, run, reading: _Reading, read: list, say) -> None:
     """One pass over the segments: tasks write batches (and records) as Parquet, one segments row per
     file; the kept files' segments rows beside them."""
-    from analytics.spark.plan import file_errors
+    from analytics.spark.listing import file_errors
     from analytics.spark.session import default_parallelism
     from analytics.spark.source import in_process, load
     from analytics.spark.tasks import SegmentExportTask, write_rows
@@ -209,7 +210,7 @@ def _cluster_configs(run, reading: _Reading) -> dict:
 
 def _coverage(reading: _Reading, parse_errors: pa.Table) -> dict:
     """The files read whole of the segment and sidecar files present (:mod:`analytics.export.coverage`)."""
-    from analytics.spark.plan import sidecar_files
+    from analytics.spark.listing import sidecar_files
 
     sidecars = sidecar_files(reading.paths) if reading.input_format == "segments" else []
     return coverage(len(reading.files) + len(sidecars), reading.total_bytes + sum(f.size for f in sidecars),
@@ -221,7 +222,7 @@ def _merge_small_tables(run, reading: _Reading) -> pa.Table:
     log start offsets (the checkpoints' rows), merged without Spark; the parse errors."""
     parse_errors = _read_parts(run.path("_parts", "parse_errors"), schema.PARSE_ERRORS)
     if reading.kept:
-        earlier = published(reading.continue_from).path("parse_errors")
+        earlier = published(reading.continued_out).path("parse_errors")
         parse_errors = pa.concat_tables([parse_errors, reuse.kept_rows(earlier, reading.kept, schema.PARSE_ERRORS)])
     _write_small(run.path("parse_errors"), parse_errors)
     checkpoints = _read_parts(run.path("checkpoints"), schema.CHECKPOINTS)

@@ -4,7 +4,7 @@ The same tables as an export of log dirs, so the audit, validation, report and f
 work unchanged:
 
 - ``batches`` (``records``), ``segments``, ``parse_errors``: each partition's captured offsets
-  (:func:`analytics.cluster.plan.capture`), fetched by Spark tasks on the executors
+  (:func:`analytics.cluster.capture.capture`), fetched by Spark tasks on the executors
   (:mod:`analytics.spark.fetching`). A fetched range stands where a segment file stands: its
   ``file`` is ``kafka://<cluster id>/<topic>-<partition>/<range start, 20 digits>``, and
   ``file_position`` is the byte position of a batch in the bytes fetched for the range, so
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from analytics.cluster.client import Cluster
 from analytics.cluster.config import load
-from analytics.cluster.plan import DEFAULT_PER_BROKER, DEFAULT_RANGE_OFFSETS, Capture, capture, locator, split
+from analytics.cluster.capture import DEFAULT_PER_BROKER, DEFAULT_RANGE_OFFSETS, Capture, capture, locator, split
 from analytics.contract import EXPORT
 from analytics.contract import schemas as schema
 from analytics.errors import InputError

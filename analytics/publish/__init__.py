@@ -159,6 +159,15 @@ def shown_path(out: str, *parts: str) -> str:
     return store.path(*parts) if not store.remote else published(out).path(*parts)
 
 
+def continued(out: str) -> str:
+    """The ``OUT`` whose published stages an incremental stage writing into ``out`` continues: the
+    ``OUT`` a ``segaudit run``'s folder (``OUT/_runs/<run>``, :func:`unit`) is published to, else
+    ``out`` itself."""
+    parent, _ = out.rstrip("/").rsplit("/", 1) if "/" in out.rstrip("/") else ("", out)
+    above, _, name = parent.rpartition("/")
+    return above if name == RUNS and above and Store(above).is_dir(commits.COMMITS) else out
+
+
 def read_manifest(out: str, stage: str, as_of: AsOf | None = None) -> dict:
     """The manifest of a stage's complete output under ``out``; :class:`StageMissing` when there is none."""
     return published(out, as_of).manifest(stage)

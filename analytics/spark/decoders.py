@@ -18,7 +18,7 @@ from analytics.kafka.logdir import row_dict, stream_segment
 from analytics.kafka.model import Batch, ParseError, SegmentInfo
 from analytics.kafka.reader import DEFAULT_WINDOW, Chunk
 from analytics.spark.files import FileTask
-from analytics.spark.plan import segment_files
+from analytics.spark.listing import segment_files
 
 INPUT_FORMATS = ("segments", "dump-log")
 _DUMP_BATCH_ROWS = 8192

@@ -5,7 +5,7 @@ export's segment files are (:func:`analytics.spark.tasks.export_chunks`).
     spark.read.format("kafka-segments").option("table", "export-fetch")
         .option("cluster", "kafka://b1:9092")      # the bootstrap servers
         .option("clientConfig", "/etc/client.properties")  # optional: read by each task, never shipped
-        .option("ranges", json)                    # the driver's plan (analytics.cluster.plan.split)
+        .option("ranges", json)                    # the driver's plan (analytics.cluster.capture.split)
         .option("tablesOut", staging).option("errorsOut", errors).option("records", "true")
         .option("bytesPerSecond", "1000000")       # each task's share of the export's byte rate
         .load("kafka://<cluster id>")
@@ -25,7 +25,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from analytics.cluster.fetch import DEFAULT_FETCH_BYTES, Limits
-from analytics.cluster.plan import FetchRange
+from analytics.cluster.capture import FetchRange
 from analytics.contract.schemas import SEGMENTS
 from analytics.kafka.coordinator import TRANSACTION_STATE_TOPIC
 from analytics.spark.files import FileTask

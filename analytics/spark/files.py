@@ -1,7 +1,7 @@
 """The unit of work of the ``kafka-segments`` data source: one file to read (:class:`FileTask`),
 and the files one Spark task reads one after the other (:class:`FileGroup`).
 
-The driver plans them (:mod:`analytics.spark.plan`), Spark ships them to the executors, where a
+The driver plans them (:mod:`analytics.spark.listing`), Spark ships them to the executors, where a
 task type (:mod:`analytics.spark.tasks`) reads each file: plain values, picklable.
 """
 

@@ -168,11 +168,11 @@ CO_PARTITION_ON_KEY_PREFIX = ("spark.sql.requireAllClusterKeysForCoPartition", "
 
 
 def get_spark(master: str | None = None, *, remote: str | None = None, app_name: str = "segaudit", conf: dict | None = None,
-              input_bytes: int | None = None, whole_input: bool = True, storage: Iterable[str] = ()):
+              input_bytes: int | None = None, incremental: bool = False, storage: Iterable[str] = ()):
     """The active session if there is one, else a new one (``local[*]`` unless told otherwise).
     ``input_bytes``, the size of what the session will read when known, picks a new local JVM's
-    compiler (:func:`jit_options`) and, when it is the whole of the input (``whole_input``; not the
-    new segments of an incremental run, which joins them with the tables of the whole log), how the
+    compiler (:func:`jit_options`) and, when it is the whole of the input (not of an ``incremental``
+    run, which reads the new segments and joins them with the tables of the whole log), how the
     session evaluates queries (:func:`evaluation_conf`). ``storage``, the paths the command reads and
     writes (inputs, OUT), adds the S3 connector when one is on S3 (:func:`objectstore.spark_conf`,
     under ``conf``: the user's settings win); a Spark Connect server brings its own. A new JVM of a
@@ -211,7 +211,7 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             # each reader holds two 1 MiB buffers, which alone exhausted a 1 GiB local-mode driver auditing
             # 10M batches. Without it the same audit completes (docs/benchmarks.md).
             options["spark.unsafe.sorter.spill.read.ahead.enabled"] = "false"
-            tiny = input_bytes if local and whole_input else None
+            tiny = input_bytes if local and not incremental else None
             cores = local_cores(master or "local[*]") if local else 1
             options |= evaluation_conf(tiny, cores)
             # The heap of the one JVM that plans and runs the tasks: a share of the machine unless the

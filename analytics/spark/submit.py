@@ -1,7 +1,7 @@
 """The ``spark-submit`` arguments of segaudit's jobs, printed for a command line:
 
     spark-submit --master spark://spark-master:7077 $(python -m analytics.spark.submit --s3) \\
-      jobs/run_audit.py s3://kafka-logs/broker-1 --out s3://audit/broker-1
+      jobs/run.py s3://kafka-logs/broker-1 --out s3://audit/broker-1
 
 - The driver's log: Spark's log4j output goes to a file of its own, ``<cache>/logs/submit-<time>.log``
   (``SEGAUDIT_CACHE``, else ``~/.cache/segaudit``), as a local command's JVM does

@@ -52,7 +52,7 @@ from analytics.kafka.model import ParseError, SegmentInfo
 from analytics.kafka.sidecars import read_sidecar
 from analytics.spark.decoders import BinarySegments, Decoder
 from analytics.spark.files import FileTask
-from analytics.spark.plan import sidecar_files
+from analytics.spark.listing import sidecar_files
 
 SEGMENT_TABLES = ("batches", "records", "segments")  # the tables a segment file holds
 # What SidecarExportTask yields per file (the rows themselves go to Parquet).

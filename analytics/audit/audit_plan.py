@@ -4,7 +4,7 @@ What the audit reads, its configuration as resolved (:mod:`analytics.audit.setti
 what it continues, and the session settings its steps run under:
 
 - ``full``: every batch replayed (no audit in OUT to continue, or one of another configuration);
-- ``continued``: the histories that continue from the audit in ``continue_from`` replay only their
+- ``continued``: the histories that continue from the audit in ``continued_out`` replay only their
   new batches (:mod:`analytics.audit.increment`), the earlier verdicts read and written again;
 - ``linked``: every history continues and OUT is local: the earlier verdicts' files are kept as
   they are (hard links), and the derived tables add the new rows to the previous audit's.
@@ -13,7 +13,11 @@ A history longer than the configured ``range_batches`` is replayed in offset ran
 sizes them from the memory of a task (:func:`range_decision`). A linked audit of few new batches (``FEW_BATCHES``, :mod:`analytics.tuning`) that needs no earlier
 verdict again and few records runs its queries planned once each (``single_plan_conf``); the
 derived tables too, unless replicas are compared. The decision is :func:`audit_decision`, a pure
-function of a few numbers. ``analytics.plans.audit_plan`` is this module's :func:`audit_plan`.
+function of a few numbers.
+
+An audit is ``incremental`` when its caller asks it to be (``--incremental``, carried by the
+export's plan: :class:`analytics.export_plan.ExportPlan`); what the request becomes is ``mode``,
+decided here once.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from analytics import reuse
 from analytics.audit.config import AuditConfig
 from analytics.audit.settings import resolved
 from analytics.contract import AUDIT, EXPORT, SUMMARY, TOPIC_ID
-from analytics.publish import published, read_manifest
+from analytics.publish import continued, published, read_manifest
 from analytics.spark import javacode
 from analytics.spark.columns import topic_ids, with_topic_id
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
@@ -46,8 +50,8 @@ LINKED = "linked"
 @dataclass(frozen=True)
 class AuditPlan:
     """An audit of ``out``: ``config`` (resolved; ``provenance``: where each setting came from), the
-    export's manifest and tables it reads, its ``mode``, the audit it continues (``continue_from``,
-    ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
+    export's manifest and tables it reads, whether it was asked to be ``incremental``, its ``mode``,
+    the audit it continues (``continued_out``, ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
     replay and of the derived tables (``HELD_CONF`` alone or empty: Spark's own planning), and why;
     ``one_pass``: histories in one range are replayed by segaudit's Java pass (the session has it,
     :mod:`analytics.spark.javacode`), else by the window steps, with the same facts;
@@ -62,8 +66,9 @@ class AuditPlan:
     batches: object
     log_starts: object
     records: object | None
+    incremental: bool = False
     mode: str = FULL
-    continue_from: str | None = None
+    continued_out: str | None = None
     previous: object | None = None
     since: object | None = None
     step: object | None = None
@@ -87,11 +92,10 @@ class AuditPlan:
         return files is not None and "last_state" in files.columns
 
 
-def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | None = None,
-               progress=None) -> AuditPlan:
-    """The plan of auditing the export in ``out`` under ``config``; ``continue_from``: the OUT holding
-    the audit to continue (an incremental audit: OUT itself, or the published OUT of a run staged
-    elsewhere). ``progress`` hears why an incremental audit is a full one."""
+def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = False, progress=None) -> AuditPlan:
+    """The plan of auditing the export in ``out`` under ``config``; ``incremental``: continue the audit
+    published in ``out`` (or, for a ``segaudit run``'s folder, in the OUT it is published to:
+    :func:`analytics.publish.continued`). ``progress`` hears why an incremental audit is a full one."""
     from analytics.audit.increment import increment, read_since
     from analytics.audit.replicas import held_in_several
 
@@ -110,8 +114,9 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     records = with_topic_id(read_parquet(spark, store.path("records")), ids) if store.is_dir("records") else None
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
                   log_starts=log_starts, records=records, one_pass=javacode.load(spark),
-                  unread=unread_segments(spark, store, manifest), topic_ids=ids)
-    previous, why = (None, None) if continue_from is None else previous_audit(spark, continue_from, config)
+                  unread=unread_segments(spark, store, manifest), topic_ids=ids, incremental=incremental)
+    continued_out = continued(out) if incremental else None
+    previous, why = (None, None) if continued_out is None else previous_audit(spark, continued_out, config)
     if previous is None:
         if why:
             (progress or (lambda _msg: None))(why)
@@ -121,7 +126,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
     few = single_plan_conf(default_parallelism(spark)) if few_batches(since and since.batches) else {}
     with settings(spark, few) if few else nullcontext():  # the survey reads only the new batches
         step = increment(batches, log_starts, previous, since)
-    can_link = step.every and reuse.can_link(continue_from)
+    can_link = step.every and reuse.can_link(continued_out)
     look_back = step.prior.look_back
     record_rows = (reuse.parquet_rows(store.path("records")) if records is not None and can_link and not look_back
                    else None)
@@ -129,7 +134,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, continue_from: str | Non
         continuing=True, since_batches=since and since.batches, every=step.every, can_link=can_link,
         look_back=look_back, record_rows=record_rows,
         replicated=held_in_several(manifest.get("segment_files") or {}))
-    return AuditPlan(**inputs, mode=mode, continue_from=continue_from, previous=previous, since=since, step=step,
+    return AuditPlan(**inputs, mode=mode, continued_out=continued_out, previous=previous, since=since, step=step,
                      replay_conf=HELD_CONF | (few if replay_single else {}),
                      derived_conf=HELD_CONF | few if derived_single else {},
                      replicas_with_replay=derived_single or not replay_single, reason=reason)

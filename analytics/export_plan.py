@@ -1,14 +1,14 @@
-"""What a stage will do, decided once before it starts: a frozen plan, then straight-line work.
+"""The export's plan (:class:`ExportPlan`), made once before Spark starts: what it reads, whether it
+is incremental, the bytes it will read and whether it runs in this process or in Spark, with a short
+``reason`` for progress output.
 
-The export's plan (:func:`export_plan`) says what it reads, whether it continues an earlier export,
-and whether it runs in this process or in Spark; the audit's (:func:`audit_plan`, made in
-:mod:`analytics.audit.plan`) says whether it is a full, continued or linked audit, what it continues
-and the session settings each of its steps runs under. Each plan carries a short ``reason`` for
-progress output. The CLI (``analytics.cli.commands``, which the spark-submit jobs run) and the
-library (``analytics.pipeline``) make their plans here, so a library call gets the CLI's fast paths.
-The decisions themselves are pure functions of a few numbers (:func:`export_decision`,
-:func:`analytics.audit.plan.audit_decision`), tested without Spark; their thresholds are
-:mod:`analytics.tuning`'s.
+It is the run's first decision: the Spark session is sized from it (``input_bytes``,
+``incremental``: :func:`analytics.cli.options.spark_session`), and ``incremental`` goes from it to
+the audit's plan (:func:`analytics.audit.audit_plan.audit_plan`), which decides what the request
+becomes (a full, continued or linked audit). The CLI (``analytics.cli.commands``, which the
+spark-submit jobs run) and the library (``analytics.pipeline``) make it here, so a library call gets
+the CLI's fast paths. The decision itself is a pure function of a few numbers
+(:func:`export_decision`), tested without Spark; its threshold is :mod:`analytics.tuning`'s.
 """
 
 from __future__ import annotations
@@ -17,12 +17,8 @@ import json
 import os
 from dataclasses import dataclass
 
-from analytics.audit.plan import AuditPlan, audit_decision, audit_plan
 from analytics.contract.vocabulary import EXPORT, MANIFESTS
 from analytics.tuning import IN_PROCESS_BYTES, MIB
-
-__all__ = ["AuditPlan", "ExportPlan", "audit_decision", "audit_plan", "export_decision", "export_plan",
-           "input_bytes", "spark_elsewhere"]
 
 FULL = "full"  # every input read
 CONTINUED = "continued"  # the segment files new or changed since an earlier export read, the others' rows kept
@@ -37,40 +33,38 @@ UNREAD = (".index", ".timeindex")
 
 @dataclass(frozen=True)
 class ExportPlan:
-    """An export: its inputs and ``out``, its ``mode`` (``full``, ``continued`` from the export in
-    ``continue_from``, or ``cluster``), whether it runs ``in_process`` (the data source's tasks in this
-    process, no JVM) or in Spark, the bytes it will read when known, and why."""
+    """An export: its inputs and ``out``, whether it is ``incremental`` (continuing the export published
+    in ``out``), its ``mode`` (``full``, ``continued`` or ``cluster``), whether it runs ``in_process``
+    (the data source's tasks in this process, no JVM) or in Spark, the bytes it will read when known,
+    and why."""
 
     paths: tuple[str, ...]
     out: str
+    incremental: bool
     mode: str
-    continue_from: str | None
     in_process: bool
     input_bytes: int | None
     reason: str
 
 
-def export_plan(paths, out: str, *, incremental: bool = False, continue_from: str | None = None,
-                session=None) -> ExportPlan:
+def export_plan(paths, out: str, *, incremental: bool = False, session=None) -> ExportPlan:
     """The plan of exporting ``paths`` to ``out``. ``incremental``: continue the export in ``out``
-    (``continue_from``: in that OUT instead). ``session``: the Spark the export would otherwise run in:
+    (read only the segment files new or changed since). ``session``: the Spark the export would otherwise run in:
     None (no Spark: always in this process), :data:`STARTED_HERE` or a function that starts it (a
     local session this process starts when needed: the CLI without ``--master`` or ``--remote``), a
     session (in this process only when its master is local), or the master or Spark Connect URL the
     caller named."""
     from analytics.cluster.config import is_cluster
 
-    if incremental and continue_from is None:
-        continue_from = out
     paths = tuple(paths)
     if any(is_cluster(p) for p in paths):
-        return ExportPlan(paths, out, CLUSTER, None, False, None, "a live cluster: fetched in Spark")
-    size = input_bytes(paths, out, incremental=continue_from is not None, since=continue_from)
+        return ExportPlan(paths, out, incremental, CLUSTER, False, None, "a live cluster: fetched in Spark")
+    size = input_bytes(paths, out, incremental=incremental)
     if session is None:
         here, reason = True, "in this process: no Spark session given"
     else:
         here, reason = export_decision(size, spark_elsewhere(session))
-    return ExportPlan(paths, out, CONTINUED if continue_from else FULL, continue_from, here, size, reason)
+    return ExportPlan(paths, out, incremental, CONTINUED if incremental else FULL, here, size, reason)
 
 
 def export_decision(size: int | None, elsewhere: str | None) -> tuple[bool, str]:
@@ -113,13 +107,13 @@ def spark_elsewhere(session) -> str | None:
     return None if master.startswith("local") else f"master {master}"
 
 
-def input_bytes(paths, out: str | None, *, incremental: bool = False, since: str | None = None) -> int | None:
+def input_bytes(paths, out: str | None, *, incremental: bool = False) -> int | None:
     """About how much a stage will read, before Spark starts: the size of its local ``paths``, or
     of the log ``out``'s export was made from (no ``paths``). ``incremental``: what is new since the
-    export in ``since`` (``out`` when not given): the segments that are new or changed (``paths``
-    given), or that the last export read (an audit's). None when unknown (a live cluster, a bucket)."""
+    export in ``out``: the segments that are new or changed (``paths`` given), or that the last
+    export read (an audit's). None when unknown (a live cluster, a bucket)."""
     try:
-        with open(os.path.join(since or out, MANIFESTS[EXPORT])) as f:
+        with open(os.path.join(out, MANIFESTS[EXPORT])) as f:
             manifest = json.load(f)
     except (TypeError, OSError, ValueError):
         manifest = None
