@@ -18,18 +18,32 @@ from dataclasses import dataclass, field
 
 from analytics.audit.config import AuditConfig
 from analytics.contract import (
+    COMPACTION,
+    COORDINATOR_EPOCH_REGRESSION,
     DECOMPRESSION,
+    DUPLICATE,
     DUP_DUPLICATE,
+    EPOCH_BUMP_NONZERO,
+    FENCED_ZOMBIE_WRITE,
+    FIRST_SEEN_NONZERO,
     HANGING,
     INVALID_BATCH,
     INVALID_LENGTH,
+    INVALID_TXN_STATE,
+    MARKER_EPOCH_REGRESSION,
+    NOT_READ,
+    PARTIAL_HISTORY,
+    PRODUCER_EXPIRATION,
     RECORD_DECODE,
+    SEQUENCE_GAP,
+    SEQUENCE_REGRESSION,
     SEQ_SPACE,
     SEV_VIOLATION,
+    STATE_LOSS,
     TRUNCATED,
     UNKNOWN_MAGIC,
-    NOT_READ,
     UNREADABLE,
+    UNREAD_FILE,
     VANISHED,
     VIEW_ENDED,
     VIEW_UNKNOWN,
@@ -136,12 +150,12 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
     # continuing such a restart (before 2.5), are partial history too: the audit compares their
     # previous batch, or the batch holding the producer's highest sequence, with the log start.
     restarted = ("" if profile.unknown_pid_nonzero_seq_error is None else
-                 " OR (verdict IN ('SEQUENCE_REGRESSION', 'DUPLICATE') AND prev_base_offset IS NOT NULL)")
+                 f" OR (verdict IN ({_quote((SEQUENCE_REGRESSION, DUPLICATE))}) AND prev_base_offset IS NOT NULL)")
     if profile.evicts_below_log_start:
         restarted += " OR (base_sequence = 0 AND prev_base_offset IS NOT NULL)"
     zero_duplicates = [
         Check("no_duplicate_batch", "anomalies",
-              f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'DUPLICATE'",
+              f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{DUPLICATE}'",
               "No batch repeats the producer, epoch and sequence range of an earlier batch of its partition."),
     ]
     if has_records:
@@ -180,10 +194,10 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{v}' AND explained_by IS NULL",
                   f"No unexplained {v}: {text}.")
             for v, text in (
-                ("SEQUENCE_GAP", "a first sequence beyond the producer's highest + 1 in the same epoch"),
-                ("SEQUENCE_REGRESSION", "a sequence overlapping or rewinding within an epoch"),
-                ("EPOCH_BUMP_NONZERO", "a new epoch that does not start at sequence 0"),
-                ("FIRST_SEEN_NONZERO", "a producer whose first visible batch does not start at sequence 0"),
+                (SEQUENCE_GAP, "a first sequence beyond the producer's highest + 1 in the same epoch"),
+                (SEQUENCE_REGRESSION, "a sequence overlapping or rewinding within an epoch"),
+                (EPOCH_BUMP_NONZERO, "a new epoch that does not start at sequence 0"),
+                (FIRST_SEEN_NONZERO, "a producer whose first visible batch does not start at sequence 0"),
             )
         ],
         "eviction_gaps": [
@@ -194,10 +208,10 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   f"AND NOT txn_open{forgotten}) e ON {_same_history('a', 'e')} AND e.base_offset = a.expired_offset "
                   f"LEFT JOIN ({_batches_in()}) p ON {_same_history('a', 'p')} "
                   f"AND p.base_offset = a.prev_base_offset) "
-                  f"WHERE explained_by = 'producer_expiration' "
+                  f"WHERE explained_by = '{PRODUCER_EXPIRATION}' "
                   f"AND NOT ((idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten}) "
                   f"OR (conflict_offset < expired_offset AND expired_offset < base_offset AND expiry_found IS NOT NULL "
-                  f"AND verdict IN ('DUPLICATE', 'SEQUENCE_GAP', 'SEQUENCE_REGRESSION') "
+                  f"AND verdict IN ({_quote((DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION))}) "
                   f"AND ((producer_epoch = p_epoch AND (CAST(base_sequence AS BIGINT) = CAST(p_seq AS BIGINT) + 1 "
                   f"OR (base_sequence = 0 AND p_seq = {SEQ_SPACE - 1}))) OR (producer_epoch > p_epoch AND base_sequence = 0))))",
                   f"Every break explained by producer expiration follows at least producer.id.expiration.ms "
@@ -210,17 +224,17 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   f"LEFT JOIN (SELECT dir, topic, `partition`, producer_id, min(base_offset) AS first_data "
                   f"FROM ({_batches_in()} WHERE NOT is_control) GROUP BY dir, topic, `partition`, producer_id) d "
                   f"ON {_same_history('a', 'd')}) "
-                  f"WHERE explained_by = 'partial_history' "
-                  f"AND NOT ((verdict = 'FIRST_SEEN_NONZERO' AND prev_base_offset IS NULL) "
-                  f"OR (verdict IN ('SEQUENCE_GAP', 'EPOCH_BUMP_NONZERO') AND first_data = base_offset){restarted})",
+                  f"WHERE explained_by = '{PARTIAL_HISTORY}' "
+                  f"AND NOT ((verdict = '{FIRST_SEEN_NONZERO}' AND prev_base_offset IS NULL) "
+                  f"OR (verdict IN ({_quote((SEQUENCE_GAP, EPOCH_BUMP_NONZERO))}) AND first_data = base_offset){restarted})",
                   "Every gap explained by partial history is the producer's first visible batch, or its first "
                   "data batch after markers only"
                   + (f" or (profile {config.profile}) a restart after, or a continuation repeating, batches below "
                      "the log start." if restarted else ".")),
             Check("compaction_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, offset_holes, {missing} AS missing_sequences FROM {{batch}} "
-                  f"WHERE explained_by = 'compaction' AND NOT (topic IN ({_quote(config.compacted_topics())}) "
-                  f"AND verdict IN ('SEQUENCE_GAP', 'EPOCH_BUMP_NONZERO') AND offset_holes >= {missing})",
+                  f"WHERE explained_by = '{COMPACTION}' AND NOT (topic IN ({_quote(config.compacted_topics())}) "
+                  f"AND verdict IN ({_quote((SEQUENCE_GAP, EPOCH_BUMP_NONZERO))}) AND offset_holes >= {missing})",
                   "Every gap explained by compaction (missing sequences, or a new epoch's first ones) is on a "
                   "compacted topic, with offset holes covering the missing sequences."),
             Check("unread_file_justified", "anomalies",
@@ -228,28 +242,28 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   f"LEFT JOIN (SELECT DISTINCT topic AS unread_topic, `partition` AS unread_partition "
                   f"FROM parse_errors WHERE error_kind IN ({_quote(NOT_READ)}) AND file LIKE '%.log') u "
                   f"ON u.unread_topic = a.topic AND u.unread_partition = a.`partition` "
-                  f"WHERE explained_by = 'unread_file' AND NOT (u.unread_partition IS NOT NULL "
-                  f"AND verdict IN ('SEQUENCE_GAP', 'EPOCH_BUMP_NONZERO') AND offset_holes >= {missing})",
+                  f"WHERE explained_by = '{UNREAD_FILE}' AND NOT (u.unread_partition IS NOT NULL "
+                  f"AND verdict IN ({_quote((SEQUENCE_GAP, EPOCH_BUMP_NONZERO))}) AND offset_holes >= {missing})",
                   "Every gap explained by an unread file is in a partition with a segment the export could not "
                   "read (every_file_read fails for it), with offset holes covering the missing sequences."),
             Check("state_loss_justified", "anomalies",
-                  f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = 'state_loss' "
+                  f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM {{batch}} WHERE explained_by = '{STATE_LOSS}' "
                   f"AND NOT (({_restart_condition(config)}){forgotten})",
                   "Every break explained by state loss spans a configured broker restart"
                   + (f" and starts at sequence 0 (profile {config.profile})." if forgotten else ".")),
             Check("no_zombie_write", "anomalies",  # even when explained: expiration is how a zombie gets in
-                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'FENCED_ZOMBIE_WRITE'",
+                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{FENCED_ZOMBIE_WRITE}'",
                   "No fenced producer (an epoch lower than one already seen) wrote to the log, "
                   "not even after the broker forgot it."),
             Check("no_epoch_regression", "anomalies",
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict IN "
-                  f"({_quote(('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION'))})",
+                  f"({_quote((MARKER_EPOCH_REGRESSION, COORDINATOR_EPOCH_REGRESSION))})",
                   "No producer or coordinator epoch goes backwards."),
         ],
         "transactions": [
             Check("no_hanging_transaction", "transactions",
                   "SELECT topic, `partition`, producer_id, producer_epoch, first_offset, status FROM {batch} "
-                  "WHERE status = 'HANGING'",
+                  f"WHERE status = '{HANGING}'",
                   "No transaction stays open past transaction.max.timeout.ms plus the broker's 5-minute buffer."),
             Check("no_open_transaction_unknown_to_its_coordinator", "transactions",
                   "SELECT topic, `partition`, producer_id, producer_epoch, first_offset, status, coordinator_view "
@@ -260,11 +274,11 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                   "coordinator already ended (its marker never reached the partition). Exports of log dirs have "
                   "no coordinator view and pass."),
             Check("no_invalid_transaction_state", "anomalies",
-                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = 'INVALID_TXN_STATE'",
+                  f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{INVALID_TXN_STATE}'",
                   "No non-transactional batch while its producer has a transaction open."),
             Check("no_fenced_marker", "anomalies",
                   f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE is_control AND verdict IN "
-                  f"({_quote(('MARKER_EPOCH_REGRESSION', 'COORDINATOR_EPOCH_REGRESSION'))})",
+                  f"({_quote((MARKER_EPOCH_REGRESSION, COORDINATOR_EPOCH_REGRESSION))})",
                   "No COMMIT or ABORT marker the leader would have fenced."),
         ],
     }
