@@ -38,8 +38,8 @@ from analytics.contract import (
 )
 from analytics.errors import did_you_mean
 
-# Every exit code, what it means, and the commands it concerns (None: every command). The README's
-# table says the same (tests/test_usage.py compares them).
+# Every exit code, what it means, and the commands it concerns (None: every command). The reference's
+# table of exit codes is generated from it (docs/reference/exit-codes.md).
 EXIT_CODES = (
     (EXIT_OK, "success (run, validate: every expectation is met)", None),
     (EXIT_VIOLATION, "the data violates an expectation (run, validate), or records are missing or doubled "
@@ -51,7 +51,7 @@ EXIT_CODES = (
     (EXIT_SIGTERM, "terminated by SIGTERM; OUT keeps its previous complete run", None),
 )
 FORMATS = ("text", "json")
-FORMAT_HELP = "text for people (the default), or json: one JSON document on stdout (README: JSON output)"
+FORMAT_HELP = "text for people (the default), or json: one JSON document on stdout (docs/reference/json-output.md)"
 
 
 def exit_codes(command: str | None = None) -> str:

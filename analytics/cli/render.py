@@ -1,5 +1,5 @@
 """Rendering of results: aligned tables and the check summary for the terminal, and the JSON
-documents of ``--format json`` (README, "JSON output": their keys are a contract, extended only).
+documents of ``--format json`` (docs/reference/json-output.md: their keys are a contract, extended only).
 
 Pure functions from result objects to strings or plain dicts; the commands print them.
 """
