@@ -49,11 +49,12 @@ class ExportPlan:
 
 def export_plan(paths, out: str, *, incremental: bool = False, session=None) -> ExportPlan:
     """The plan of exporting ``paths`` to ``out``. ``incremental``: continue the export in ``out``
-    (read only the segment files new or changed since). ``session``: the Spark the export would otherwise run in:
-    None (no Spark: always in this process), :data:`STARTED_HERE` or a function that starts it (a
-    local session this process starts when needed: the CLI without ``--master`` or ``--remote``), a
-    session (in this process only when its master is local), or the master or Spark Connect URL the
-    caller named."""
+    (read only the segment files new or changed since). ``session``: the Spark the export would
+    otherwise run in: None (no Spark: always in this process); a local session this process starts
+    when needed (the CLI without ``--master`` or ``--remote``): :data:`STARTED_HERE`, a function
+    that starts it, or one still starting (:class:`analytics.spark.concurrent.Starting`); a session
+    (in this process only when its master is local); or the master or Spark Connect URL the caller
+    named."""
     from analytics.cluster.config import is_cluster
 
     paths = tuple(paths)
@@ -94,7 +95,9 @@ def spark_elsewhere(session) -> str | None:
         return "under spark-submit"
     if "SPARK_REMOTE" in os.environ:
         return "SPARK_REMOTE names a Spark Connect server"
-    if session == STARTED_HERE or callable(session):
+    from analytics.spark.concurrent import Starting
+
+    if session == STARTED_HERE or callable(session) or isinstance(session, Starting):
         from pyspark.sql import SparkSession
 
         return "a Spark session is active" if SparkSession.getActiveSession() is not None else None

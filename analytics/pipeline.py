@@ -195,9 +195,9 @@ def run(spark, paths: list[str], out: str, config: AuditConfig, validation: Vali
     ``cluster``: the options of a live cluster's export (:func:`export`); ``planned``: the export's
     plan when the caller made it (:func:`analytics.export_plan.export_plan`, whose ``incremental`` the
     run then follows; else made here, as the CLI makes it): in this process, without Spark, for a small local input, where Spark's Python workers
-    cost far more than the reading (:func:`analytics.export.export`). ``spark`` may also be a
-    function of no arguments that returns the session, still starting when ``run`` is called
-    (:func:`analytics.spark.concurrent.beside`): it is asked for when a stage needs it, so an export
+    cost far more than the reading (:func:`analytics.export.export`). ``spark`` is a session, or
+    one still starting (:class:`analytics.spark.concurrent.Starting`, from
+    :func:`~analytics.spark.concurrent.beside`): it is waited for when a stage needs it, so an export
     in this process runs while the JVM starts."""
     from analytics.report.history import default_history_path
     from analytics.spark.progress import watching
@@ -256,8 +256,10 @@ def _validate_and_report(spark, staged: str, out: str, audited: AuditResult, val
 
 
 def _ready(spark):
-    """The session ``spark`` is, or returns once it has started (:func:`run`)."""
-    return spark() if callable(spark) else spark
+    """The session ``spark`` is, or is starting (:class:`~analytics.spark.concurrent.Starting`)."""
+    from analytics.spark.concurrent import Starting
+
+    return spark.result() if isinstance(spark, Starting) else spark
 
 
 def _import_beside(module: str) -> None:

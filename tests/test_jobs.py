@@ -20,6 +20,7 @@ from analytics.errors import UsageError
 from analytics.export import ExportResult
 from expectations.suites import check_ids
 from expectations.validate import CheckResult, ValidationResult
+from analytics.spark.concurrent import Starting
 from jobs import audit as audit_job
 from jobs import export as export_job
 from jobs import run as run_job
@@ -74,8 +75,8 @@ def recorded(monkeypatch, tmp_path):
     def recorder(name, result):
         def call(*args, **kwargs):
             session, *rest = args
-            if callable(session):  # run's session, started beside an export in the command's process
-                session = session()
+            if isinstance(session, Starting):  # run's session, started beside an export in the command's process
+                session = session.result()
             calls.append((f"pipeline.{name}", session, tuple(rest), kwargs))
             return result(rest[1] if name in ("export", "run") else rest[0])  # OUT
         return call

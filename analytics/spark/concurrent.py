@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from analytics.tuning import MAX_THREADS
 
@@ -84,13 +84,23 @@ def once(work: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-def beside(work: Callable[[], T], name: str) -> Callable[[], T]:
-    """Start ``work`` on a thread of its own now; the function returned waits for it, then returns
-    its result or raises what it raised. For work that mostly waits on another process (a JVM
-    starting) while the calling thread goes on with its own.
+class Starting(Generic[T]):
+    """What :func:`beside` started: :meth:`result` waits for it, then returns its result or raises
+    what it raised (e.g. a Spark session still starting, which a stage asks for when it needs it)."""
+
+    def __init__(self, future: Future):
+        self._future = future
+
+    def result(self) -> T:
+        return self._future.result()
+
+
+def beside(work: Callable[[], T], name: str) -> Starting[T]:
+    """Start ``work`` on a thread of its own now; the handle returned waits for it. For work that
+    mostly waits on another process (a JVM starting) while the calling thread goes on with its own.
 
     >>> ready = beside(lambda: 6 * 7, "answer")
-    >>> ready()
+    >>> ready.result()
     42
     """
     future: Future = Future()
@@ -102,4 +112,4 @@ def beside(work: Callable[[], T], name: str) -> Callable[[], T]:
             future.set_exception(exc)
 
     threading.Thread(target=run, name=name, daemon=True).start()
-    return future.result
+    return Starting(future)
