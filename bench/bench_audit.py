@@ -11,7 +11,7 @@ export's ``batches`` table:
   twice in one application: the first run also pays for the JIT and the Python workers;
 - ``Spark classify``: ``analytics.audit.rules.classify`` alone, writing ``batch_verdicts``, the
   same output as the two cases below, with the ranges the audit's plan sizes
-  (``audit.plan.range_decision``: one pass over each history): the audit's file dictionary, replay
+  (``audit.audit_plan.range_decision``: one pass over each history): the audit's file dictionary, replay
   and one write with nothing else (no state tables, tap, counts or derived tables), twice (the
   steady run counts), printed beside the lean replay too, the floor of what the audit must do;
 - ``DuckDB``: the same classification in SQL (``bench/classify_duckdb.sql``), threads = cores;

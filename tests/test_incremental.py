@@ -160,7 +160,7 @@ def nights(spark, tmp_path_factory):
     ``{night: (tables of OUT, tables of the full run, OUT's export manifest, OUT's summary)}`` and
     the count of files night 2 changed."""
     from analytics.audit import job
-    from analytics.audit import plan as audit_plan
+    from analytics.audit import audit_plan
     from analytics.audit.config import load_config
     from analytics.audit.job import audit
     from analytics.export import export
