@@ -109,3 +109,15 @@ def test_the_derived_tables_name_the_incarnation(audited):
                 if s["topic"] == "orders" and s["log_dir"].endswith("/one")}
     assert sessions == {("orders", 4000): OLD, ("orders", 5000): NEW}
     assert result.verdicts.get("DUPLICATE", 0) == 0 and result.record_duplicates == 0
+
+
+def test_the_summary_counts_the_folders_known_by_name_alone(audited):
+    """legacy-0 has no partition.metadata: the summary and the command's line say so."""
+    import json
+
+    from analytics.audit.audit_plan import described_identity
+
+    result, _ = audited
+    summary = json.loads(Path(result.out, "summary.json").read_text())
+    assert summary["topic_identity"] == {"partition_folders": 7, "without_topic_id": 1}
+    assert described_identity(summary["topic_identity"]).startswith("1 of 7 partition folders has no topic id")

@@ -23,6 +23,7 @@ decided here once.
 from __future__ import annotations
 
 import json
+import posixpath
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 
@@ -79,6 +80,7 @@ class AuditPlan:
     replicas_with_replay: bool = True
     unread: object | None = None  # (log_dir, topic, partition, unread_files): segments not read; None: all were
     topic_ids: object | None = None  # (_folder, topic_id) of the partition folders (spark.columns.topic_ids)
+    identity: dict | None = None  # the partition folders and those without a topic id (folder_identity)
 
     @property
     def linked(self) -> bool:
@@ -114,7 +116,8 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     records = with_topic_id(read_parquet(spark, store.path("records")), ids) if store.is_dir("records") else None
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
                   log_starts=log_starts, records=records, one_pass=javacode.load(spark),
-                  unread=unread_segments(spark, store, manifest), topic_ids=ids, incremental=incremental)
+                  unread=unread_segments(spark, store, manifest), topic_ids=ids, incremental=incremental,
+                  identity=folder_identity(store, manifest))
     continued_out = continued(out) if incremental else None
     previous, why = (None, None) if continued_out is None else previous_audit(spark, continued_out, config)
     if previous is None:
@@ -248,6 +251,41 @@ def unread_segments(spark, store, manifest: dict):
     segments = errors.where(F.col("error_kind").isin(*NOT_READ) & F.col("file").endswith(".log"))
     return (with_log_dir(segments).groupBy("log_dir", "topic", "partition")
             .agg(F.countDistinct("file").alias("unread_files")))
+
+
+def folder_identity(store, manifest: dict) -> dict | None:
+    """``{"partition_folders": n, "without_topic_id": m}``: the partition folders holding the export's
+    segment files, and those whose ``partition.metadata`` gave no topic id (brokers before 2.8,
+    hand-copied segments, a file lost): their histories are told apart by topic name alone. None
+    when the export names no segment files (a live cluster's, ``kafka-dump-log`` text). Read with
+    pyarrow from the manifest and ``partition_metadata`` (a row per folder): no Spark job."""
+    from analytics.kafka import sinks
+
+    folders = {posixpath.dirname(path) for path in (manifest.get("segment_files") or {})}
+    if not folders:
+        return None
+    known = set()
+    if store.is_dir("partition_metadata"):
+        for part in sinks.parquet_files(store.path("partition_metadata")):
+            rows = sinks.read_table(part).select(["file", TOPIC_ID]).to_pylist()
+            known |= {posixpath.dirname(r["file"]) for r in rows if r["file"] and r[TOPIC_ID]}
+    return {"partition_folders": len(folders), "without_topic_id": len(folders - known)}
+
+
+def described_identity(identity: dict | None) -> str | None:
+    """One line for an operator when some partition folder has no topic id, else None.
+
+    >>> described_identity({"partition_folders": 3, "without_topic_id": 1})
+    '1 of 3 partition folders has no topic id (no partition.metadata: a broker before 2.8, or copied segments): a topic deleted and recreated under its name cannot be told apart there'
+    >>> described_identity({"partition_folders": 3, "without_topic_id": 0}) is None
+    True
+    """
+    if not identity or not identity["without_topic_id"]:
+        return None
+    n = identity["without_topic_id"]
+    return (f"{n:,} of {identity['partition_folders']:,} partition folders {'has' if n == 1 else 'have'} no topic id "
+            "(no partition.metadata: a broker before 2.8, or copied segments): a topic deleted and recreated "
+            "under its name cannot be told apart there")
 
 
 def configuration(config: AuditConfig) -> dict:

@@ -384,6 +384,8 @@ def _summary(run_id: str, plan: AuditPlan, replayed: _Replayed, written: _Writte
         # topic-partitions exported from several log dirs, and their divergent offset ranges by severity
         "replicated_partitions": replicated,
         "replica_divergence": {s: divergence.get(s, 0) for s in SEVERITIES if s != SEV_OK},
+        # the partition folders and those told apart by topic name alone (no topic id)
+        "topic_identity": plan.identity,
         # the values used: the profile as given, the expiration its default when not configured
         "configuration": configuration(plan.config) | {"export_time_ms": export_time[0],
                                                         "producer_id_expiration_ms": plan.config.expiration_ms},

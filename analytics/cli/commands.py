@@ -146,12 +146,21 @@ def audit(args) -> int:
     print(render_table(["verdict", "batches"], [[v, n] for v, n in result.verdicts.items() if n]))
     print()
     print(render_table(["severity", "batches"], [[s, n] for s, n in result.severities.items()]))
+    read = _what_was_read(args.out)
+    if read:
+        print("\n" + "\n".join(read))
+    return EXIT_OK
+
+
+def _what_was_read(out: str) -> list[str]:
+    """The audit's lines for an operator on its input: the export's coverage, and the partition
+    folders told apart by topic name alone, when there are any."""
+    from analytics.audit.audit_plan import described_identity
     from analytics.export.coverage import described
 
-    read = described(_summary(args.out).get("coverage"))
-    if read:
-        print(f"\n{read}")
-    return EXIT_OK
+    summary = _summary(out)
+    return [line for line in (described(summary.get("coverage")), described_identity(summary.get("topic_identity")))
+            if line]
 
 
 def _previous_audit(out: str) -> dict | None:
@@ -231,11 +240,8 @@ def run(args) -> int:
         *[[f"severity {s}", n] for s, n in audited.severities.items() if n],
         *[[f"transactions {s}", n] for s, n in audited.transactions.items() if n],
     ]))
-    from analytics.export.coverage import described
-
-    read = described(_summary(args.out).get("coverage"))
-    if read:
-        print(read)
+    for line in _what_was_read(args.out):
+        print(line)
     print(f"\n{DATA_QUESTION} (the expectation suites: an explained duplicate or zombie write still fails its check)")
     print(checks_table(result.validated))
     print(f"\n{passed(result.validated)} in {result.seconds:.1f} s; Data Docs: {result.validated.data_docs}; "
