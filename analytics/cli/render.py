@@ -87,6 +87,7 @@ def outcome(command: str, exit_code: int, out: str, summary: dict, *, validated=
             "snapshot_checks": summary.get("snapshot_checks") or {},
             "replicated_partitions": summary.get("replicated_partitions"),
             "coverage": summary.get("coverage"),
+            "topic_identity": summary.get("topic_identity"),
         },
         "expectations": None if validated is None else tally(validated),
         "checks": None if validated is None else [
