@@ -110,3 +110,35 @@ def test_every_byte_of_every_file_of_a_log_dir_is_accounted_for(tmp_path):
     assert errors_by_file["stray.bin"] == 33 and errors_by_file["what-is-this"] == 11
     assert [(c.checkpoint, c.topic, c.partition, c.offset) for c in tables.checkpoints] == [("log-start-offset", "t", 0, 0)]
     assert tables.table("batches").num_rows == 6
+
+
+def test_a_brokers_temporary_segments_are_accounted_for_and_not_replayed(tmp_path):
+    """``.deleted`` (retention or compaction removing a segment), ``.cleaned`` (a compaction's output
+    being written) and ``.swap`` (one about to replace its originals): a broker recovering from a
+    crash deletes the first two and completes the swap. The export reads the log as it stands: each
+    is one ``temporary_file`` row holding its bytes, counted in the coverage as left unread by
+    design, and none of their batches is a row (they copy the segment's here)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from analytics.export import export
+    from tests.outs import table_dir
+
+    part = tmp_path / "logs" / "orders-0"
+    part.mkdir(parents=True)
+    segment = b"".join(build_batch(base, [RecordSpec(key=b"k", value=b"v", timestamp=1, offset_delta=0)])
+                       for base in range(3))
+    (part / segment_file_name(0)).write_bytes(segment)
+    leftovers = [segment_file_name(0) + suffix for suffix in (".deleted", ".cleaned", ".swap")]
+    for name in leftovers:
+        (part / name).write_bytes(segment)
+    out = tmp_path / "out"
+    export(None, [str(tmp_path / "logs")], str(out))
+    errors = pq.read_table(str(table_dir(str(out), "parse_errors"))).to_pylist()
+    assert sorted((Path(e["file"]).name, e["error_kind"], e["bytes_affected"]) for e in errors) == sorted(
+        (name, E.TEMPORARY_FILE, len(segment)) for name in leftovers)
+    assert pq.read_table(str(table_dir(str(out), "batches"))).num_rows == 3
+    coverage = json.loads((out / "_export.json").read_text())["coverage"]
+    assert coverage["not_data"] == {E.TEMPORARY_FILE: {"files": 3, "bytes": 3 * len(segment)}}
+    assert coverage["not_read"] == {}

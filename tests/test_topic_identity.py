@@ -121,3 +121,29 @@ def test_the_summary_counts_the_folders_known_by_name_alone(audited):
     summary = json.loads(Path(result.out, "summary.json").read_text())
     assert summary["topic_identity"] == {"partition_folders": 7, "without_topic_id": 1}
     assert described_identity(summary["topic_identity"]).startswith("1 of 7 partition folders has no topic id")
+
+
+def test_a_future_folder_is_a_replica_and_a_stray_one_of_another_incarnation_is_not(spark, tmp_path):
+    """A JBOD move in progress (``-future``: the same topic id in another log dir) is compared with the
+    live folder as a replica; a stray replica of an older incarnation (``-stray``, KRaft) is its own
+    history, compared with nothing: the same records in all three, and nothing diverges or repeats."""
+    import pyarrow.parquet as pq
+
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.job import audit
+    from analytics.export import export
+
+    live, moving, stray = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    _partition(live, "orders-0", _batches(5000), NEW)
+    _partition(moving, f"orders-0.{UID}-future", _batches(5000, count=4), NEW)
+    _partition(stray, f"orders-0.{UID}-stray", _batches(4000), OLD)
+    out = str(tmp_path / "out")
+    export(None, [str(live), str(moving), str(stray)], out, records=True)
+    result = audit(spark, out, AuditConfig())
+    verdicts = pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()
+    assert {(Path(v["file"]).parent.name, v["topic_id"], v["verdict"]) for v in verdicts} == {
+        ("orders-0", NEW, "OK"), (f"orders-0.{UID}-future", NEW, "OK"), (f"orders-0.{UID}-stray", OLD, "OK")}
+    divergence = pq.read_table(str(table_dir(out, "replica_divergence"))).to_pylist()
+    assert [(Path(r["log_dir"]).name, Path(r["other_log_dir"]).name, r["kind"], r["severity"], r["topic_id"])
+            for r in divergence] == [("a", "b", "truncated_tail", "info", NEW)]  # the move has 40 of 60 offsets
+    assert result.record_duplicates == 0 and result.verdicts.get("DUPLICATE", 0) == 0
