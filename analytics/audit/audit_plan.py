@@ -51,8 +51,8 @@ LINKED = "linked"
 @dataclass(frozen=True)
 class AuditPlan:
     """An audit of ``out``: ``config`` (resolved; ``provenance``: where each setting came from), the
-    export's manifest and tables it reads, whether it was asked to be ``incremental``, its ``mode``,
-    the audit it continues (``continued_out``, ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
+    export's manifest and tables it reads, its ``mode``, the audit it continues (``continued_out``:
+    None unless it was asked to be incremental; ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
     replay and of the derived tables (``HELD_CONF`` alone or empty: Spark's own planning), and why;
     ``one_pass``: histories in one range are replayed by segaudit's Java pass (the session has it,
     :mod:`analytics.spark.javacode`), else by the window steps, with the same facts;
@@ -67,7 +67,6 @@ class AuditPlan:
     batches: object
     log_starts: object
     records: object | None
-    incremental: bool = False
     mode: str = FULL
     continued_out: str | None = None
     previous: object | None = None
@@ -116,7 +115,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     records = with_topic_id(read_parquet(spark, store.path("records")), ids) if store.is_dir("records") else None
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
                   log_starts=log_starts, records=records, one_pass=javacode.load(spark),
-                  unread=unread_segments(spark, store, manifest), topic_ids=ids, incremental=incremental,
+                  unread=unread_segments(spark, store, manifest), topic_ids=ids,
                   identity=folder_identity(store, manifest))
     continued_out = continued(out) if incremental else None
     previous, why = (None, None) if continued_out is None else previous_audit(spark, continued_out, config)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import posixpath
 import signal
 import sys
 import threading
@@ -163,9 +164,9 @@ def continued(out: str) -> str:
     """The ``OUT`` whose published stages an incremental stage writing into ``out`` continues: the
     ``OUT`` a ``segaudit run``'s folder (``OUT/_runs/<run>``, :func:`unit`) is published to, else
     ``out`` itself."""
-    parent, _ = out.rstrip("/").rsplit("/", 1) if "/" in out.rstrip("/") else ("", out)
-    above, _, name = parent.rpartition("/")
-    return above if name == RUNS and above and Store(above).is_dir(commits.COMMITS) else out
+    parent = posixpath.dirname(out.rstrip("/"))
+    above = posixpath.dirname(parent)
+    return above if posixpath.basename(parent) == RUNS and above and Store(above).is_dir(commits.COMMITS) else out
 
 
 def read_manifest(out: str, stage: str, as_of: AsOf | None = None) -> dict:
