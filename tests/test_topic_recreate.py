@@ -1,0 +1,290 @@
+"""A topic deleted and created again under its name, on real brokers (issue 63): the two incarnations
+are two topics, told apart by their topic ids, and a healthy broker's log dirs audit clean.
+
+One KRaft broker per version (the newest 4.x release and 3.9.x), with two log dirs and
+``log.segment.delete.delay.ms`` (the broker's ``file.delete.delay.ms``, which topic deletion waits)
+at ten minutes, so the deleted incarnation's ``<topic>-<p>.<uid>-delete`` folders linger. An
+idempotent producer writes :data:`PARTITIONS` partitions; the topic is deleted, created again with
+the same name and refilled by a new producer with the same keys, values and timestamps.
+
+The broker puts a new partition in the log dir holding the fewest partitions (ties: the first one
+listed), so between the deletion and the creation a topic is left in the second log dir (two
+one-partition topics created, the first deleted): the new incarnation's partition 0 lands in the
+log dir of the old one, the others in the other log dir. Both cases are asserted to have happened.
+
+Audited with ``segaudit run`` as a user runs it (a process of its own): both log dirs copied while
+the old folders linger; and two nights over the same paths, the first before the deletion, the
+second ``--incremental`` after the recreation.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.commands import assert_own_lines
+from tests.kafka_cluster import UNAVAILABLE, VERSIONS, JarsUnavailable, KafkaCluster, copy_log_dir, kafka_jars
+from tests.outs import table_dir
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+TOPIC = "orders"
+PARTITIONS = 4
+ROUNDS, PER_ROUND = 5, 10  # per partition: 5 flushes of 10 records (a few batches each)
+RECORDS = ROUNDS * PER_ROUND  # per partition and incarnation
+FIRST_TIMESTAMP = 1_700_000_000_000
+LOG_DIRS = ("data", "data2")
+
+
+@dataclass
+class Recreated:
+    """One broker's run: its two log dirs copied before the deletion and after the recreation (the old
+    folders lingering), and the topic ids the Metadata API gave each incarnation (as on disk)."""
+
+    version: str
+    before: list[Path]
+    after: list[Path]
+    old_id: str
+    new_id: str
+
+
+def _on_disk(topic_id: str) -> str:
+    """The Metadata API's topic id (a UUID) as ``partition.metadata`` writes it (base64, no padding)."""
+    return base64.urlsafe_b64encode(uuid.UUID(topic_id).bytes).decode().rstrip("=")
+
+
+def _topic_id(cluster: KafkaCluster, topic: str) -> str:
+    admin = cluster.admin()
+    try:
+        [described] = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return _on_disk(str(described["topic_id"]))
+
+
+def _fill(cluster: KafkaCluster) -> None:
+    """:data:`RECORDS` records into each partition from a new idempotent producer, keys, values and
+    timestamps the same every time; every send acknowledged."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, client_id="segaudit-tests", acks="all",
+                             enable_idempotence=True, linger_ms=20)
+    try:
+        for r in range(ROUNDS):
+            sent = [producer.send(TOPIC, key=f"k{p}-{i}".encode(), value=f"v{p}-{i}".encode(), partition=p,
+                                  timestamp_ms=FIRST_TIMESTAMP + i)
+                    for p in range(PARTITIONS) for i in range(r * PER_ROUND, (r + 1) * PER_ROUND)]
+            producer.flush(timeout=60)
+            for future in sent:
+                future.get(timeout=60)
+    finally:
+        producer.close(timeout=10)
+
+
+def _delete(cluster: KafkaCluster, dirs: list[Path], topic: str) -> None:
+    """Deletes ``topic`` and waits until the broker renamed its folders ``-delete``."""
+    admin = cluster.admin()
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+    deadline = time.monotonic() + 60
+    while any(not p.name.endswith("-delete") for d in dirs for p in d.glob(f"{topic}-[0-9]*")):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the broker kept {topic}'s folders after deleting it")
+        time.sleep(0.1)
+
+
+def _drive(version: str, root: Path) -> Recreated:
+    cluster = KafkaCluster(version, root / "cluster")
+    node = cluster.node(1)
+    dirs = [node.log_dir, node.home / LOG_DIRS[1]]
+    cluster.config.update({"log.dirs": ",".join(map(str, dirs)), "log.segment.delete.delay.ms": "600000"})
+    try:
+        cluster.start()
+        cluster.create_topic(TOPIC, PARTITIONS)
+        old_id = _topic_id(cluster, TOPIC)
+        _fill(cluster)
+        before = [copy_log_dir(d, root / "before" / name) for d, name in zip(dirs, LOG_DIRS)]
+        _delete(cluster, dirs, TOPIC)
+        # the second log dir left one partition ahead: the new incarnation starts in the first one
+        cluster.create_topic("ballast-a")
+        cluster.create_topic("ballast-b")
+        _delete(cluster, dirs, "ballast-a")
+        cluster.create_topic(TOPIC, PARTITIONS)
+        new_id = _topic_id(cluster, TOPIC)
+        _fill(cluster)
+        after = [copy_log_dir(d, root / "after" / name) for d, name in zip(dirs, LOG_DIRS)]
+    finally:
+        cluster.close()
+    return Recreated(version, before, after, old_id, new_id)
+
+
+@pytest.fixture(scope="module")
+def recreations(tmp_path_factory) -> dict:
+    """Each version's broker driven at once (each mostly waits on its clients): version ->
+    Recreated, or the reason its jars could not be resolved."""
+    available, runs = [], {}
+    for version in VERSIONS:
+        try:
+            kafka_jars(version)
+            available.append(version)
+        except (JarsUnavailable, subprocess.TimeoutExpired) as e:
+            runs[version] = f"{UNAVAILABLE}: {e}"
+    with ThreadPoolExecutor(max_workers=max(len(available), 1)) as pool:
+        futures = {v: pool.submit(_drive, v, tmp_path_factory.mktemp(f"recreate-{v}")) for v in available}
+        for version, future in futures.items():
+            runs[version] = future.result()
+    return runs
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def recreated(request, recreations) -> Recreated:
+    run = recreations[request.param]
+    if isinstance(run, str):
+        pytest.skip(run)
+    return run
+
+
+def _segaudit(*args: str) -> subprocess.CompletedProcess:
+    """``segaudit ARGS`` as a process of its own; its stderr holds segaudit's lines only."""
+    done = subprocess.run([sys.executable, "-m", "analytics", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=900)
+    assert_own_lines(done.stderr)
+    return done
+
+
+def _lay(copies: list[Path], night: Path) -> list[str]:
+    """The log dirs of ``copies`` at the same paths under ``night``, as a nightly job finds them."""
+    shutil.rmtree(night, ignore_errors=True)
+    return [str(copy_log_dir(c, night / c.name)) for c in copies]
+
+
+@pytest.fixture(scope="module")
+def audits(recreated, tmp_path_factory) -> dict:
+    """name -> (the finished process, OUT): ``both``, the copy with both incarnations; ``night-1``, the
+    copy before the deletion; ``night-2``, the copy after the recreation at the same paths,
+    ``--incremental`` into the same OUT."""
+    root = tmp_path_factory.mktemp(f"audits-{recreated.version}")
+    out = {"both": (_segaudit("run", *map(str, recreated.after), "--out", str(root / "both")), root / "both")}
+    night = root / "night"
+    nightly = root / "nightly"
+    out["night-1"] = (_segaudit("run", *_lay(recreated.before, night), "--out", str(nightly)), nightly)
+    written = nightly / "summary.json"  # the next night writes over it
+    summary_1 = json.loads(written.read_text()) if written.exists() else None
+    again = _segaudit("run", *_lay(recreated.after, night), "--out", str(nightly), "--incremental")
+    out["night-2"] = (again, nightly)
+    out["night-1-summary"] = summary_1
+    return out
+
+
+def _table(out: Path, name: str) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(str(table_dir(out, name))).to_pylist()
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def _failed_checks(out: Path) -> list[str]:
+    results = json.loads((out / "validation" / "results.json").read_text())
+    return sorted(c["id"] for s in results["suites"].values() for c in s["checks"] if not c["success"])
+
+
+def _clean(summary: dict) -> None:
+    assert summary["severities"]["violation"] == 0, summary
+    assert summary["replica_divergence"]["violation"] == 0 and summary["record_duplicates"] == 0, summary
+    assert summary["topic_identity"]["without_topic_id"] == 0, summary  # every folder known by its id
+
+
+def _folders(copies: list[Path]) -> dict[tuple[int, bool], tuple[str, str]]:
+    """(partition, deleted) -> (the log dir holding the folder, its partition.metadata's topic id)."""
+    found = {}
+    for log_dir in copies:
+        for folder in log_dir.glob(f"{TOPIC}-[0-9]*"):
+            partition = int(folder.name.split(".")[0].rsplit("-", 1)[1])
+            metadata = (folder / "partition.metadata").read_text().splitlines()
+            lines = dict(line.split(": ", 1) for line in metadata)
+            found[partition, folder.name.endswith("-delete")] = (log_dir.name, lines["topic_id"])
+    return found
+
+
+# -- what the broker left ----------------------------------------------------------------------
+def test_the_copy_holds_both_incarnations_in_one_log_dir_and_across_two(recreated):
+    assert recreated.old_id != recreated.new_id
+    before = _folders(recreated.before)
+    assert before == {(p, False): (before[p, False][0], recreated.old_id) for p in range(PARTITIONS)}
+    after = _folders(recreated.after)
+    # every old folder lingers as <topic>-<p>.<uid>-delete in the log dir it was in, with the old id
+    assert {k: v for k, v in after.items() if k[1]} == {(p, True): v for (p, _), v in before.items()}
+    live = {k: v[1] for k, v in after.items() if not k[1]}
+    assert live == {(p, False): recreated.new_id for p in range(PARTITIONS)}
+    moved = {p: after[p, True][0] != after[p, False][0] for p in range(PARTITIONS)}
+    assert moved == {p: p != 0 for p in range(PARTITIONS)}, after  # both cases, as the module says why
+
+
+# -- the copy with both incarnations --------------------------------------------------------------
+def test_both_incarnations_across_two_log_dirs_audit_clean(recreated, audits):
+    done, out = audits["both"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    _clean(_summary(out))
+    assert _failed_checks(out) == []
+    assert _table(out, "record_duplicates") == []
+    # no incarnation is another's replica: nothing compared, so nothing diverges
+    divergence = _table(out, "replica_divergence")
+    assert [r for r in divergence if r["topic"] == TOPIC or r["severity"] == "violation"] == []
+
+
+def test_each_incarnation_is_a_history_of_its_own(recreated, audits):
+    """Both incarnations' batches, told apart by topic id: each partition of each starts at offset 0
+    with its producer's sequence 0 and holds every record once, every batch in sequence."""
+    _, out = audits["both"]
+    verdicts = [v for v in _table(out, "batch_verdicts") if v["topic"] == TOPIC]
+    assert {v["topic_id"] for v in verdicts} == {recreated.old_id, recreated.new_id}
+    for v in verdicts:
+        deleted = Path(v["file"]).parent.name.endswith("-delete")
+        assert v["topic_id"] == (recreated.old_id if deleted else recreated.new_id), v
+        assert (v["verdict"], v["severity"]) == ("OK", "ok") and not v["offset_overlap"], v
+    for topic_id in (recreated.old_id, recreated.new_id):
+        for p in range(PARTITIONS):
+            held = sorted((v["base_offset"], v["last_offset"]) for v in verdicts
+                          if v["topic_id"] == topic_id and v["partition"] == p)
+            assert held[0][0] == 0 and held[-1][1] == RECORDS - 1, held
+            assert all(a[1] + 1 == b[0] for a, b in zip(held, held[1:])), held
+    records = _table(out, "records")
+    assert sum(r["topic"] == TOPIC for r in records) == 2 * PARTITIONS * RECORDS
+
+
+# -- two nights over the same paths -----------------------------------------------------------------
+def test_an_incremental_night_after_a_recreate_starts_a_new_history(recreated, audits):
+    first, _ = audits["night-1"]
+    assert first.returncode == 0, first.stderr[-3000:]
+    _clean(audits["night-1-summary"])
+    second, out = audits["night-2"]
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = _summary(out)
+    _clean(summary)
+    assert summary["incremental"] is not None and _failed_checks(out) == []
+    assert _table(out, "record_duplicates") == []
+    verdicts = [v for v in _table(out, "batch_verdicts") if v["topic"] == TOPIC]
+    starts = sorted((v["partition"], v["verdict"], v["severity"]) for v in verdicts
+                    if v["topic_id"] == recreated.new_id and v["base_offset"] == 0)
+    assert starts == [(p, "OK", "ok") for p in range(PARTITIONS)]
+    # every verdict the one a full audit of the same log dirs gives
+    key = ("topic", "partition", "topic_id", "base_offset", "verdict", "severity", "explained_by")
+    full = [v for v in _table(audits["both"][1], "batch_verdicts") if v["topic"] == TOPIC]
+    rows = [sorted(tuple(v[k] for k in key) for v in vs) for vs in (verdicts, full)]
+    assert rows[0] == rows[1] and len(rows[0]) >= 2 * PARTITIONS * ROUNDS  # a batch per flush at least
