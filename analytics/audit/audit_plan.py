@@ -35,7 +35,7 @@ from analytics.publish import continued, published, read_manifest
 from analytics.spark import javacode
 from analytics.spark.columns import topic_ids, with_topic_id
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
-from analytics.spark.tables import read_parquet
+from analytics.spark.tables import held, read_parquet
 from analytics.tuning import DEFAULT_RANGE_BATCHES, FEW_BATCHES, MIB, RANGE_ROW_BYTES
 
 # The replay holds its rows for the state tables (``analytics.audit.rules.replay``): held uncompressed,
@@ -107,16 +107,17 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
     if config.range_batches is None:  # not set: as long as a task's memory holds
         config = replace(config, range_batches=range_decision(task_memory(spark))[0])
-    ids = topic_ids(read_parquet(spark, store.path("partition_metadata"))
-                    if store.is_dir("partition_metadata") else None)
+    folders = folder_topic_ids(store)
+    ids = topic_ids(spark, folders)
     written = read_parquet(spark, store.path("batches"))
-    batches = with_topic_id(written, ids)
+    batches = held(with_topic_id(written, ids), store.size("batches"))  # the audit reads it many times
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
-    records = with_topic_id(read_parquet(spark, store.path("records")), ids) if store.is_dir("records") else None
+    records = (held(with_topic_id(read_parquet(spark, store.path("records")), ids), store.size("records"))
+               if store.is_dir("records") else None)
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
                   log_starts=log_starts, records=records, one_pass=javacode.load(spark),
                   unread=unread_segments(spark, store, manifest), topic_ids=ids,
-                  identity=folder_identity(store, manifest))
+                  identity=folder_identity(manifest, folders))
     continued_out = continued(out) if incremental else None
     previous, why = (None, None) if continued_out is None else previous_audit(spark, continued_out, config)
     if previous is None:
@@ -252,23 +253,37 @@ def unread_segments(spark, store, manifest: dict):
             .agg(F.countDistinct("file").alias("unread_files")))
 
 
-def folder_identity(store, manifest: dict) -> dict | None:
+def folder_topic_ids(store) -> dict[str, str | None] | None:
+    """Each partition folder's topic id, from the export's ``partition_metadata`` (a row per folder's
+    ``partition.metadata``, None for a file that gave none), read once with pyarrow: the audit joins it
+    to several tables, which would each read its files again. None: an export without the table, or
+    one that did not record each file."""
+    from analytics.kafka import sinks
+
+    if not store.is_dir("partition_metadata"):
+        return None
+    folders: dict[str, str | None] = {}
+    for part in sinks.parquet_files(store.path("partition_metadata")):
+        table = sinks.read_table(part)
+        if "file" not in table.column_names:
+            return None
+        for row in table.select(["file", TOPIC_ID]).to_pylist():
+            if row["file"] is not None:
+                folders.setdefault(posixpath.dirname(row["file"]), row[TOPIC_ID])
+    return folders
+
+
+def folder_identity(manifest: dict, folders: dict[str, str | None] | None) -> dict | None:
     """``{"partition_folders": n, "without_topic_id": m}``: the partition folders holding the export's
     segment files, and those whose ``partition.metadata`` gave no topic id (brokers before 2.8,
     hand-copied segments, a file lost): their histories are told apart by topic name alone. None
-    when the export names no segment files (a live cluster's, ``kafka-dump-log`` text). Read with
-    pyarrow from the manifest and ``partition_metadata`` (a row per folder): no Spark job."""
-    from analytics.kafka import sinks
-
-    folders = {posixpath.dirname(path) for path in (manifest.get("segment_files") or {})}
-    if not folders:
+    when the export names no segment files (a live cluster's, ``kafka-dump-log`` text). ``folders``:
+    :func:`folder_topic_ids`."""
+    segment_folders = {posixpath.dirname(path) for path in (manifest.get("segment_files") or {})}
+    if not segment_folders:
         return None
-    known = set()
-    if store.is_dir("partition_metadata"):
-        for part in sinks.parquet_files(store.path("partition_metadata")):
-            rows = sinks.read_table(part).select(["file", TOPIC_ID]).to_pylist()
-            known |= {posixpath.dirname(r["file"]) for r in rows if r["file"] and r[TOPIC_ID]}
-    return {"partition_folders": len(folders), "without_topic_id": len(folders - known)}
+    known = {folder for folder, topic_id in (folders or {}).items() if topic_id}
+    return {"partition_folders": len(segment_folders), "without_topic_id": len(segment_folders - known)}
 
 
 def described_identity(identity: dict | None) -> str | None:

@@ -30,7 +30,7 @@ from analytics.spark import javacode
 from analytics.spark.columns import conform, count_of, observed
 from analytics.spark.concurrent import once
 from analytics.spark.session import settings
-from analytics.spark.tables import read_parquet
+from analytics.spark.tables import read_parquet, read_table
 from analytics.tuning import VERDICT_ROW_GROUP_BYTES
 
 # Columns of batch_verdicts with (nearly) one value per row: Parquet would build a dictionary for
@@ -166,8 +166,6 @@ class _Target:
         """The verdicts (:meth:`verdicts`) as written, and the counts of the rows written now: the
         write's own, or those of the tap the rows passed (``taken``, :meth:`analytics.audit.tap.Tap.counts`);
         ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``."""
-        from analytics.spark.tables import read_table
-
         path = self.run.path("batch_verdicts")
         watched, counted = (conformed, taken.counts) if taken else observed(conformed, counting.verdict_counts())
         writer = watched.write.option("parquet.block.size", VERDICT_ROW_GROUP_BYTES)
@@ -213,7 +211,8 @@ def _beside_replay(spark, target: _Target, plan: AuditPlan) -> dict:
     from analytics.audit.snapshots import snapshot_points
 
     store = published(plan.out)
-    work = {"snapshots": lambda: snapshot_points(read_parquet(spark, store.path("producer_snapshots")),
+    snapshots = "producer_snapshots"  # small: held once, its joins read no file again
+    work = {"snapshots": lambda: snapshot_points(read_table(spark, store.path(snapshots), store.size(snapshots)),
                                                  plan.topic_ids),
             "transactions_found": lambda: _transactions_found(spark, plan)}
     if plan.replicas_with_replay:

@@ -33,13 +33,13 @@ def with_log_dir(df: DataFrame, levels: int = 2) -> DataFrame:
 FOLDER = "_folder"
 
 
-def topic_ids(metadata: DataFrame | None) -> DataFrame | None:
-    """``(_folder, topic_id)``: each partition folder's topic id, from the export's
-    ``partition_metadata`` (None: an export without it, or one that did not record each file)."""
-    if metadata is None or "file" not in metadata.columns:
+def topic_ids(spark, folders: dict[str, str | None] | None) -> DataFrame | None:
+    """``(_folder, topic_id)``: each partition folder's topic id (``folders``, read once from the
+    export's ``partition_metadata``: :func:`analytics.audit.audit_plan.folder_topic_ids`), a small
+    frame of the driver's that every join broadcasts; None: no ids known."""
+    if folders is None:
         return None
-    return (metadata.where(F.col("file").isNotNull())
-            .select(log_dir_column(1).alias(FOLDER), F.col("topic_id")).dropDuplicates([FOLDER]))
+    return spark.createDataFrame(sorted(folders.items()), f"{FOLDER} string, topic_id string")
 
 
 def with_topic_id(df: DataFrame, ids: DataFrame | None = None) -> DataFrame:

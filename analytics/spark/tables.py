@@ -55,7 +55,12 @@ def read_parquet(spark: SparkSession, path: str) -> DataFrame:
 def read_table(spark: SparkSession, path: str, size_bytes: int, schema=None) -> DataFrame:
     """The Parquet table at ``path`` (``size_bytes`` on disk): held in memory as one partition when
     small. ``schema``: the schema it was written with, when known (else :func:`read_parquet`'s)."""
-    df = read_parquet(spark, path) if schema is None else spark.read.schema(schema).parquet(path)
+    return held(read_parquet(spark, path) if schema is None else spark.read.schema(schema).parquet(path), size_bytes)
+
+
+def held(df: DataFrame, size_bytes: int) -> DataFrame:
+    """``df``, read from ``size_bytes`` of Parquet: held in memory as one partition when that is small
+    (every query after reads memory, not the files again: in a bucket, requests), else as it is."""
     if size_bytes > SMALL_TABLE_BYTES:
         return df
     return df.coalesce(1).localCheckpoint()

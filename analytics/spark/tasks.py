@@ -192,7 +192,8 @@ class SidecarExportTask:
     """Writes every sidecar table as Parquet under ``tables_out`` and each file's parse errors to
     ``errors_out``; yields a :data:`SIDECAR_SUMMARY` row per file.
 
-    Files: ``<tables_out>/<table>/part-<file>.parquet`` and ``<errors_out>/sidecar-<file>.parquet``.
+    Files: ``<tables_out>/<table>/part-<file>.parquet`` and, for a file with parse errors,
+    ``<errors_out>/sidecar-<file>.parquet``.
     """
 
     tables_out: str
@@ -211,7 +212,8 @@ class SidecarExportTask:
         for table, rows in by_table.items():
             write_rows(sinks.join(self.tables_out, table), f"part-{file.output_name}.parquet", rows,
                        OUT_SCHEMAS[table])
-        write_rows(self.errors_out, f"sidecar-{file.output_name}.parquet", result.errors, PARSE_ERRORS)
+        if result.errors:  # none is the common case: no file, no request in a bucket
+            write_rows(self.errors_out, f"sidecar-{file.output_name}.parquet", result.errors, PARSE_ERRORS)
         summary = {"file": file.path, "rows": len(result.rows), "errors": len(result.errors)}
         yield pa.RecordBatch.from_pylist([summary], schema=SIDECAR_SUMMARY)
 
