@@ -186,6 +186,8 @@ def spark_conf(paths: Iterable[str], environ=os.environ) -> dict[str, str]:
         "fs.s3a.aws.credentials.provider": CREDENTIALS,
         "fs.s3a.committer.name": "magic",
         "fs.s3a.committer.magic.enabled": "true",
+        # a task's files listed in one .pendingset at its commit, not a .pending object each (Hadoop 3.3.5+)
+        "fs.s3a.committer.magic.track.commits.in.memory.enabled": "true",
         "mapreduce.outputcommitter.factory.scheme.s3": COMMITTER_FACTORY,
         "mapreduce.outputcommitter.factory.scheme.s3a": COMMITTER_FACTORY,
     } | endpoint_conf(environ)
