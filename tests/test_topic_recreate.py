@@ -3,9 +3,10 @@ are two topics, told apart by their topic ids, and a healthy broker's log dirs a
 
 One KRaft broker per version (the newest 4.x release and 3.9.x), with two log dirs and
 ``log.segment.delete.delay.ms`` (the broker's ``file.delete.delay.ms``, which topic deletion waits)
-at ten minutes, so the deleted incarnation's ``<topic>-<p>.<uid>-delete`` folders linger. An
-idempotent producer writes :data:`PARTITIONS` partitions; the topic is deleted, created again with
-the same name and refilled by a new producer with the same keys, values and timestamps.
+at ten minutes, so the deleted incarnation's ``<topic>-<p>.<uid>-delete`` folders linger, and no
+time retention (the records' timestamps are years old). An idempotent producer writes
+:data:`PARTITIONS` partitions; the topic is deleted, created again with the same name and refilled
+by a new producer with the same keys, values and timestamps.
 
 The broker puts a new partition in the log dir holding the fewest partitions (ties: the first one
 listed), so between the deletion and the creation a topic is left in the second log dir (two
@@ -13,8 +14,9 @@ one-partition topics created, the first deleted): the new incarnation's partitio
 log dir of the old one, the others in the other log dir. Both cases are asserted to have happened.
 
 Audited with ``segaudit run`` as a user runs it (a process of its own): both log dirs copied while
-the old folders linger; and two nights over the same paths, the first before the deletion, the
-second ``--incremental`` after the recreation.
+the old folders linger; two nights over the same paths, the first before the deletion, the
+second ``--incremental`` after the recreation; and ``segaudit run kafka://...`` against the broker
+after the refill (the old folders lingering beside it), whose rows carry the Metadata API's topic id.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +48,7 @@ ROUNDS, PER_ROUND = 5, 10  # per partition: 5 flushes of 10 records (a few batch
 RECORDS = ROUNDS * PER_ROUND  # per partition and incarnation
 FIRST_TIMESTAMP = 1_700_000_000_000
 LOG_DIRS = ("data", "data2")
+ONE_SPARK_AT_A_TIME = threading.Lock()  # the versions' `run kafka://` one after the other, each broker up meanwhile
 
 
 @dataclass
@@ -57,6 +61,8 @@ class Recreated:
     after: list[Path]
     old_id: str
     new_id: str
+    fetched: subprocess.CompletedProcess  # `segaudit run kafka://...` after the refill
+    fetched_out: Path
 
 
 def _on_disk(topic_id: str) -> str:
@@ -110,7 +116,10 @@ def _drive(version: str, root: Path) -> Recreated:
     cluster = KafkaCluster(version, root / "cluster")
     node = cluster.node(1)
     dirs = [node.log_dir, node.home / LOG_DIRS[1]]
-    cluster.config.update({"log.dirs": ",".join(map(str, dirs)), "log.segment.delete.delay.ms": "600000"})
+    # no time retention: the records' timestamps are years old, and once the broker's first retention check
+    # runs (log.initial.task.delay.ms, 30 s after the start) it would delete them before `run kafka://` reads
+    cluster.config.update({"log.dirs": ",".join(map(str, dirs)), "log.segment.delete.delay.ms": "600000",
+                           "log.retention.ms": "-1"})
     try:
         cluster.start()
         cluster.create_topic(TOPIC, PARTITIONS)
@@ -126,9 +135,12 @@ def _drive(version: str, root: Path) -> Recreated:
         new_id = _topic_id(cluster, TOPIC)
         _fill(cluster)
         after = [copy_log_dir(d, root / "after" / name) for d, name in zip(dirs, LOG_DIRS)]
+        fetched_out = root / "fetched"
+        with ONE_SPARK_AT_A_TIME:  # asserted by the test, not here: a failure is one test's, not the fixture's
+            fetched = _process("run", f"kafka://{cluster.bootstrap}", "--out", str(fetched_out))
     finally:
         cluster.close()
-    return Recreated(version, before, after, old_id, new_id)
+    return Recreated(version, before, after, old_id, new_id, fetched, fetched_out)
 
 
 @pytest.fixture(scope="module")
@@ -157,10 +169,15 @@ def recreated(request, recreations) -> Recreated:
     return run
 
 
+def _process(*args: str) -> subprocess.CompletedProcess:
+    """``segaudit ARGS`` as a process of its own."""
+    return subprocess.run([sys.executable, "-m", "analytics", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=900)
+
+
 def _segaudit(*args: str) -> subprocess.CompletedProcess:
     """``segaudit ARGS`` as a process of its own; its stderr holds segaudit's lines only."""
-    done = subprocess.run([sys.executable, "-m", "analytics", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=900)
+    done = _process(*args)
     assert_own_lines(done.stderr)
     return done
 
@@ -288,3 +305,40 @@ def test_an_incremental_night_after_a_recreate_starts_a_new_history(recreated, a
     full = [v for v in _table(audits["both"][1], "batch_verdicts") if v["topic"] == TOPIC]
     rows = [sorted(tuple(v[k] for k in key) for v in vs) for vs in (verdicts, full)]
     assert rows[0] == rows[1] and len(rows[0]) >= 2 * PARTITIONS * ROUNDS  # a batch per flush at least
+
+
+# -- the same broker over the Kafka protocol ------------------------------------------------------------
+def test_over_kafka_the_rows_carry_the_recreated_topics_id(recreated):
+    """``segaudit run kafka://...`` after the refill, the deleted incarnation's folders lingering on
+    the broker: the rows are the recreated topic's, keyed by the id the Metadata API gives it (in
+    ``partition.metadata``'s form), never the deleted one's; the audit is clean."""
+    done, out = recreated.fetched, recreated.fetched_out
+    assert_own_lines(done.stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = _summary(out)
+    _clean(summary)
+    assert summary["topic_identity"]["partition_folders"] >= PARTITIONS, summary
+    assert _failed_checks(out) == []
+    assert _table(out, "record_duplicates") == []
+    # the export: every partition of the topic known by the Metadata API's id, in the manifest too
+    log_dir = f"kafka://{json.loads((out / '_export.json').read_text())['cluster']['cluster_id']}"
+    ids = {(r["partition"], r["topic_id"], r["file"]) for r in _table(out, "partition_metadata") if r["topic"] == TOPIC}
+    assert ids == {(p, recreated.new_id, f"{log_dir}/{TOPIC}-{p}/partition.metadata") for p in range(PARTITIONS)}
+    captured = json.loads((out / "_export.json").read_text())["cluster"]["partitions"]
+    assert {(c["partition"], c["topic_id"]) for c in captured if c["topic"] == TOPIC} == {
+        (p, recreated.new_id) for p in range(PARTITIONS)}
+    # the audit's rows: one history per partition, the new incarnation's, from offset 0, every batch OK
+    verdicts = [v for v in _table(out, "batch_verdicts") if v["topic"] == TOPIC]
+    assert {v["topic_id"] for v in verdicts} == {recreated.new_id} and recreated.old_id != recreated.new_id
+    for v in verdicts:
+        assert (v["verdict"], v["severity"]) == ("OK", "ok") and not v["offset_overlap"], v
+    for p in range(PARTITIONS):
+        held = sorted((v["base_offset"], v["last_offset"]) for v in verdicts if v["partition"] == p)
+        assert held[0][0] == 0 and held[-1][1] == RECORDS - 1, held
+        assert all(a[1] + 1 == b[0] for a, b in zip(held, held[1:])), held
+    assert sorted(r["key"] for r in _table(out, "records") if r["topic"] == TOPIC) == sorted(
+        f"k{p}-{i}".encode() for p in range(PARTITIONS) for i in range(RECORDS))
+    # the producer state the broker described (DescribeProducers) is the same history's
+    for table in ("producer_state", "snapshot_checks"):
+        rows = [r for r in _table(out, table) if r["topic"] == TOPIC]
+        assert rows and {r["topic_id"] for r in rows} == {recreated.new_id}, (table, rows)

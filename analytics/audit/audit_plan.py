@@ -276,9 +276,13 @@ def folder_topic_ids(store) -> dict[str, str | None] | None:
 def folder_identity(manifest: dict, folders: dict[str, str | None] | None) -> dict | None:
     """``{"partition_folders": n, "without_topic_id": m}``: the partition folders holding the export's
     segment files, and those whose ``partition.metadata`` gave no topic id (brokers before 2.8,
-    hand-copied segments, a file lost): their histories are told apart by topic name alone. None
-    when the export names no segment files (a live cluster's, ``kafka-dump-log`` text). ``folders``:
-    :func:`folder_topic_ids`."""
+    hand-copied segments, a file lost): their histories are told apart by topic name alone. A live
+    cluster's export counts its captured partitions, and those the Metadata API gave no topic id (a
+    broker before 2.8). None when the export names no segment files (``kafka-dump-log`` text).
+    ``folders``: :func:`folder_topic_ids`."""
+    live = (manifest.get("cluster") or {}).get("partitions")
+    if live is not None:
+        return {"partition_folders": len(live), "without_topic_id": sum(not p.get(TOPIC_ID) for p in live)}
     segment_folders = {posixpath.dirname(path) for path in (manifest.get("segment_files") or {})}
     if not segment_folders:
         return None

@@ -32,6 +32,7 @@ class PartitionRange:
     log_start: int
     leader: int
     high_watermark: int  # the partition's end at the capture (``end`` is below it with --until-time)
+    topic_id: str | None = None  # the Metadata API's, as partition.metadata writes it; None: not given
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,8 @@ def capture(cluster: Cluster, topics: str = ".*", *, from_offset: int | None = N
     if from_offset is not None:
         starts = {k: max(o, from_offset) for k, o in starts.items()}
     ends = latest if until_time is None else {k: min(o, latest[k]) for k, o in cluster.offsets(keys, until_time).items()}
-    parts = [PartitionRange(p.topic, p.partition, starts[k], max(ends[k], starts[k]), earliest[k], p.leader, latest[k])
+    parts = [PartitionRange(p.topic, p.partition, starts[k], max(ends[k], starts[k]), earliest[k], p.leader, latest[k],
+                            p.topic_id)
              for p, k in zip(infos, keys)]
     return Capture(cluster_id, captured_at, parts)
 

@@ -1,12 +1,13 @@
 """A live cluster over the Kafka protocol, through kafka-python's admin client.
 
 Everything the export asks a cluster goes through :class:`Cluster`: the cluster id and its
-partitions with their leaders (Metadata), offsets (ListOffsets, ``READ_UNCOMMITTED``), producer
-state (DescribeProducers), the coordinators' transactions (ListTransactions,
-DescribeTransactions), and raw record batches (Fetch). kafka-python builds, sends and parses every
-request; the one thing it has no method for, a Fetch that returns the partition's bytes as they
-are, is a :class:`~kafka.protocol.consumer.FetchRequest` sent on the admin client's connections
-(version 12 at most, as kafka-python's own consumer sends: topic names, not ids).
+partitions with their leaders and topic ids (Metadata), offsets (ListOffsets,
+``READ_UNCOMMITTED``), producer state (DescribeProducers), the coordinators' transactions
+(ListTransactions, DescribeTransactions), and raw record batches (Fetch). kafka-python builds,
+sends and parses every request; the one thing it has no method for, a Fetch that returns the
+partition's bytes as they are, is a :class:`~kafka.protocol.consumer.FetchRequest` sent on the
+admin client's connections (version 12 at most, as kafka-python's own consumer sends: topic names,
+not ids).
 
 Failures a user can fix (no broker answers, a refused login, a denied ACL) are one-line
 :class:`~analytics.errors.InputError` s; the fetch loop (:mod:`analytics.cluster.fetch`) handles
@@ -22,6 +23,7 @@ from analytics.cluster import login
 from analytics.cluster.config import ClientConfig
 from analytics.contract import CONFIG_STATIC_BROKER
 from analytics.errors import InputError
+from analytics.kafka.sidecars.metadata import topic_id_text
 
 READ_UNCOMMITTED = 0  # aborted data and markers are part of the log
 # how kafka-python's bootstrap fails when no broker lets it in: the login is then asked directly
@@ -50,6 +52,7 @@ class PartitionInfo:
     partition: int
     leader: int  # -1 when the partition has no leader now
     internal: bool
+    topic_id: str | None = None  # Metadata v10+, as partition.metadata writes it; None: not given
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +109,10 @@ class Cluster:
         for topic in self._ask(self.admin.describe_topics, names):
             if topic["error_code"]:
                 raise InputError(f"cannot describe topic {topic['name']}: {_error_name(topic['error_code'])}")
+            topic_id = topic_id_text(topic.get("topic_id"))
             for p in topic["partitions"]:
                 out.append(PartitionInfo(topic["name"], p["partition_index"], p.get("leader_id", -1),
-                                         bool(topic.get("is_internal"))))
+                                         bool(topic.get("is_internal")), topic_id))
         return sorted(out, key=lambda p: (p.topic, p.partition))
 
     def offsets(self, partitions: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, int], int]:

@@ -13,6 +13,11 @@ work unchanged:
   broker holds in memory, at ``snapshot_offset`` = the captured end (no ``last_offset``: the
   protocol does not give it), when the partition's end did not move while it was asked;
 - ``log_start_offsets``: the captured log start of each partition;
+- ``partition_metadata``: each partition's topic id as the Metadata API gives it (v10 on, brokers
+  from 2.8), in ``partition.metadata``'s form; its ``file`` is
+  ``kafka://<cluster id>/<topic>-<partition>/partition.metadata`` (no ``version``: no file was read),
+  so the audit keys the fetched rows by (topic id, partition) as it keys a log dir's; no row for a
+  partition whose topic id the broker did not give;
 - ``coordinator_transactions``: ListTransactions and DescribeTransactions at every coordinator;
 - ``transactional_ids``: the coordinator's log, when ``__transaction_state`` is among the topics;
 - the other sidecar tables (``.txnindex``, checkpoints, ...) are empty: no protocol serves them.
@@ -37,6 +42,7 @@ from analytics.cluster.capture import DEFAULT_PER_BROKER, DEFAULT_RANGE_OFFSETS,
 from analytics.contract import EXPORT
 from analytics.contract import schemas as schema
 from analytics.errors import InputError
+from analytics.kafka.sidecars.metadata import PARTITION_METADATA
 from analytics.export import (
     ExportError,
     ExportResult,
@@ -142,11 +148,16 @@ def _fetch_segments(spark, run, source: str, log_dir: str, ranges: list, *, reco
 def _write_side_tables(run, captured: Capture, producers: list[dict], coordinator: list[dict], configs: list[dict],
                        records: bool, errors: str) -> None:
     """The tables the cluster's answers give (producer state, the coordinator's transactions, configs,
-    log start offsets), the parse errors the tasks found, and the empty tables of a log dir's export."""
+    topic ids, log start offsets), the parse errors the tasks found, and the empty tables of a log
+    dir's export."""
     _write_small(run.path("producer_snapshots"), pa.Table.from_pylist(producers, schema.PRODUCER_SNAPSHOTS))
     _write_small(run.path("coordinator_transactions"),
                  pa.Table.from_pylist(coordinator, schema.COORDINATOR_TRANSACTIONS))
     _write_small(run.path("cluster_configs"), pa.Table.from_pylist(configs, schema.CLUSTER_CONFIGS))
+    _write_small(run.path("partition_metadata"), pa.Table.from_pylist(
+        [{"topic": p.topic, "partition": p.partition, "version": None, "topic_id": p.topic_id,
+          "file": locator(captured.log_dir, p.topic, p.partition, PARTITION_METADATA)}
+         for p in captured.partitions if p.topic_id], schema.PARTITION_METADATA))
     write_missing_tables(run, records)
     _write_small(run.path("parse_errors"), _read_parts(errors, schema.PARSE_ERRORS))
     _write_small(run.path("log_start_offsets"), pa.Table.from_pylist(
@@ -167,8 +178,8 @@ def _cluster_manifest(captured: Capture, bootstrap: str, topics: str, client_con
         "captured_at_ms": captured.captured_at,
         "max_bytes_per_second": max_bytes_per_second,
         "per_broker": per_broker,
-        "partitions": [{"topic": p.topic, "partition": p.partition, "start": p.start, "end": p.end,
-                        "log_start": p.log_start, "leader": p.leader} for p in captured.partitions],
+        "partitions": [{"topic": p.topic, "partition": p.partition, "topic_id": p.topic_id, "start": p.start,
+                        "end": p.end, "log_start": p.log_start, "leader": p.leader} for p in captured.partitions],
         "producer_state_unsettled": [f"{t}-{p}" for t, p in unsettled],
         "coordinator_transactions": coordinator_note or "complete",
     }

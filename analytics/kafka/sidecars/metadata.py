@@ -7,7 +7,9 @@ Upstream sources, under https://github.com/apache/kafka/blob/trunk/:
 
 from __future__ import annotations
 
+import base64
 import re
+import uuid
 
 from analytics.kafka.errors import KafkaFormatError
 from analytics.kafka.model import PartitionMetadata, SidecarResult
@@ -18,6 +20,22 @@ PARTITION_METADATA = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
 # Uuid.ZERO_UUID.toString(): Kafka's "no topic id" sentinel, which PartitionMetadataReadBuffer refuses.
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def topic_id_text(topic_id: uuid.UUID | str | None) -> str | None:
+    """A topic id the Metadata API gives (a UUID, as kafka-python parses it) as ``partition.metadata``
+    writes it (``Uuid.toString``: url-safe base64 of its 16 bytes, no padding); None for none or the
+    zero Uuid (a broker before 2.8, or Metadata below v10, names no topic id).
+
+    >>> topic_id_text(uuid.UUID("10213ca5-74cf-4b82-bc39-67bd51cd1c51"))
+    'ECE8pXTPS4K8OWe9Uc0cUQ'
+    >>> topic_id_text(uuid.UUID(int=0)) is None and topic_id_text(None) is None
+    True
+    """
+    if topic_id is None:
+        return None
+    text = base64.urlsafe_b64encode(uuid.UUID(str(topic_id)).bytes).decode().rstrip("=")
+    return None if text == ZERO_TOPIC_ID else text
 
 
 def read_partition_metadata(data: bytes | str, *, topic: str, partition: int, file: str) -> SidecarResult:
