@@ -30,7 +30,6 @@ from analytics.contract import (
     INVALID_BATCH,
     INVALID_LENGTH,
     INVALID_TXN_STATE,
-    LOG_APPEND_TIME,
     MARKER_EPOCH_REGRESSION,
     NOT_READ,
     PARTIAL_HISTORY,
@@ -38,7 +37,6 @@ from analytics.contract import (
     RECORD_DECODE,
     SEQUENCE_GAP,
     SEQUENCE_REGRESSION,
-    SEQUENCE_REUSE,
     SEQ_SPACE,
     SEV_VIOLATION,
     STATE_LOSS,
@@ -141,20 +139,6 @@ def _same_history(a: str, b: str) -> str:
             f"AND {b}.`partition` = {a}.`partition` AND {b}.producer_id = {a}.producer_id")
 
 
-def _same_range(a: str, b: str) -> str:
-    """Rows ``b`` of ``batch_verdicts`` with the history, producer, epoch and sequence range of ``a``'s data batch."""
-    return (f"regexp_extract({b}.file, '^(.*)/[^/]*$', 1) = regexp_extract({a}.file, '^(.*)/[^/]*$', 1) "
-            f"AND {b}.topic = {a}.topic AND {b}.`partition` = {a}.`partition` AND {b}.producer_id = {a}.producer_id "
-            f"AND {b}.producer_epoch = {a}.producer_epoch AND {b}.base_sequence = {a}.base_sequence "
-            f"AND {b}.last_sequence = {a}.last_sequence AND NOT {b}.is_control")
-
-
-def _content(t: str) -> str:
-    """SQL of what the CRC of row ``t`` proves of its records (``analytics.audit.predicates.records_content``)."""
-    return (f"(CASE WHEN {t}.timestamp_type <> '{LOG_APPEND_TIME}' AND CAST({t}.record_count AS BIGINT) = "
-            f"{t}.last_offset - {t}.base_offset + 1 AND {t}.delete_horizon_ms IS NULL THEN {t}.crc END)")
-
-
 def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False) -> dict[str, list[Check]]:
     """The suites for one audit configuration (the explanation checks restate its thresholds);
     ``replica_consistency`` when some partition was exported from several log dirs."""
@@ -169,26 +153,10 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                  f" OR (verdict IN ({_quote((SEQUENCE_REGRESSION, DUPLICATE))}) AND prev_base_offset IS NOT NULL)")
     if profile.evicts_below_log_start:
         restarted += " OR (base_sequence = 0 AND prev_base_offset IS NOT NULL)"
-    # The rows producer expiration may explain, with the expiry point (expiry_found) and the previous
-    # batch's epoch and sequence (p_epoch, p_seq) joined; and what it takes of them (replay rules §7.3).
-    expiry_facts = (
-        f"SELECT a.*, e.base_offset AS expiry_found, p.producer_epoch AS p_epoch, p.state_last_sequence AS p_seq "
-        f"FROM {{batch}} a LEFT JOIN ({_batches_in()} WHERE idle_ms >= {config.expiration_ms} "
-        f"AND NOT txn_open{forgotten}) e ON {_same_history('a', 'e')} AND e.base_offset = a.expired_offset "
-        f"LEFT JOIN ({_batches_in()}) p ON {_same_history('a', 'p')} AND p.base_offset = a.prev_base_offset")
-    after_expiry = (
-        f"(idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten}) "
-        f"OR (conflict_offset < expired_offset AND expired_offset < base_offset AND expiry_found IS NOT NULL "
-        f"AND verdict IN ({_quote((DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION))}) "
-        f"AND ((producer_epoch = p_epoch AND (CAST(base_sequence AS BIGINT) = CAST(p_seq AS BIGINT) + 1 "
-        f"OR (base_sequence = 0 AND p_seq = {SEQ_SPACE - 1}))) OR (producer_epoch > p_epoch AND base_sequence = 0)))")
     zero_duplicates = [
         Check("no_duplicate_batch", "anomalies",
-              f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{DUPLICATE}' "
-              f"AND coalesce(explained_by, '') <> '{SEQUENCE_REUSE}'",
-              "No batch repeats the producer, epoch and sequence range of an earlier batch of its partition, "
-              f"unless with other records after the broker forgot the producer ({SEQUENCE_REUSE}, checked by "
-              "sequence_reuse_justified): a reuse of sequence numbers, which repeats nothing."),
+              f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{DUPLICATE}'",
+              "No batch repeats the producer, epoch and sequence range of an earlier batch of its partition."),
     ]
     if has_records:
         zero_duplicates.append(Check(
@@ -235,22 +203,22 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
         "eviction_gaps": [
             Check("producer_expiration_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, idle_ms, txn_open, expired_offset, conflict_offset FROM ("
-                  f"{expiry_facts}) WHERE explained_by = '{PRODUCER_EXPIRATION}' AND NOT ({after_expiry})",
+                  f"SELECT a.*, e.base_offset AS expiry_found, p.producer_epoch AS p_epoch, p.state_last_sequence AS p_seq "
+                  f"FROM {{batch}} a LEFT JOIN ({_batches_in()} WHERE idle_ms >= {config.expiration_ms} "
+                  f"AND NOT txn_open{forgotten}) e ON {_same_history('a', 'e')} AND e.base_offset = a.expired_offset "
+                  f"LEFT JOIN ({_batches_in()}) p ON {_same_history('a', 'p')} "
+                  f"AND p.base_offset = a.prev_base_offset) "
+                  f"WHERE explained_by = '{PRODUCER_EXPIRATION}' "
+                  f"AND NOT ((idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten}) "
+                  f"OR (conflict_offset < expired_offset AND expired_offset < base_offset AND expiry_found IS NOT NULL "
+                  f"AND verdict IN ({_quote((DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION))}) "
+                  f"AND ((producer_epoch = p_epoch AND (CAST(base_sequence AS BIGINT) = CAST(p_seq AS BIGINT) + 1 "
+                  f"OR (base_sequence = 0 AND p_seq = {SEQ_SPACE - 1}))) OR (producer_epoch > p_epoch AND base_sequence = 0))))",
                   f"Every break explained by producer expiration follows at least producer.id.expiration.ms "
                   f"({config.expiration_ms} ms) of idleness with no transaction open"
                   + (f" and starts at sequence 0 (profile {config.profile})" if forgotten else "")
                   + ", or repeats or rewinds sequences written before such a batch of its producer (expired_offset, "
                     "after conflict_offset) and is in sequence with the state the producer's previous batch left."),
-            Check("sequence_reuse_justified", "anomalies",
-                  f"SELECT {BATCH_COLUMNS}, idle_ms, txn_open, expired_offset, conflict_offset FROM ("
-                  f"{expiry_facts}) a WHERE explained_by = '{SEQUENCE_REUSE}' AND NOT (verdict = '{DUPLICATE}' "
-                  f"AND ({after_expiry}) AND {_content('a')} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM batch_verdicts c "
-                  f"WHERE c.base_offset < a.base_offset AND {_same_range('a', 'c')} "
-                  f"AND coalesce({_content('c')} = {_content('a')}, true)))",
-                  "Every duplicate explained as a sequence reuse is one producer expiration explains (as "
-                  "producer_expiration_justified checks), whose CRC is known (a whole CreateTime batch) and differs "
-                  "from that of every earlier batch with its producer, epoch and sequence range, each known too: "
-                  "other records under reused sequence numbers, not a batch appended twice."),
             Check("partial_history_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM (SELECT a.*, d.first_data FROM {{batch}} a "
                   f"LEFT JOIN (SELECT dir, topic, `partition`, producer_id, min(base_offset) AS first_data "

@@ -15,7 +15,7 @@ from analytics.contract.vocabulary import (
     COMPACTION, CONTROL_MARKER, COORDINATOR_EPOCH_REGRESSION, CORRUPT, DUPLICATE, EPOCH_BUMP,
     EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INT_MAX, INVALID_TXN_STATE,
     MARKER_EPOCH_REGRESSION, NON_IDEMPOTENT, OK, PARTIAL_HISTORY, PRODUCER_EXPIRATION, SEQUENCE_GAP,
-    SEQUENCE_REGRESSION, SEQUENCE_REUSE, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING,
+    SEQUENCE_REGRESSION, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING,
 )
 
 pytestmark = pytest.mark.spark
@@ -342,7 +342,7 @@ EVIDENCE = {
     "conflict_offset": ("long", 2), "expired_offset": ("long", 8), "topic": ("string", "c"),
     "seq_mark": ("int", 4), "offset_holes": ("long", 9), "log_start_offset": ("long", 5),
     "partition_first_offset": ("long", 0), "mark_offset": ("long", 4), "prev_data_seq": ("int", 7),
-    "unread_files": ("int", 1), "dup_differs": ("boolean", False),
+    "unread_files": ("int", 1),
 }
 NO_RESTART = {"prev_base_offset": 10, "base_offset": 12}
 NOT_IDLE = {"max_timestamp": 1500}
@@ -350,24 +350,6 @@ NOT_IDLE = {"max_timestamp": 1500}
 
 def evidence(**changes) -> tuple:
     return tuple(changes.get(name, value) for name, (_, value) in EVIDENCE.items())
-
-
-def test_records_content_is_the_crc_where_it_proves_the_records(spark):
-    rows, want = cases([
-        (5, "CreateTime", 0, 2, 3, None, 5),
-        (5, "LogAppendTime", 0, 2, 3, None, None),  # the leader stamps each append: the CRC changes
-        (5, "CreateTime", 0, 2, 2, None, None),  # the cleaner removed a record
-        (5, "CreateTime", 0, 2, 3, 99, None),  # ... or stamped a delete horizon
-        (None, "CreateTime", 0, 2, 3, None, None), (5, None, 0, 2, 3, None, None),
-    ])
-    schema = ("crc long, timestamp_type string, base_offset long, last_offset long, record_count int, "
-              "delete_horizon_ms long")
-    assert values(spark, predicates.records_content(schema_columns(schema)), schema, rows) == want
-    assert values(spark, predicates.records_content(["base_offset"]), "base_offset long", [(1,)]) == [None]
-
-
-def schema_columns(schema: str) -> list[str]:
-    return [part.split()[0] for part in schema.split(",")]
 
 
 def test_explained_by_takes_the_first_evidence_in_order(spark):
@@ -383,13 +365,6 @@ def test_explained_by_takes_the_first_evidence_in_order(spark):
         (*evidence(**no_expiry, topic="t"), UNREAD_FILE),  # the holes cover it, and a segment was not read
         (*evidence(**no_expiry, topic="t", offset_holes=2), None),  # 3 sequences missing: more than the holes
         (*evidence(**no_expiry, topic="t", verdict=FIRST_SEEN_NONZERO), PARTIAL_HISTORY),
-        # a duplicate range holding other records: a reuse once the broker forgot the producer (an expiry
-        # point, or taken in sequence after one), a copy of its own while it knew it; a restart comes first
-        (*evidence(**NO_RESTART, verdict=DUPLICATE, dup_differs=True), SEQUENCE_REUSE),
-        (*evidence(**NO_RESTART, **NOT_IDLE, verdict=DUPLICATE, dup_differs=True), SEQUENCE_REUSE),
-        (*evidence(**NO_RESTART, verdict=DUPLICATE), PRODUCER_EXPIRATION),  # the same records: appended twice
-        (*evidence(**no_expiry, verdict=DUPLICATE, dup_differs=True), None),
-        (*evidence(verdict=DUPLICATE, dup_differs=True), STATE_LOSS),
         # never explained, whatever the evidence
         (*evidence(verdict=OK), None), (*evidence(verdict=EPOCH_BUMP), None),
         (*evidence(verdict=CORRUPT), None), (*evidence(verdict=INVALID_TXN_STATE), None),

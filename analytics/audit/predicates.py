@@ -28,8 +28,7 @@ from analytics.contract.vocabulary import (
     EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INFO_VERDICTS, INT_MAX, INVALID_TXN_STATE,
     MARKER_EPOCH_REGRESSION, NEVER_EXPLAINED, NON_IDEMPOTENT, OK, OK_VERDICTS, PARTIAL_HISTORY,
     PRODUCER_EXPIRATION, SEQ_SPACE, SEQUENCE_GAP, SEQUENCE_REGRESSION, SEQUENCE_VERDICTS, SEV_EXPLAINED,
-    SEQUENCE_REUSE, SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING, LOG_APPEND_TIME,
-    topics_exempt,
+    SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING, topics_exempt,
 )
 
 
@@ -92,22 +91,6 @@ def checked(check: str) -> Column:
     if pattern is not None:
         exempt = exempt | F.col("topic").rlike(pattern)
     return ~exempt
-
-
-def records_content(columns) -> Column:
-    """What the batch's records are, as far as its bytes prove it (``content``): its stored CRC, which
-    covers the attributes, timestamps, producer, sequences and records but not the offsets or the
-    leader epoch, so a batch appended twice has the same one (replay rules §1.4). Null where the
-    broker may have rewritten the bytes of one copy and not the other's, so a differing CRC would
-    not prove other records: a LogAppendTime batch (the leader stamps its max timestamp at each
-    append), a batch the cleaner emptied in part (fewer records than offsets) or stamped with a
-    delete horizon; and where ``columns`` (of the frame) has no ``crc``."""
-    if "crc" not in columns:
-        return F.lit(None).cast("long")
-    whole = F.col("record_count").cast("long") == F.col("last_offset") - F.col("base_offset") + 1
-    stamped = F.col("delete_horizon_ms").isNotNull() if "delete_horizon_ms" in columns else F.lit(False)
-    kept = (F.col("timestamp_type") != LOG_APPEND_TIME) & whole & ~stamped
-    return F.when(F.coalesce(kept, F.lit(False)), F.col("crc").cast("long"))
 
 
 # -- the state before a batch, and the state it leaves -------------------------------------------
@@ -332,24 +315,12 @@ def partial_history(config: AuditConfig) -> Column:
     return partial
 
 
-def sequence_reuse(config: AuditConfig) -> Column:
-    """A DUPLICATE that is no copy: its records differ from every earlier batch's with its epoch and
-    sequence range (``dup_differs``, by :func:`records_content`), and the broker had forgotten the
-    producer, so it took the batch (what :func:`expiry_point` or :func:`after_expiry` says of it).
-    One the broker still knew the producer for stays a DUPLICATE of its own: the leader answers a
-    cached range as a duplicate and refuses another (§2.5), so it never writes such a batch."""
-    return F.coalesce(
-        (F.col("verdict") == DUPLICATE) & F.col("dup_differs") & (expiry_point(config) | after_expiry()),
-        F.lit(False))
-
-
 def explained_by(config: AuditConfig) -> Column:
     """``explained_by``: the first piece of evidence, in the order of ``EXPLANATIONS``, for a
     verdict that evidence may explain."""
     return (
         F.when(F.col("verdict").isin(*NEVER_EXPLAINED), None)
         .when(restart_between(config) & taken_when_forgotten(config), STATE_LOSS)
-        .when(sequence_reuse(config), SEQUENCE_REUSE)
         .when(expiry_point(config), PRODUCER_EXPIRATION)
         .when(after_expiry(), PRODUCER_EXPIRATION)
         .when(compaction_covers(config), COMPACTION)

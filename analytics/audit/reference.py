@@ -22,7 +22,6 @@ from analytics.contract import (
     FENCED_ZOMBIE_WRITE,
     FIRST_SEEN_NONZERO,
     INVALID_TXN_STATE,
-    LOG_APPEND_TIME,
     MARKER_EPOCH_REGRESSION,
     NEVER_EXPLAINED,
     NON_IDEMPOTENT,
@@ -33,7 +32,6 @@ from analytics.contract import (
     SEQ_SPACE,
     SEQUENCE_GAP,
     SEQUENCE_REGRESSION,
-    SEQUENCE_REUSE,
     SEQUENCE_VERDICTS,
     STATE_LOSS,
     log_dir_of,
@@ -54,8 +52,6 @@ class _State:
     txn_open: bool = False
     coordinator_epoch: int | None = None
     seen: dict = field(default_factory=dict)  # (epoch, base, last) -> the first copy's base offset
-    # (epoch, base, last) -> the contents (_content) of its copies so far; None once one was unknown
-    contents: dict = field(default_factory=dict)
     # The base offset of the producer's latest expiry point (a batch after which the broker had
     # forgotten it, and rebuilt its state from that batch on), None before the first.
     expired_offset: int | None = None
@@ -153,12 +149,6 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
                 else None)
             explained = _explain(verdict, b, s, facts, config, compacted,
                                  log_starts.get((topic, partition)), first_offset)
-            ranged = (b["producer_epoch"], b["base_sequence"], b["last_sequence"])
-            if explained == PRODUCER_EXPIRATION and verdict == DUPLICATE:
-                # other records than every earlier copy's: the producer reused the range once forgotten
-                earlier = s.contents[ranged]
-                if earlier is not None and _content(b) is not None and _content(b) not in earlier:
-                    explained = SEQUENCE_REUSE
             out[key] = _row(verdict, explained) | facts | {"expected_sequence": expected}
             # the state after, as a follower appending whatever is on disk
             new_run = s is None or b["producer_epoch"] != s.epoch
@@ -181,9 +171,7 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
                 if s.mark is None or s.position >= s.mark:
                     s.mark, s.mark_offset = s.position, b["last_offset"]
                 s.last_seq, s.last_offset = b["last_sequence"], b["last_offset"]
-                s.seen.setdefault(ranged, b["base_offset"])
-                known = s.contents.setdefault(ranged, set())
-                s.contents[ranged] = None if known is None or _content(b) is None else known | {_content(b)}
+                s.seen.setdefault((b["producer_epoch"], b["base_sequence"], b["last_sequence"]), b["base_offset"])
                 s.txn_open = s.txn_open or b["is_transactional"]
             s.epoch = b["producer_epoch"]
             s.last_ts = b["max_timestamp"]
@@ -192,14 +180,6 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
             s.expired_offset = facts["expired_offset"]
             out[key] |= {"state_last_sequence": s.last_seq, "state_last_offset": s.last_offset}
     return out
-
-
-def _content(b: dict) -> int | None:
-    """What the batch's CRC proves of its records (``predicates.records_content``): None where the broker
-    may have rewritten one copy's bytes (LogAppendTime, a batch the cleaner emptied in part or stamped)."""
-    whole = b["record_count"] == b["last_offset"] - b["base_offset"] + 1
-    kept = b.get("timestamp_type") not in (None, LOG_APPEND_TIME) and whole and b.get("delete_horizon_ms") is None
-    return b.get("crc") if kept else None
 
 
 def _row(verdict: str, explained: str | None) -> dict:

@@ -29,8 +29,8 @@ from analytics.audit.carry import mark_of
 from analytics.audit.config import AuditConfig
 from analytics.audit.predicates import (
     conflict_offset, epoch_changed, expected_sequence, expiry_point, explained_by, explanation_text,
-    has_state, idle, is_data, is_replayed, marker_bumps_txn, offset_left, records_content, sequence_left,
-    severity, transaction_open, verdict, wrap_crossing,
+    has_state, idle, is_data, is_replayed, marker_bumps_txn, offset_left, sequence_left, severity,
+    transaction_open, verdict, wrap_crossing,
 )
 from analytics.audit.ranges import HISTORY, ORDER, RANGE, TASK, range_of
 from analytics.contract.vocabulary import HISTORY_KEY, NAME_KEY, SEQ_SPACE, TOPIC_ID
@@ -53,8 +53,6 @@ REPLAY_COLUMNS = (
 )
 # topic first: the joined rows come out sorted for the write
 IDENTITY = ("topic", HISTORY, "file_id", "file_position")
-# What a batch's CRC proves of its records (predicates.records_content): the copies compare it.
-CONTENT = "dup_content"
 # A row of the replay, without its topic (the history has one).
 ROW_KEY = (HISTORY, "file_id", "file_position")
 # What classify adds to the batches columns, in the order batch_verdicts has them.
@@ -139,17 +137,14 @@ def replay_columns(files: DataFrame, every_column: bool = False, cut: bool = Tru
     ``stateful`` (the row updates producer state), ``tracked`` (its sequences are validated) and
     ``state_pid`` (the producer id of a stateful row, null for the rest). ``every_column``: every
     column of the batches instead, the file's path too, for a replay that carries them all through
-    and joins nothing back (the Java pass: one sort of the wide rows, no window operator). And
-    ``dup_content``, what the batch's CRC proves of its records
-    (:func:`~analytics.audit.predicates.records_content`), for the copies. ``cut``:
+    and joins nothing back (the Java pass: one sort of the wide rows, no window operator). ``cut``:
     some history is cut into ranges; else a row's range is its file's first (and only) one, and no
     row looks for the cuts inside its file (an array filter, evaluated without generated code)."""
     def step(batches: DataFrame) -> DataFrame:
-        content = records_content(batches.columns).alias(CONTENT)
         if every_column:  # carried through the replay: nothing joined back
-            rows = batches.select("*", content).join(files, on="file", how="inner")
+            rows = batches.join(files, on="file", how="inner")
         else:
-            rows = batches.select(*REPLAY_COLUMNS, content).join(files, on="file", how="inner").drop("file")
+            rows = batches.select(*REPLAY_COLUMNS).join(files, on="file", how="inner").drop("file")
         return (rows.withColumn(RANGE, range_of() if cut else F.col("rid0")).drop("rid0", "bounds")
                 .withColumn("stateful", has_state()).withColumn("tracked", is_replayed())
                 .withColumn("state_pid", F.when(F.col("stateful"), F.col("producer_id"))))
@@ -159,20 +154,11 @@ def replay_columns(files: DataFrame, every_column: bool = False, cut: bool = Tru
 def duplicate_ranges(key: str) -> Step:
     """``dup_rank``: a data batch's rank among the producer's batches with its epoch and sequence
     range (above 1: a copy of an earlier one); ``dup_original``: the base offset of the first of
-    them, the original (same window, same sort); ``dup_differs``, of a copy only: its records differ
-    from every earlier one's (its ``dup_content`` is known, and no earlier one's is unknown or the
-    same: a sequence reuse, not an append of the same batch again). Null for markers. ``key``:
-    :func:`by_range`."""
+    them, the original (same window, same sort). Null for markers. ``key``: :func:`by_range`."""
     def step(rows: DataFrame) -> DataFrame:
         data, window = is_data(), by_range(key)
-        # the earlier copies' contents (collect_list leaves nulls out); groups of copies are few and small
-        earlier = F.collect_list(CONTENT).over(window.rowsBetween(Window.unboundedPreceding, -1))
-        rank = F.row_number().over(window)
-        differs = (F.col(CONTENT).isNotNull() & (F.size(earlier) == rank - 1)
-                   & ~F.array_contains(earlier, F.col(CONTENT)))
-        return rows.select("*", F.when(data, rank).alias("dup_rank"),
-                           F.when(data, F.first("base_offset").over(window)).alias("dup_original"),
-                           F.when(data & (rank > 1), differs).alias("dup_differs"))
+        return (rows.withColumn("dup_rank", F.when(data, F.row_number().over(window)))
+                .withColumn("dup_original", F.when(data, F.first("base_offset").over(window))))
     return step
 
 
@@ -183,7 +169,7 @@ def copies(rows: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     exchange, of the seven columns the check reads: the other rows leave it with no copy.
     ``earlier``: the batches a previous audit replayed before ``rows`` (:func:`earlier_rows`),
     whose keys the check reads where ``rows`` have them."""
-    key = ("state_pid", "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control", CONTENT)
+    key = ("state_pid", "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control")
     candidates = rows.where(F.col("state_pid").isNotNull() & is_data()).select(*ROW_KEY, *key)
     if earlier is not None:
         ranged = [HISTORY, "state_pid", "producer_epoch", "base_sequence", "last_sequence"]
@@ -194,18 +180,17 @@ def copies(rows: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     found = candidates.transform(duplicate_ranges(HISTORY)).where(F.col("dup_rank") > 1)
     if earlier is not None:
         found = found.where(~F.col("earlier"))
-    return found.select(*ROW_KEY, "dup_rank", "dup_original", "dup_differs")
+    return found.select(*ROW_KEY, "dup_rank", "dup_original")
 
 
 def earlier_rows(verdicts: DataFrame, histories: DataFrame) -> DataFrame:
     """A previous audit's rows (``batch_verdicts``) of ``histories`` (``(history, log_dir, topic,
     partition)``) as :func:`copies` reads them: ``file_id`` -1, no file of the run has it."""
-    verdicts = with_topic_id(verdicts, None)
-    rows = with_log_dir(verdicts.select(*REPLAY_COLUMNS, TOPIC_ID, records_content(verdicts.columns).alias(CONTENT)))
-    rows = rows.join(F.broadcast(histories), on=list(HISTORY_KEY))
+    rows = with_log_dir(with_topic_id(verdicts, None).select(*REPLAY_COLUMNS, TOPIC_ID)).join(
+        F.broadcast(histories), on=list(HISTORY_KEY))
     return rows.select(HISTORY, F.lit(-1).cast("int").alias("file_id"), "file_position",
                        F.when(has_state(), F.col("producer_id")).alias("state_pid"),
-                       "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control", CONTENT)
+                       "producer_epoch", "base_sequence", "last_sequence", "base_offset", "is_control")
 
 
 def partition_facts(rows: DataFrame) -> DataFrame:

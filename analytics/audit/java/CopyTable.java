@@ -1,6 +1,5 @@
 // The copies' table of analytics/audit/java/Pass.java: per range, each (producer, epoch, first
-// sequence, last sequence) group's rows so far, its first base offset, and the contents (dup_content)
-// its rows had, to tell a sequence reuse from a copy.
+// sequence, last sequence) group's rows so far and its first base offset.
 package segaudit;
 
 /**
@@ -8,8 +7,6 @@ package segaudit;
  * its own as in a window group, to the rows seen and the first one's base offset. Open addressing
  * over arrays: a range may hold millions of groups, and an object per group would make each of
  * them garbage the collector copies. Emptied for the next range by a new generation, not a fill.
- * The first row's content is kept in the arrays; the contents of a group with copies (few) in
- * {@link #later}, by group key and content.
  */
 final class CopyTable {
   int capacity = 1 << 12, size, generation = 1;
@@ -17,13 +14,8 @@ final class CopyTable {
   short[] epochs = new short[capacity];
   byte[] nulls = new byte[capacity], firstNulls = new byte[capacity];
   int[] rows = new int[capacity], stamps = new int[capacity];
-  // the first row's content, and whether some row of the group had none (1) so far
-  long[] contents = new long[capacity];
-  byte[] unknown = new byte[capacity];
-  final java.util.HashSet<java.util.List<Long>> later = new java.util.HashSet<>();
 
   void clear() {
-    later.clear();
     size = 0;
     if (++generation == Integer.MAX_VALUE) {
       java.util.Arrays.fill(stamps, 0);
@@ -60,36 +52,6 @@ final class CopyTable {
     return at;
   }
 
-  /**
-   * Adds a row of {@code content} (null: unknown) to the group at {@code at}, whose rows so far
-   * {@code rows[at]} counts before it: whether it is a copy whose content is known and differs from
-   * every earlier row's (null for the group's first row).
-   */
-  Boolean differs(int at, Long content) {
-    int earlier = rows[at];
-    if (earlier == 0) {
-      unknown[at] = (byte) (content == null ? 1 : 0);
-      contents[at] = content == null ? 0 : content;
-      return null;
-    }
-    java.util.List<Long> key = java.util.List.of(pids[at], sequences[at], (long) epochs[at], (long) nulls[at]);
-    if (earlier == 1 && unknown[at] == 0) {  // the group's first copy: its first row's content joins the set
-      later.add(with(key, contents[at]));
-    }
-    boolean known = content != null && unknown[at] == 0;
-    boolean differs = known && !later.contains(with(key, content));
-    if (content == null) {
-      unknown[at] = 1;
-    } else if (unknown[at] == 0) {
-      later.add(with(key, content));
-    }
-    return differs;
-  }
-
-  static java.util.List<Long> with(java.util.List<Long> key, long content) {
-    return java.util.List.of(key.get(0), key.get(1), key.get(2), key.get(3), content);
-  }
-
   void grow() {
     CopyTable bigger = new CopyTable();
     bigger.capacity = capacity * 2;
@@ -101,16 +63,12 @@ final class CopyTable {
     bigger.firstNulls = new byte[bigger.capacity];
     bigger.rows = new int[bigger.capacity];
     bigger.stamps = new int[bigger.capacity];
-    bigger.contents = new long[bigger.capacity];
-    bigger.unknown = new byte[bigger.capacity];
     for (int i = 0; i < capacity; i++) {
       if (stamps[i] == generation) {
         int at = bigger.slot(pids[i], sequences[i], epochs[i], nulls[i]);
         bigger.rows[at] = rows[i];
         bigger.firsts[at] = firsts[i];
         bigger.firstNulls[at] = firstNulls[i];
-        bigger.contents[at] = contents[i];
-        bigger.unknown[at] = unknown[i];
       }
     }
     capacity = bigger.capacity;
@@ -124,8 +82,6 @@ final class CopyTable {
     firstNulls = bigger.firstNulls;
     rows = bigger.rows;
     stamps = bigger.stamps;
-    contents = bigger.contents;
-    unknown = bigger.unknown;
   }
 }
 

@@ -50,7 +50,6 @@ public final class HistoryReplay {
         .add("offset", DataTypes.LongType);
     return new StructType()
         .add("dup_rank", DataTypes.IntegerType).add("dup_original", DataTypes.LongType)
-        .add("dup_differs", DataTypes.BooleanType)
         .add("cum_holes", DataTypes.LongType).add("partition_first_offset", DataTypes.LongType)
         .add("offset_overlap", DataTypes.LongType).add("prev_epoch", DataTypes.ShortType)
         .add("prev_max_timestamp", DataTypes.LongType).add("prev_base_offset", DataTypes.LongType)
@@ -221,7 +220,7 @@ public final class HistoryReplay {
   /** The input columns the pass reads, by position. */
   static final class Columns implements Serializable {
     final int rid, crcValid, base, last, control, transactional, timestamp, epoch, baseSeq, lastSeq;
-    final int coordinator, statePid, expiry, position, history, content;
+    final int coordinator, statePid, expiry, position, history;
     final DataType historyType;
 
     Columns(StructType in, String expiryTakes) {
@@ -240,7 +239,6 @@ public final class HistoryReplay {
       expiry = in.fieldIndex(expiryTakes);
       position = in.fieldIndex("file_position");
       history = in.fieldIndex("history");
-      content = in.fieldIndex("dup_content");
       historyType = in.fields()[history].dataType();
     }
   }

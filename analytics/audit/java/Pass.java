@@ -179,16 +179,13 @@ final class Pass implements Iterator<InternalRow> {
     Integer coordinator = getInt(row, at.coordinator);
     Long pid = getLong(row, at.statePid);
     Boolean expiryTakes = getBoolean(row, at.expiry);
-    Long content = getLong(row, at.content);
-    Object[] v = new Object[20];
+    Object[] v = new Object[19];
 
-    // duplicate_ranges: the row's rank in its copies' group, the group's first base offset, and
-    // whether a copy's content differs from every earlier row's
+    // duplicate_ranges: the row's rank in its copies' group and the group's first base offset
     byte nulls = (byte) ((pid == null ? 1 : 0) | (epoch == null ? 2 : 0) | (baseSeq == null ? 4 : 0)
         | (lastSeq == null ? 8 : 0));
     long sequences = ((long) (baseSeq == null ? 0 : baseSeq) << 32) | ((lastSeq == null ? 0 : lastSeq) & 0xFFFFFFFFL);
     int group = copies.slot(pid == null ? 0 : pid, sequences, epoch == null ? 0 : epoch, nulls);
-    Boolean differs = copies.differs(group, content);
     if (copies.rows[group]++ == 0) {
       copies.firsts[group] = base == null ? 0 : base;
       copies.firstNulls[group] = (byte) (base == null ? 1 : 0);
@@ -196,7 +193,6 @@ final class Pass implements Iterator<InternalRow> {
     if (Boolean.TRUE.equals(data)) {
       v[0] = copies.rows[group];
       v[1] = copies.firstNulls[group] != 0 ? null : copies.firsts[group];
-      v[2] = differs;
     }
 
     // partition_facts
@@ -206,11 +202,11 @@ final class Pass implements Iterator<InternalRow> {
       s.started = true;
       s.first = base;
     }
-    v[3] = cumHoles;
-    v[4] = s.first;
+    v[2] = cumHoles;
+    v[3] = s.first;
     if (Boolean.TRUE.equals(crcValid)) {
       long overlap = s.top != null && base != null ? s.top - base + 1 : 0;
-      v[5] = Math.max(overlap, 0L);
+      v[4] = Math.max(overlap, 0L);
     }
     if (base != null && last != null) {
       s.span += last - base + 1;
@@ -224,16 +220,16 @@ final class Pass implements Iterator<InternalRow> {
     Short prevEpoch = p.seen ? p.prevEpoch : null;
     Long prevTimestamp = p.seen ? p.prevTimestamp : null;
     Long prevCumHoles = p.seen ? p.prevCumHoles : null;
-    v[6] = prevEpoch;
-    v[7] = prevTimestamp;
-    v[8] = p.seen ? p.prevBase : null;
-    v[9] = cumHoles == null || prevCumHoles == null ? null : cumHoles - prevCumHoles;
-    v[10] = p.coordinator;
+    v[5] = prevEpoch;
+    v[6] = prevTimestamp;
+    v[7] = p.seen ? p.prevBase : null;
+    v[8] = cumHoles == null || prevCumHoles == null ? null : cumHoles - prevCumHoles;
+    v[9] = p.coordinator;
     Long lastTxnData = p.lastTxnData, lastMarker = p.lastMarker;
     Integer prevDataSeq = p.prevDataSeq;
-    v[11] = lastTxnData;
-    v[12] = lastMarker;
-    v[13] = prevDataSeq;
+    v[10] = lastTxnData;
+    v[11] = lastMarker;
+    v[12] = prevDataSeq;
 
     // running_state
     Boolean epochChanged = prevEpoch == null ? Boolean.TRUE : epoch == null ? null : !epoch.equals(prevEpoch);
@@ -242,7 +238,7 @@ final class Pass implements Iterator<InternalRow> {
     if (Boolean.TRUE.equals(expiryTakes) && idle != null && idle >= expirationMs && !txnOpen && base != null) {
       p.expired = base;
     }
-    v[14] = p.expired;
+    v[13] = p.expired;
     Integer sequenceLeft = null;
     Long offsetLeft = null;
     if (Boolean.TRUE.equals(data)) {
@@ -252,8 +248,8 @@ final class Pass implements Iterator<InternalRow> {
       sequenceLeft = -1;
       offsetLeft = -1L;
     }
-    v[15] = p.stateSeq;
-    v[16] = p.stateOff;
+    v[14] = p.stateSeq;
+    v[15] = p.stateOff;
     if (sequenceLeft != null) {
       p.stateSeq = sequenceLeft;
     }
@@ -265,7 +261,7 @@ final class Pass implements Iterator<InternalRow> {
       p.runs += epochChanged ? 1 : 0;
     }
     Long epochRun = p.anyRun ? p.runs : null;
-    v[17] = epochRun;
+    v[16] = epochRun;
     if (Boolean.TRUE.equals(data) && prevDataSeq != null && lastSeq != null) {
       long step = pmod((long) lastSeq - prevDataSeq, SEQ_SPACE);
       if (step > SEQ_SPACE / 2) {
@@ -273,11 +269,11 @@ final class Pass implements Iterator<InternalRow> {
       }
       p.wraps += (prevDataSeq + step - lastSeq) / SEQ_SPACE;
     }
-    v[18] = p.wraps;
+    v[17] = p.wraps;
 
     // sequence_mark: the max over the earlier data rows of (epoch run, sequence on the line, last offset)
     if (p.marked) {
-      v[19] = new GenericInternalRow(new Object[] {p.markRun, p.markSeq, p.markOffset});
+      v[18] = new GenericInternalRow(new Object[] {p.markRun, p.markSeq, p.markOffset});
     }
     if (Boolean.TRUE.equals(data)) {
       Long seq = lastSeq == null ? null : lastSeq + p.wraps * SEQ_SPACE;
