@@ -38,8 +38,10 @@ from analytics.spark.concurrent import beside
 
 
 def progress(message: str) -> None:
-    """Progress lines on stderr, flushed at once (stdout is the command's data)."""
-    print(message, file=sys.stderr, flush=True)
+    """Progress lines on stderr, flushed at once (stdout is the command's data); the line and its end
+    in one write, so a signal's line after it never joins it."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
 
 
 def _inputs_exist(paths: list[str]) -> None:

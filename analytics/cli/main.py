@@ -187,7 +187,8 @@ def _say(line: str) -> None:
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
-    print(line, file=sys.stderr, flush=True)
+    sys.stderr.write(line + "\n")  # one write: a signal never splits the line from its end
+    sys.stderr.flush()
 
 
 def _quiet_shutdown() -> None:
