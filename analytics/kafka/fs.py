@@ -51,7 +51,18 @@ def _filesystem(root: str, environment: tuple = ()):
     from pyarrow import fs
 
     filesystem, path = fs.FileSystem.from_uri(root)
+    if isinstance(filesystem, fs.S3FileSystem):
+        filesystem = _written_whole(filesystem)
     return filesystem, root[: len(root) - len(path)] if root.endswith(path) else root
+
+
+def _written_whole(filesystem):
+    """``filesystem`` (S3) with its output streams opened when they first upload: a file smaller than
+    one part is then one ``PutObject`` at its close, not a multipart upload's three requests (start,
+    part, end). A refusal (a missing bucket, denied access) surfaces at that upload instead of at the
+    open; :func:`check_exists` has asked the store first."""
+    rebuild, (options,) = filesystem.__reduce__()
+    return rebuild({**options, "allow_delayed_open": True})
 
 
 def filesystem(uri: str):

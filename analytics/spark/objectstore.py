@@ -200,6 +200,30 @@ def spark_conf(paths: Iterable[str], environ=os.environ) -> dict[str, str]:
     }
 
 
+def warm(spark, paths: Iterable[str]) -> None:
+    """Start S3A for the first ``s3://`` path of ``paths`` on a background thread: its classes, the
+    SDK's client and the bucket's first answer (about 1.5 s of a JVM's first use of S3) then overlap
+    whatever the caller does next instead of the first query's. Hadoop caches the filesystem per
+    bucket, so the queries after use the same one. Nothing is reported from the thread: a failure
+    here fails again, with its message, where the path is used."""
+    import threading
+
+    first = next((str(p) for p in paths if urlsplit(str(p)).scheme.lower() in SCHEMES), None)
+    if first is None:
+        return
+    uri = "s3a://" + first.split("://", 1)[1]
+
+    def start() -> None:
+        try:
+            jvm = spark.sparkContext._jvm
+            path = jvm.org.apache.hadoop.fs.Path(uri)
+            path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path)
+        except BaseException:  # noqa: BLE001 - see the docstring
+            pass
+
+    threading.Thread(target=start, name="s3a-warm", daemon=True).start()
+
+
 def submit_arguments(environ=os.environ) -> list[str]:
     """The ``spark-submit`` arguments of a job that reads or writes ``s3://``: ``--jars`` (fetched once)
     and a ``--conf`` per setting of :func:`spark_conf`, from this environment (never a credential)."""

@@ -237,6 +237,8 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     if level and not remote:
         spark.sparkContext.setLogLevel(level)
     _register(spark)
+    if not remote:
+        objectstore.warm(spark, storage)
     return spark
 
 

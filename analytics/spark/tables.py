@@ -18,6 +18,7 @@ import json
 
 from pyspark.sql import DataFrame, SparkSession
 
+from analytics.kafka.fs import open_uri
 from analytics.tuning import SMALL_TABLE_BYTES
 
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # where Spark's writer stores its schema
@@ -31,7 +32,7 @@ def written_schema(path: str):
     import pyarrow.parquet as pq
     from pyspark.sql.types import StructType
 
-    fs, folder = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
+    fs, folder = open_uri(path)
     try:
         entries = fs.get_file_info(pafs.FileSelector(folder))
     except (FileNotFoundError, NotADirectoryError):
