@@ -147,3 +147,44 @@ def test_a_future_folder_is_a_replica_and_a_stray_one_of_another_incarnation_is_
     assert [(Path(r["log_dir"]).name, Path(r["other_log_dir"]).name, r["kind"], r["severity"], r["topic_id"])
             for r in divergence] == [("a", "b", "truncated_tail", "info", NEW)]  # the move has 40 of 60 offsets
     assert result.record_duplicates == 0 and result.verdicts.get("DUPLICATE", 0) == 0
+
+
+def test_a_replica_moved_away_and_back_leaves_its_old_copy_apart(spark, tmp_path):
+    """A replica moved off a broker and back before ``file.delete.delay.ms`` leaves its old copy as
+    ``-delete`` beside the new live folder, with the same topic id: the old copy is a history of its
+    own, so its batches (the live log's first 40 offsets, the same producer's) repeat nothing; the
+    outputs show the topic id alone, the summary and the command's line count the folder, and an
+    incremental audit after it is a full one (the state tables show both under one key)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from analytics.audit.audit_plan import described_identity
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.job import audit
+    from analytics.export import export
+
+    log = tmp_path / "broker"
+    _partition(log, "orders-0", _batches(5000), NEW)
+    _partition(log, f"orders-0.{UID}-delete", _batches(5000, count=4), NEW)
+    out = str(tmp_path / "out")
+    export(None, [str(log)], out, records=True)
+    result = audit(spark, out, AuditConfig())
+
+    def table(name: str) -> list[dict]:
+        return pq.read_table(str(table_dir(out, name))).to_pylist()
+
+    verdicts = table("batch_verdicts")
+    assert sorted((Path(v["file"]).parent.name, v["topic_id"], v["verdict"]) for v in verdicts) == sorted(
+        [("orders-0", NEW, "OK")] * 6 + [(f"orders-0.{UID}-delete", NEW, "OK")] * 4)
+    assert result.verdicts.get("DUPLICATE", 0) == 0 and result.record_duplicates == 0
+    assert table("record_duplicates") == [] and [v for v in verdicts if v["offset_overlap"]] == []
+    # the producer's sessions: one per folder's history, each with its own batches
+    assert sorted((s["batches"], s["topic_id"]) for s in table("producer_sessions")) == [(4, NEW), (6, NEW)]
+    summary = json.loads(Path(result.out, "summary.json").read_text())
+    assert summary["topic_identity"] == {"partition_folders": 2, "without_topic_id": 0, "leftovers_apart": 1}
+    assert described_identity(summary["topic_identity"]).startswith("1 leftover folder (-delete, -stray)")
+    heard: list[str] = []
+    again = audit(spark, out, AuditConfig(), incremental=True, progress=heard.append)
+    assert any("leftover folder" in line and "a full audit" in line for line in heard), heard
+    assert again.verdicts == result.verdicts

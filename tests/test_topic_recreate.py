@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "orders"
+MOVED = "moved"  # a topic whose partition moves to the other log dir and back
 PARTITIONS = 4
 ROUNDS, PER_ROUND = 5, 10  # per partition: 5 flushes of 10 records (a few batches each)
 RECORDS = ROUNDS * PER_ROUND  # per partition and incarnation
@@ -63,6 +64,7 @@ class Recreated:
     new_id: str
     fetched: subprocess.CompletedProcess  # `segaudit run kafka://...` after the refill
     fetched_out: Path
+    moved: list[Path]  # both log dirs after MOVED's partition moved to the other one and back
 
 
 def _on_disk(topic_id: str) -> str:
@@ -112,6 +114,41 @@ def _delete(cluster: KafkaCluster, dirs: list[Path], topic: str) -> None:
         time.sleep(0.1)
 
 
+def _fill_moved(cluster: KafkaCluster, round_: int) -> None:
+    """:data:`PER_ROUND` records into :data:`MOVED`'s partition from one idempotent producer per call."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, client_id="segaudit-tests-moved", acks="all",
+                             enable_idempotence=True)
+    try:
+        sent = [producer.send(MOVED, key=f"m{round_}-{i}".encode(), value=b"v", partition=0,
+                              timestamp_ms=FIRST_TIMESTAMP + i) for i in range(PER_ROUND)]
+        producer.flush(timeout=60)
+        for future in sent:
+            future.get(timeout=60)
+    finally:
+        producer.close(timeout=10)
+
+
+def _move(cluster: KafkaCluster, dirs: list[Path]) -> None:
+    """:data:`MOVED`'s partition moved to the other log dir of the broker (AlterReplicaLogDirs, as
+    ``kafka-reassign-partitions`` does between log dirs); waits until the broker renamed the old copy
+    ``-delete`` and the moved one is live."""
+    [source] = [d for d in dirs if (d / f"{MOVED}-0").is_dir()]
+    target = next(d for d in dirs if d != source)
+    admin = cluster.admin()
+    try:
+        answers = admin.alter_replica_log_dirs({(MOVED, 0, 1): str(target)})
+    finally:
+        admin.close()
+    assert all(error.__name__ == "NoError" for error in answers.values()), answers
+    deadline = time.monotonic() + 120
+    while (source / f"{MOVED}-0").is_dir() or not (target / f"{MOVED}-0").is_dir():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the broker did not move {MOVED}-0 to {target}")
+        time.sleep(0.1)
+
+
 def _drive(version: str, root: Path) -> Recreated:
     cluster = KafkaCluster(version, root / "cluster")
     node = cluster.node(1)
@@ -135,12 +172,19 @@ def _drive(version: str, root: Path) -> Recreated:
         new_id = _topic_id(cluster, TOPIC)
         _fill(cluster)
         after = [copy_log_dir(d, root / "after" / name) for d, name in zip(dirs, LOG_DIRS)]
+        # a partition moved to the other log dir and back before the broker deleted the first old copy
+        cluster.create_topic(MOVED)
+        for round_ in range(3):
+            _fill_moved(cluster, round_)
+            if round_ < 2:
+                _move(cluster, dirs)
+        moved = [copy_log_dir(d, root / "moved" / name) for d, name in zip(dirs, LOG_DIRS)]
         fetched_out = root / "fetched"
         with ONE_SPARK_AT_A_TIME:  # asserted by the test, not here: a failure is one test's, not the fixture's
             fetched = _process("run", f"kafka://{cluster.bootstrap}", "--out", str(fetched_out))
     finally:
         cluster.close()
-    return Recreated(version, before, after, old_id, new_id, fetched, fetched_out)
+    return Recreated(version, before, after, old_id, new_id, fetched, fetched_out, moved)
 
 
 @pytest.fixture(scope="module")
@@ -307,6 +351,41 @@ def test_an_incremental_night_after_a_recreate_starts_a_new_history(recreated, a
     assert rows[0] == rows[1] and len(rows[0]) >= 2 * PARTITIONS * ROUNDS  # a batch per flush at least
 
 
+# -- a partition moved to the other log dir and back ----------------------------------------------------
+def test_a_partition_moved_away_and_back_audits_clean(recreated, tmp_path):
+    """One log dir holds the old copy (``-delete``, left by the first move) beside the live
+    folder the second move made, both with the topic's id; the other log dir holds the copy the
+    second move left. The old copy beside the live folder is a history of its own (its batches are the
+    live log's first ones again, not duplicates); the other log dir's copy is compared as a replica
+    and is only behind."""
+    moved = _folders_of(recreated.moved, MOVED)
+    held = {name: sorted(deleted for log_dir, deleted, _ in moved if log_dir == name) for name in LOG_DIRS}
+    assert sorted(held.values()) == [[False, True], [True]], moved  # live and old beside it; the other's old
+    assert len({topic_id for _, _, topic_id in moved}) == 1  # one topic: three copies of its partition
+    out = tmp_path / "out"
+    done = _segaudit("run", *map(str, recreated.moved), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = _summary(out)
+    _clean(summary)
+    assert summary["topic_identity"].get("leftovers_apart") == 1, summary
+    assert "1 leftover folder (-delete, -stray) beside a live folder" in done.stdout
+    verdicts = [v for v in _table(out, "batch_verdicts") if v["topic"] == MOVED]
+    assert {(v["verdict"], v["severity"]) for v in verdicts} == {("OK", "ok")}
+    assert [v for v in verdicts if v["offset_overlap"]] == []
+    divergence = [r for r in _table(out, "replica_divergence") if r["topic"] == MOVED]
+    assert {(r["kind"], r["severity"]) for r in divergence} <= {("truncated_tail", "info")}, divergence
+
+
+def _folders_of(copies: list[Path], topic: str) -> list[tuple[str, bool, str]]:
+    """(log dir, deleted, topic id) of every folder of ``topic``'s partition 0."""
+    found = []
+    for log_dir in copies:
+        for folder in log_dir.glob(f"{topic}-0*"):
+            lines = dict(line.split(": ", 1) for line in (folder / "partition.metadata").read_text().splitlines())
+            found.append((log_dir.name, folder.name.endswith("-delete"), lines["topic_id"]))
+    return found
+
+
 # -- the same broker over the Kafka protocol ------------------------------------------------------------
 def test_over_kafka_the_rows_carry_the_recreated_topics_id(recreated):
     """``segaudit run kafka://...`` after the refill, the deleted incarnation's folders lingering on
@@ -318,6 +397,7 @@ def test_over_kafka_the_rows_carry_the_recreated_topics_id(recreated):
     summary = _summary(out)
     _clean(summary)
     assert summary["topic_identity"]["partition_folders"] >= PARTITIONS, summary
+    assert summary["topic_identity"]["source"] == "metadata_api" and not summary["topic_identity"]["without_topic_id"]
     assert _failed_checks(out) == []
     assert _table(out, "record_duplicates") == []
     # the export: every partition of the topic known by the Metadata API's id, in the manifest too

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from analytics import reuse
 from analytics.audit.config import AuditConfig
 from analytics.audit.settings import resolved
-from analytics.contract import AUDIT, EXPORT, SUMMARY, TOPIC_ID
+from analytics.contract import APART, AUDIT, EXPORT, SUMMARY, TOPIC_ID
 from analytics.publish import continued, published, read_manifest
 from analytics.spark import javacode
 from analytics.spark.columns import topic_ids, with_topic_id
@@ -80,6 +80,7 @@ class AuditPlan:
     unread: object | None = None  # (log_dir, topic, partition, unread_files): segments not read; None: all were
     topic_ids: object | None = None  # (_folder, topic_id) of the partition folders (spark.columns.topic_ids)
     identity: dict | None = None  # the partition folders and those without a topic id (folder_identity)
+    kept_apart: dict = field(default_factory=dict)  # leftover folder -> its key's id inside the audit (apart)
 
     @property
     def linked(self) -> bool:
@@ -107,7 +108,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
     if config.range_batches is None:  # not set: as long as a task's memory holds
         config = replace(config, range_batches=range_decision(task_memory(spark))[0])
-    folders = folder_topic_ids(store)
+    folders = folder_topic_ids(store, manifest)
     ids = topic_ids(spark, folders)
     written = read_parquet(spark, store.path("batches"))
     batches = held(with_topic_id(written, ids), store.size("batches"))  # the audit reads it many times
@@ -117,9 +118,13 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
                   log_starts=log_starts, records=records, one_pass=javacode.load(spark),
                   unread=unread_segments(spark, store, manifest), topic_ids=ids,
-                  identity=folder_identity(manifest, folders))
+                  identity=folder_identity(manifest, folders),
+                  kept_apart={f: i for f, i in (folders or {}).items() if APART in (i or "")})
     continued_out = continued(out) if incremental else None
     previous, why = (None, None) if continued_out is None else previous_audit(spark, continued_out, config)
+    if previous is not None and (inputs["kept_apart"] or (previous.summary.get("topic_identity") or {}).get(
+            "leftovers_apart")):  # its state tables show a leftover's histories under the live folder's key
+        previous, why = None, "a leftover folder beside a live one of the same topic id: a full audit"
     if previous is None:
         if why:
             (progress or (lambda _msg: None))(why)
@@ -253,57 +258,108 @@ def unread_segments(spark, store, manifest: dict):
             .agg(F.countDistinct("file").alias("unread_files")))
 
 
-def folder_topic_ids(store) -> dict[str, str | None] | None:
+def folder_topic_ids(store, manifest: dict) -> dict[str, str | None] | None:
     """Each partition folder's topic id, from the export's ``partition_metadata`` (a row per folder's
     ``partition.metadata``, None for a file that gave none), read once with pyarrow: the audit joins it
-    to several tables, which would each read its files again. None: an export without the table, or
-    one that did not record each file."""
+    to several tables, which would each read its files again. A leftover folder beside another of the
+    same id in its log dir is kept apart (:func:`apart`). None: an export without the table, or one
+    that did not record each file, and no leftover to keep apart."""
     from analytics.kafka import sinks
 
-    if not store.is_dir("partition_metadata"):
-        return None
     folders: dict[str, str | None] = {}
-    for part in sinks.parquet_files(store.path("partition_metadata")):
-        table = sinks.read_table(part)
-        if "file" not in table.column_names:
-            return None
-        for row in table.select(["file", TOPIC_ID]).to_pylist():
-            if row["file"] is not None:
-                folders.setdefault(posixpath.dirname(row["file"]), row[TOPIC_ID])
-    return folders
+    if store.is_dir("partition_metadata"):
+        for part in sinks.parquet_files(store.path("partition_metadata")):
+            table = sinks.read_table(part)
+            if "file" not in table.column_names:
+                folders = {}
+                break
+            for row in table.select(["file", TOPIC_ID]).to_pylist():
+                if row["file"] is not None:
+                    folders.setdefault(posixpath.dirname(row["file"]), row[TOPIC_ID])
+    segment_folders = {posixpath.dirname(path) for path in (manifest.get("segment_files") or {})}
+    kept_apart = apart({f: folders.get(f) for f in segment_folders | set(folders)})
+    return (folders | kept_apart) or None
+
+
+def apart(folders: dict[str, str | None]) -> dict[str, str]:
+    """The leftover folders (``-delete``, ``-stray``) whose log dir holds another folder of the same
+    topic-partition and topic id, each with its own key inside the audit: the id, ``APART`` and the
+    folder's suffix. A replica moved away from a broker and back before it deleted the old copy leaves
+    ``t-0`` and ``t-0.<uid>-delete`` side by side with one id; replayed as one history, every batch
+    of the old copy would repeat one of the live log's.
+
+    >>> apart({"/d/t-0": "X", "/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete": "X", "/e/t-0.ab-delete": "X"})
+    {'/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete': 'X@9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete'}
+    """
+    from analytics.kafka.discovery import LEFTOVER_SUFFIXES, parse_partition_dir
+
+    groups: dict[tuple, list[tuple[str, str | None]]] = {}
+    for folder, topic_id in folders.items():
+        parsed = parse_partition_dir(posixpath.basename(folder))
+        if parsed is not None:
+            topic, partition, suffix = parsed
+            groups.setdefault((posixpath.dirname(folder), topic, partition, topic_id or ""), []).append(
+                (folder, suffix))
+    return {folder: f"{key[3]}{APART}{posixpath.basename(folder).rpartition('.')[2]}"
+            for key, members in groups.items() if len(members) > 1
+            for folder, suffix in members if suffix in LEFTOVER_SUFFIXES}
 
 
 def folder_identity(manifest: dict, folders: dict[str, str | None] | None) -> dict | None:
-    """``{"partition_folders": n, "without_topic_id": m}``: the partition folders holding the export's
-    segment files, and those whose ``partition.metadata`` gave no topic id (brokers before 2.8,
-    hand-copied segments, a file lost): their histories are told apart by topic name alone. A live
-    cluster's export counts its captured partitions, and those the Metadata API gave no topic id (a
-    broker before 2.8). None when the export names no segment files (``kafka-dump-log`` text).
+    """``{"partition_folders": n, "without_topic_id": m, "leftovers_apart": k}``: the partition folders
+    holding the export's segment files, those whose ``partition.metadata`` gave no topic id (brokers
+    before 2.8, hand-copied segments, a file lost): their histories are told apart by topic name
+    alone, and the leftover folders kept apart from a live folder of the same id (:func:`apart`). A
+    live cluster's export counts its captured partitions, and those the Metadata API gave no topic id
+    (a broker before 2.8), with ``"source": "metadata_api"``. None when the export names no segment files (``kafka-dump-log`` text).
     ``folders``: :func:`folder_topic_ids`."""
     live = (manifest.get("cluster") or {}).get("partitions")
     if live is not None:
-        return {"partition_folders": len(live), "without_topic_id": sum(not p.get(TOPIC_ID) for p in live)}
+        return {"partition_folders": len(live), "without_topic_id": sum(not p.get(TOPIC_ID) for p in live),
+                "source": "metadata_api"}
     segment_folders = {posixpath.dirname(path) for path in (manifest.get("segment_files") or {})}
     if not segment_folders:
         return None
-    known = {folder for folder, topic_id in (folders or {}).items() if topic_id}
-    return {"partition_folders": len(segment_folders), "without_topic_id": len(segment_folders - known)}
+    ids = {folder: (topic_id or "").partition(APART)[0] for folder, topic_id in (folders or {}).items()}
+    identity = {"partition_folders": len(segment_folders),
+                "without_topic_id": len(segment_folders - {folder for folder, i in ids.items() if i})}
+    kept_apart = sum(APART in (topic_id or "") for folder, topic_id in (folders or {}).items()
+                     if folder in segment_folders)
+    return identity | ({"leftovers_apart": kept_apart} if kept_apart else {})
 
 
 def described_identity(identity: dict | None) -> str | None:
-    """One line for an operator when some partition folder has no topic id, else None.
+    """One line for an operator when some partition folder has no topic id or a leftover folder was
+    kept apart, else None.
 
     >>> described_identity({"partition_folders": 3, "without_topic_id": 1})
     '1 of 3 partition folders has no topic id (no partition.metadata: a broker before 2.8, or copied segments): a topic deleted and recreated under its name cannot be told apart there'
+    >>> described_identity({"partition_folders": 3, "without_topic_id": 0, "leftovers_apart": 1})
+    "1 leftover folder (-delete, -stray) beside a live folder of the same topic id in its log dir: audited as a history of its own (the broker's old copy of a replica that moved away and back)"
+    >>> described_identity({"partition_folders": 4, "without_topic_id": 4, "source": "metadata_api"})[:75]
+    '4 of 4 partitions have no topic id (the Metadata API gave none: a broker be'
     >>> described_identity({"partition_folders": 3, "without_topic_id": 0}) is None
     True
     """
-    if not identity or not identity["without_topic_id"]:
+    if not identity:
         return None
+    lines = []
     n = identity["without_topic_id"]
-    return (f"{n:,} of {identity['partition_folders']:,} partition folders {'has' if n == 1 else 'have'} no topic id "
-            "(no partition.metadata: a broker before 2.8, or copied segments): a topic deleted and recreated "
-            "under its name cannot be told apart there")
+    if n and identity.get("source") == "metadata_api":
+        lines.append(f"{n:,} of {identity['partition_folders']:,} partitions {'has' if n == 1 else 'have'} no topic id "
+                     "(the Metadata API gave none: a broker before 2.8): a topic deleted and recreated under its "
+                     "name cannot be told apart there")
+    elif n:
+        lines.append(f"{n:,} of {identity['partition_folders']:,} partition folders {'has' if n == 1 else 'have'} no "
+                     "topic id (no partition.metadata: a broker before 2.8, or copied segments): a topic deleted "
+                     "and recreated under its name cannot be told apart there")
+    if identity.get("leftovers_apart"):
+        n = identity["leftovers_apart"]
+        lines.append(f"{n:,} leftover folder{'' if n == 1 else 's'} (-delete, -stray) beside a live folder of the "
+                     f"same topic id in {'its' if n == 1 else 'their'} log dir: audited as "
+                     f"{'a history of its own' if n == 1 else 'histories of their own'} (the broker's old copy "
+                     "of a replica that moved away and back)")
+    return "; ".join(lines) or None
 
 
 def configuration(config: AuditConfig) -> dict:

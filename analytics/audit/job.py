@@ -27,7 +27,7 @@ from analytics.contract import (AUDIT, DUP_DUPLICATE, DUPLICATE_KINDS, EXPORT, O
 from analytics.kafka import sinks
 from analytics.publish import publication, published, read_manifest
 from analytics.spark import javacode
-from analytics.spark.columns import conform, count_of, observed
+from analytics.spark.columns import conform, count_of, observed, with_apart
 from analytics.spark.concurrent import once
 from analytics.spark.session import settings
 from analytics.spark.tables import read_parquet, read_table
@@ -281,6 +281,7 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
         for frame in replayed.held:
             frame.unpersist()
     table, now = done["batch_verdicts"]
+    table = with_apart(table, plan.kept_apart)
     return _Written(table, now, done.get("record_duplicates"), new_files, {name: done[name] for name in beside},
                     *((taken.files, taken.kept) if taken else ()))
 
@@ -315,7 +316,8 @@ def _export_time(plan: AuditPlan, written: _Written, added) -> tuple[int, str]:
 def _per_file(plan: AuditPlan, written: _Written, added):
     """The verdicts per producer and file: small, read twice, so one pass over the verdicts, or none
     when the verdicts' write tapped them (``_Written.files``, released once taken)."""
-    now = written.files if written.files is not None else tables.per_file(written.table if added is None else added)
+    now = (with_apart(written.files, plan.kept_apart) if written.files is not None
+           else tables.per_file(written.table if added is None else added))
     files = (now if added is None else tables.per_file_merged(plan.previous.producer_files, now)).localCheckpoint()
     if written.tap is not None:
         written.tap.unpersist()

@@ -371,6 +371,10 @@ REPORT_DIR = "report"
 # segments), whose identity is then its name.
 TOPIC_ID = "topic_id"
 HISTORY_KEY = ("log_dir", "topic", "partition", TOPIC_ID)
+# Inside the audit, a leftover folder (``-delete``, ``-stray``) beside another folder of the same topic
+# id in its log dir (a replica moved away and back before the broker deleted the old copy) keys its
+# history by its id, this mark and the folder's own suffix: its own history. Outputs show the id alone.
+APART = "@"
 # What the log dir's checkpoints key their entries by: the name (they describe its live partitions).
 NAME_KEY = ("log_dir", "topic", "partition")
 

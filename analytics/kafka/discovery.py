@@ -28,6 +28,8 @@ OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<ext>log|index|timeindex|snap
 KRAFT_SNAPSHOT = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 TEMPORARY_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+# Partition folders a broker no longer serves: a deleted or moved-away replica, one KRaft found stray.
+LEFTOVER_SUFFIXES = ("delete", "stray")
 
 # Files a broker keeps that hold nothing the audit reads.
 IGNORED_LOG_DIR_FILES = frozenset({"meta.properties", ".kafka_cleanshutdown", ".lock", BOOTSTRAP_CHECKPOINT})

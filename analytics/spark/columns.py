@@ -6,7 +6,9 @@ The history key (``analytics.contract.HISTORY_KEY``) is (log_dir, topic, partiti
 same topic-partition in two log dirs is two histories, and so are two incarnations of a topic name.
 ``with_log_dir`` is the Spark expression of :func:`analytics.contract.log_dir_of`; ``with_topic_id``
 gives each row its partition folder's topic id. Inside the audit an unknown id is ``""``, so that
-the key joins as it is; ``conform`` writes it as null.
+the key joins as it is; ``conform`` writes it as null. A leftover folder kept apart from a live one
+of the same id (:func:`analytics.audit.audit_plan.apart`) has the id, ``APART`` and its suffix
+inside the audit; ``conform`` writes the id alone.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analytics.contract import OUT_SCHEMAS, TOPIC_ID
+from analytics.contract import APART, OUT_SCHEMAS, TOPIC_ID
 
 
 def log_dir_column(levels: int = 2):
@@ -55,13 +57,23 @@ def with_topic_id(df: DataFrame, ids: DataFrame | None = None) -> DataFrame:
             .withColumn(TOPIC_ID, F.coalesce(TOPIC_ID, F.lit(""))))
 
 
+def with_apart(df: DataFrame, kept_apart: dict[str, str]) -> DataFrame:
+    """``df`` (rows of a table the audit wrote and reads again, each with its ``file``) with the key's
+    id inside the audit again for the leftover folders kept apart (``kept_apart``: folder -> that id,
+    :func:`analytics.audit.audit_plan.apart`), which the write showed as the topic id alone."""
+    if not kept_apart:
+        return df
+    ids = F.create_map(*[F.lit(x) for pair in sorted(kept_apart.items()) for x in pair])
+    return df.withColumn(TOPIC_ID, F.coalesce(ids[log_dir_column(1)], F.col(TOPIC_ID)))
+
+
 def conform(df: DataFrame, table: str) -> DataFrame:
     """``df`` as the contract declares ``table``: its columns, in order, with their types (a cast that
     changes nothing is free). A missing column fails here, at the write, not in a reader."""
     from pyspark.sql.pandas.types import from_arrow_type
 
-    def column(name: str):
-        return F.nullif(F.col(name), F.lit("")) if name == TOPIC_ID else F.col(name)
+    def column(name: str):  # the topic id alone: a leftover kept apart shows its folder's id (APART)
+        return F.nullif(F.substring_index(F.col(name), APART, 1), F.lit("")) if name == TOPIC_ID else F.col(name)
 
     return df.select(*[column(f.name).cast(from_arrow_type(f.type)).alias(f.name) for f in OUT_SCHEMAS[table]])
 
