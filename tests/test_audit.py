@@ -461,6 +461,8 @@ def test_the_profile_is_recorded_and_an_unknown_one_refused(audited, capsys):
     assert main(["audit", target, "--config", config, "--profile", "3.9"]) == 0
     recorded = read_audit(target)["configuration"]
     assert recorded["profile"] == "3.9" and recorded["producer_id_expiration_ms"] == 86_400_000
+    # the ranges were sized from this machine's memory, not given: recorded as unset, the size apart
+    assert recorded["range_batches"] is None and read_audit(target)["range_batches_used"] >= 250_000
     assert_own_lines(capsys.readouterr().err)
     assert main(["audit", target, "--profile", "9.9"]) == 2
     err = capsys.readouterr().err
@@ -488,6 +490,10 @@ def test_the_profile_is_recorded_and_an_unknown_one_refused(audited, capsys):
     assert main(["audit", target, "--config", config]) == 0
     assert_own_lines(capsys.readouterr().err)
     assert read_audit(target)["configuration"]["profile"] == "2.7"
+    assert main(["audit", target, "--config", config]) == 0  # the same file again: nothing changes, nothing said
+    err = capsys.readouterr().err
+    assert_own_lines(err)
+    assert "changes the configuration" not in err, err
 
 
 # --- histories cut into offset ranges (analytics.audit.ranges) ----------------------------------------

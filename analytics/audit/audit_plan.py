@@ -81,6 +81,7 @@ class AuditPlan:
     topic_ids: object | None = None  # (_folder, topic_id) of the partition folders (spark.columns.topic_ids)
     identity: dict | None = None  # the partition folders and those without a topic id (folder_identity)
     kept_apart: dict = field(default_factory=dict)  # leftover folder -> its key's id inside the audit (apart)
+    range_sized: bool = False  # range_batches not given: sized here from a task's memory (range_decision)
 
     @property
     def linked(self) -> bool:
@@ -106,7 +107,8 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     store = published(out)
     manifest = read_manifest(out, EXPORT)
     config, provenance = resolved(store, config)  # the data dir's and server.properties' settings
-    if config.range_batches is None:  # not set: as long as a task's memory holds
+    sized = config.range_batches is None
+    if sized:  # not set: as long as a task's memory holds
         config = replace(config, range_batches=range_decision(task_memory(spark))[0])
     folders = folder_topic_ids(store, manifest)
     ids = topic_ids(spark, folders)
@@ -115,8 +117,8 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     log_starts = read_parquet(spark, store.path("log_start_offsets"))
     records = (held(with_topic_id(read_parquet(spark, store.path("records")), ids), store.size("records"))
                if store.is_dir("records") else None)
-    inputs = dict(out=out, config=config, provenance=provenance, export_manifest=manifest, batches=batches,
-                  log_starts=log_starts, records=records, one_pass=javacode.load(spark),
+    inputs = dict(out=out, config=config, range_sized=sized, provenance=provenance, export_manifest=manifest,
+                  batches=batches, log_starts=log_starts, records=records, one_pass=javacode.load(spark),
                   unread=unread_segments(spark, store, manifest), topic_ids=ids,
                   identity=folder_identity(manifest, folders),
                   kept_apart={f: i for f, i in (folders or {}).items() if APART in (i or "")})

@@ -389,7 +389,9 @@ def _summary(run_id: str, plan: AuditPlan, replayed: _Replayed, written: _Writte
         "topic_identity": plan.identity,
         # the values used: the profile as given, the expiration its default when not configured
         "configuration": configuration(plan.config) | {"export_time_ms": export_time[0],
-                                                        "producer_id_expiration_ms": plan.config.expiration_ms},
+                                                        "producer_id_expiration_ms": plan.config.expiration_ms}
+        | ({"range_batches": None} if plan.range_sized else {}),  # sized, not given: sized again next time
+        "range_batches_used": plan.config.range_batches,
         # each broker and topic setting's value and where it came from (analytics.audit.settings)
         "settings": plan.provenance,
         # where export_time_ms came from: the configuration, a live cluster's capture, or the log
