@@ -3,12 +3,12 @@
     .venv/bin/python bench/bench_bucket_requests.py [--code DIR] [--top N] [--pairs N]
 
 Runs the sample's `run` into a new local OUT, then into a new OUT in a bucket of versitygw on
-loopback, ``--pairs`` times alternated, then an incremental night with nothing new into the last
-bucket OUT; prints each command's wall time and the requests versitygw logged while it ran (its
-request log: one line per request), then each place's median and their ratio. ``--code DIR`` runs
-another checkout of segaudit (the same venv), for a side-by-side of two versions. ``--top N`` also
-prints, per bucket run, its N largest kinds of request (method, and the table or folder under OUT it
-touched, run folders left out). Needs versitygw (bash scripts/versitygw.sh).
+loopback, then an incremental night with nothing new into each, ``--pairs`` times; prints each
+command's wall time and the requests versitygw logged while it ran (its request log: one line per
+request), then each place's medians and their ratios. ``--code DIR`` runs another checkout of
+segaudit (the same venv), for a side-by-side of two versions. ``--top N`` also prints, per bucket
+run, its N largest kinds of request (method, and the table or folder under OUT it touched, run
+folders left out). Needs versitygw (bash scripts/versitygw.sh).
 """
 
 from __future__ import annotations
@@ -38,16 +38,18 @@ def main() -> None:
     parser.add_argument("--code", default=str(REPO), help="the checkout of segaudit to run")
     parser.add_argument("--top", type=int, default=0, help="print each bucket run's N largest kinds of request")
     parser.add_argument("--pairs", type=int, default=2,
-                        help="disk and bucket runs, alternated (disk first, then bucket, N times); medians printed")
+                        help="disk and bucket runs and nights, alternated N times; their medians printed")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-requests-"))
     with S3Server(work / "s3") as server:
         os.environ.update(server.env)
         server.make_bucket("bench")
         log = server.root / "versitygw.log"
+        again = ["--incremental"]
         runs = [run for n in range(1, args.pairs + 1)
-                for run in (("disk", ["--out", str(work / f"d{n}")]), ("bucket", ["--out", f"s3://bench/o{n}"]))]
-        runs.append(("bucket, incremental, nothing new", ["--out", f"s3://bench/o{args.pairs}", "--incremental"]))
+                for run in (("disk", ["--out", str(work / f"d{n}")]), ("bucket", ["--out", f"s3://bench/o{n}"]),
+                            (NIGHT_DISK, ["--out", str(work / f"d{n}"), *again]),
+                            (NIGHT_BUCKET, ["--out", f"s3://bench/o{n}", *again]))]
         print(f"{'OUT':<34} {'exit':>4} {'seconds':>8} {'requests':>9}")
         seconds: dict[str, list[float]] = collections.defaultdict(list)
         for where, out in runs:
@@ -57,10 +59,15 @@ def main() -> None:
             seconds[where].append(time.monotonic() - started)
             lines = log.read_text(errors="replace").splitlines()[before:]
             print(f"{where:<34} {done.returncode:>4} {seconds[where][-1]:>8.1f} {len(lines):>9}", flush=True)
-            for (method, table), n in kinds(lines).most_common(args.top if where != "disk" else 0):
+            for (method, table), n in kinds(lines).most_common(args.top if "bucket" in where else 0):
                 print(f"    {n:>6}  {method:<16} {table}")
-        disk, bucket = statistics.median(seconds["disk"]), statistics.median(seconds["bucket"])
-        print(f"median of {args.pairs}: disk {disk:.1f} s, bucket {bucket:.1f} s, bucket / disk {bucket / disk:.2f}x")
+        for disk_runs, bucket_runs in (("disk", "bucket"), (NIGHT_DISK, NIGHT_BUCKET)):
+            disk, bucket = statistics.median(seconds[disk_runs]), statistics.median(seconds[bucket_runs])
+            print(f"median of {args.pairs}, {disk_runs} / {bucket_runs}: {disk:.1f} s / {bucket:.1f} s, "
+                  f"bucket / disk {bucket / disk:.2f}x")
+
+
+NIGHT_DISK, NIGHT_BUCKET = "disk, incremental, nothing new", "bucket, incremental, nothing new"
 
 
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}$")

@@ -28,6 +28,8 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +118,35 @@ def require_jars(version: str) -> Path:
         return kafka_jars(version)
     except (JarsUnavailable, subprocess.TimeoutExpired) as e:
         pytest.skip(f"{UNAVAILABLE}: {e}")
+
+
+def driven_at_once(drives: dict[str, tuple[Callable[[], object], tuple[Callable[[], object], ...]]]) -> dict:
+    """Each named drive run at once, on a thread of its own (a broker's drive mostly waits on its
+    clients, expiration, retention or the cleaner, so together they take the time of one): name ->
+    ``(drive, needs)``, where ``needs`` resolve the jars it needs first. name -> the drive's result,
+    or the reason its jars could not be resolved (for :func:`driven`)."""
+    results, ready = {}, {}
+    for name, (drive, needs) in drives.items():
+        try:
+            for need in needs:
+                need()
+            ready[name] = drive
+        except (JarsUnavailable, subprocess.TimeoutExpired) as e:
+            results[name] = f"{UNAVAILABLE}: {e}"
+    with ThreadPoolExecutor(max_workers=max(len(ready), 1)) as pool:
+        futures = {name: pool.submit(drive) for name, drive in ready.items()}
+        for name, future in futures.items():
+            results[name] = future.result()
+    return results
+
+
+def driven(results: dict, name: str):
+    """The result of ``name``'s drive (:func:`driven_at_once`), or skip the test saying why its jars
+    could not be resolved."""
+    result = results[name]
+    if isinstance(result, str):
+        pytest.skip(result)
+    return result
 
 
 # The JVMs the tests start (brokers, Kafka's tools and clients) run for seconds to minutes on small

@@ -23,17 +23,16 @@ import contextlib
 import io
 import json
 import os
-import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from tests.commands import assert_own_lines
-from tests.kafka_cluster import UNAVAILABLE, JarsUnavailable, KafkaCluster, copy_log_dir, kafka_jars
+from tests.kafka_cluster import KafkaCluster, copy_log_dir, driven, driven_at_once, kafka_jars
 from tests.tiered_storage import (
     TIERED_STORAGE_VERSION,
     broker_config,
@@ -306,31 +305,11 @@ def _segaudit(args: list[str]) -> int:
 def runs(tmp_path_factory, spark) -> dict:
     """The replicated cluster of each version and the tiered node, driven at once (the tiered node mostly
     waits for its remote copies); then ``segaudit run`` over the log dirs. name -> run or skip reason."""
-    out: dict = {}
-    wanted = {f"cluster-{v}": (_rolling, v) for v in CLUSTER_VERSIONS}
-    wanted["tiered"] = (_tiered, TIERED_STORAGE_VERSION)
-    available = {}
-    for name, (fn, version) in wanted.items():
-        try:
-            kafka_jars(version)
-            if fn is _tiered:
-                tiered_storage_jars()
-            available[name] = (fn, version)
-        except (JarsUnavailable, subprocess.TimeoutExpired) as e:
-            out[name] = f"{UNAVAILABLE}: {e}"
-    with ThreadPoolExecutor(max_workers=max(len(available), 1)) as pool:
-        futures = {name: pool.submit(fn, *((v,) if fn is _rolling else ()), tmp_path_factory.mktemp(name))
-                   for name, (fn, v) in available.items()}
-        for name, future in futures.items():
-            out[name] = future.result()
-    return out
-
-
-def _run(runs: dict, name: str):
-    run = runs[name]
-    if isinstance(run, str):
-        pytest.skip(run)
-    return run
+    drives = {f"cluster-{v}": (partial(_rolling, v, tmp_path_factory.mktemp(f"cluster-{v}")),
+                               (partial(kafka_jars, v),)) for v in CLUSTER_VERSIONS}
+    drives["tiered"] = (partial(_tiered, tmp_path_factory.mktemp("tiered")),
+                        (partial(kafka_jars, TIERED_STORAGE_VERSION), tiered_storage_jars))
+    return driven_at_once(drives)
 
 
 def _failed_checks(out: str) -> list[str]:
@@ -372,7 +351,7 @@ def audits(runs, tmp_path_factory) -> dict:
 # -- the replicated cluster: the rolling restart ----------------------------------------------------
 @pytest.fixture(scope="module", params=CLUSTER_VERSIONS)
 def cluster_run(request, runs) -> ClusterRun:
-    return _run(runs, f"cluster-{request.param}")
+    return driven(runs, f"cluster-{request.param}")
 
 
 def test_the_rolling_restart_moved_leaders_while_the_clients_ran(cluster_run):
@@ -437,7 +416,7 @@ def test_the_running_cluster_over_the_protocol_equals_the_log_dirs(cluster_run, 
 # -- tiered storage ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiered(runs) -> TieredRun:
-    return _run(runs, "tiered")
+    return driven(runs, "tiered")
 
 
 def test_a_log_dir_past_its_remote_segments_is_partial_history(tiered, audits, spark):

@@ -14,10 +14,9 @@ import contextlib
 import io
 import json
 import os
-import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -27,14 +26,7 @@ from tests import broker_scenarios as sc
 from tests.commands import assert_own_lines
 from tests.fault_proxy import FaultProxy
 from tests.outs import table_dir
-from tests.kafka_cluster import (
-    UNAVAILABLE,
-    VERSIONS,
-    JarsUnavailable,
-    KafkaCluster,
-    copy_log_dir,
-    kafka_jars,
-)
+from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, driven, driven_at_once, kafka_jars
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -186,26 +178,13 @@ def broker_runs(tmp_path_factory, spark) -> dict:
     """Every release's broker driven through the scenarios at once: each mostly waits (on expiration,
     retention, the cleaner, transaction timeouts), so together they take the time of one.
     version -> BrokerRun, or the reason its jars could not be resolved."""
-    available, runs = [], {}
-    for version in VERSIONS:
-        try:
-            kafka_jars(version)
-            available.append(version)
-        except (JarsUnavailable, subprocess.TimeoutExpired) as e:
-            runs[version] = f"{UNAVAILABLE}: {e}"
-    with ThreadPoolExecutor(max_workers=max(len(available), 1)) as pool:
-        futures = {v: pool.submit(_run, v, tmp_path_factory.mktemp(f"kafka-{v}"), spark) for v in available}
-        for version, future in futures.items():
-            runs[version] = future.result()
-    return runs
+    return driven_at_once({v: (partial(_run, v, tmp_path_factory.mktemp(f"kafka-{v}"), spark),
+                               (partial(kafka_jars, v),)) for v in VERSIONS})
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def broker_run(request, broker_runs) -> BrokerRun:
-    run = broker_runs[request.param]
-    if isinstance(run, str):
-        pytest.skip(run)
-    return run
+    return driven(broker_runs, request.param)
 
 
 @pytest.fixture(scope="module")

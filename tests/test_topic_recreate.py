@@ -29,14 +29,14 @@ import sys
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from tests.commands import assert_own_lines
-from tests.kafka_cluster import UNAVAILABLE, VERSIONS, JarsUnavailable, KafkaCluster, copy_log_dir, kafka_jars
+from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, driven, driven_at_once, kafka_jars
 from tests.outs import table_dir
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
@@ -191,26 +191,13 @@ def _drive(version: str, root: Path) -> Recreated:
 def recreations(tmp_path_factory) -> dict:
     """Each version's broker driven at once (each mostly waits on its clients): version ->
     Recreated, or the reason its jars could not be resolved."""
-    available, runs = [], {}
-    for version in VERSIONS:
-        try:
-            kafka_jars(version)
-            available.append(version)
-        except (JarsUnavailable, subprocess.TimeoutExpired) as e:
-            runs[version] = f"{UNAVAILABLE}: {e}"
-    with ThreadPoolExecutor(max_workers=max(len(available), 1)) as pool:
-        futures = {v: pool.submit(_drive, v, tmp_path_factory.mktemp(f"recreate-{v}")) for v in available}
-        for version, future in futures.items():
-            runs[version] = future.result()
-    return runs
+    return driven_at_once({v: (partial(_drive, v, tmp_path_factory.mktemp(f"recreate-{v}")),
+                               (partial(kafka_jars, v),)) for v in VERSIONS})
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def recreated(request, recreations) -> Recreated:
-    run = recreations[request.param]
-    if isinstance(run, str):
-        pytest.skip(run)
-    return run
+    return driven(recreations, request.param)
 
 
 def _process(*args: str) -> subprocess.CompletedProcess:
