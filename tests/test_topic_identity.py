@@ -123,6 +123,25 @@ def test_the_summary_counts_the_folders_known_by_name_alone(audited):
     assert described_identity(summary["topic_identity"]).startswith("1 of 7 partition folders has no topic id")
 
 
+def test_explain_tells_the_folders_of_one_log_dir_apart(audited):
+    """``explain`` in a log dir holding two incarnations of ``orders-0``: the live folder's batch by
+    default, the other folder named, never "the log repeats offsets"; ``--log-dir`` naming a folder
+    explains that one; the neighbours are the explained folder's only."""
+    from analytics.forensics.offset import explain
+
+    result, _ = audited
+    live = explain(result.out, "orders", 0, 25, log_dir="one")
+    assert Path(live.folder).name == "orders-0" and [Path(b["file"]).parent.name for b in live.batches] == ["orders-0"]
+    assert live.batches[0]["producer_id"] == 5000
+    assert {b["producer_id"] for b in [*live.before, *live.after]} == {5000}
+    assert not any("repeats offsets" in line for line in live.reasoning), live.reasoning
+    assert any(line.startswith("The log dir holds 2 folders of the partition") and f"orders-0.{UID}-delete" in line
+               for line in live.reasoning), live.reasoning
+    old = explain(result.out, "orders", 0, 25, log_dir=f"one/orders-0.{UID}-delete")
+    assert Path(old.folder).name == f"orders-0.{UID}-delete" and old.batches[0]["producer_id"] == 4000
+    assert {b["producer_id"] for b in [*old.before, *old.after]} == {4000}
+
+
 def test_a_future_folder_is_a_replica_and_a_stray_one_of_another_incarnation_is_not(spark, tmp_path):
     """A JBOD move in progress (``-future``: the same topic id in another log dir) is compared with the
     live folder as a replica; a stray replica of an older incarnation (``-stray``, KRaft) is its own

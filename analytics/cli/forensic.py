@@ -8,7 +8,8 @@ from analytics.contract import INFO_VERDICTS, OK_VERDICTS, VERDICTS
 
 def explain_text(e) -> str:
     """The batch holding the offset, the reasoning, and the producer's batches around it."""
-    lines = [f"{e.topic}-{e.partition} offset {e.offset}" + (f" in {e.log_dir}" if len(e.log_dirs) > 1 else "")]
+    where = e.folder if e.folder else (e.log_dir if len(e.log_dirs) > 1 else None)
+    lines = [f"{e.topic}-{e.partition} offset {e.offset}" + (f" in {where}" if where else "")]
     for b in e.batches:
         lines.append(f"  batch {b['base_offset']}..{b['last_offset']} in {b['file']} at byte {b['file_position']}: "
                      f"{b['verdict']} ({b['severity']}{', explained by ' + b['explained_by'] if b['explained_by'] else ''})")

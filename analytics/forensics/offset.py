@@ -7,13 +7,15 @@ around the offset (:mod:`analytics.forensics.tables`), plus the small ``segments
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
 from analytics.contract import DUPLICATE, PRODUCER_EXPIRATION, log_dir_of
-from analytics.forensics.reasoning import no_batch_reasoning, other_log_dirs, verdict_reasoning
-from analytics.forensics.tables import Audit, NotFound, Table, in_log_dir
+from analytics.forensics.reasoning import no_batch_reasoning, other_folders, other_log_dirs, verdict_reasoning
+from analytics.forensics.tables import Audit, NotFound, Table, in_folder, in_log_dir
+from analytics.kafka.discovery import parse_partition_dir
 from analytics.publish import AsOf
 
 # The columns an explanation shows for a batch and its neighbours.
@@ -43,6 +45,9 @@ class Explanation:
     nearest: dict = field(default_factory=dict)  # when no batch holds the offset: the batches around it
     log_dir: str | None = None  # the log dir (broker) whose log is explained
     log_dirs: list[str] = field(default_factory=list)  # every log dir holding batches of the partition
+    # the partition folder explained, when its log dir holds more than one of the partition (a deleted,
+    # moved-away or stray copy beside the live folder: each a history of its own)
+    folder: str | None = None
     # for a break explained by an earlier expiration of its producer: the batch at its expired_offset
     expiry: dict | None = None
     # every other log dir of the partition: what it holds at the offset (``batch``, None for nothing;
@@ -64,21 +69,28 @@ def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
     """
     audit = Audit(out, as_of)
     verdicts = audit.verdicts(topic)
-    dirs = _partition_log_dirs(audit, topic, partition)
+    folders = _partition_folders(audit, topic, partition)
+    dirs = sorted({posixpath.dirname(f) for f in folders})
     here = pc.field("partition") == partition
     everywhere = verdicts.rows(here & (pc.field("base_offset") <= offset) & (pc.field("last_offset") >= offset),
                                list(dict.fromkeys([*BATCH_FIELDS, *REPLICA_FIELDS])))
     everywhere.sort(key=lambda r: (log_dir_of(r["file"]), r["base_offset"], r["file"], r["file_position"]))
+    named = _named_folder(folders, log_dir)
+    chosen = (posixpath.dirname(named) if named else
+              _chosen_log_dir(topic, partition, dirs, list(dict.fromkeys(log_dir_of(r["file"]) for r in everywhere)),
+                              log_dir))
+    mine = [f for f in folders if posixpath.dirname(f) == chosen]
+    folder = named or _chosen_folder(mine, [posixpath.dirname(r["file"]) for r in everywhere])
+    if len(dirs) > 1 or len(mine) > 1:
+        here &= in_folder(folder) if len(mine) > 1 else in_log_dir(chosen)
+    # one log a log dir: the folder explained there, another log dir's as its replica
+    everywhere = [r for r in everywhere if log_dir_of(r["file"]) != chosen or posixpath.dirname(r["file"]) == folder]
     where = [log_dir_of(r["file"]) for r in everywhere]
-    dirs_holding = list(dict.fromkeys(where))
-    chosen = _chosen_log_dir(topic, partition, dirs, dirs_holding, log_dir)
-    if len(dirs) > 1:
-        here &= in_log_dir(chosen)
     holding = [r for r, d in zip(everywhere, where) if d == chosen]
     result = Explanation(topic, partition, offset, [{c: r[c] for c in BATCH_FIELDS} for r in holding], [], [], [],
-                         log_dir=chosen, log_dirs=dirs)
+                         log_dir=chosen, log_dirs=dirs, folder=folder if len(mine) > 1 else None)
     result.replicas = _replicas(audit, verdicts, topic, partition, offset, chosen, dirs, everywhere, where)
-    also = other_log_dirs(offset, chosen, dirs, result.replicas)
+    also = other_folders(folder, mine) + other_log_dirs(offset, chosen, dirs, result.replicas)
     if not holding:
         below = verdicts.first(here & (pc.field("last_offset") < offset), "last_offset", descending=True,
                                columns=BATCH_FIELDS)
@@ -151,17 +163,34 @@ def _replicas(audit: Audit, verdicts: Table, topic: str, partition: int, offset:
     return out
 
 
-def _partition_log_dirs(audit: Audit, topic: str, partition: int) -> list[str]:
-    """The log dirs holding batches of the partition, from the small ``segments`` table (a row per
-    file read); :class:`NotFound`, naming the topic's partitions, when there is none."""
+def _partition_folders(audit: Audit, topic: str, partition: int) -> list[str]:
+    """The partition folders holding batches of the partition, from the small ``segments`` table (a
+    row per file read); :class:`NotFound`, naming the topic's partitions, when there is none. A log
+    dir holds more than one while a deleted, moved-away or stray copy lingers beside the live folder."""
     segments = audit.table("segments")
     files = [] if segments is None else segments.rows(
         (pc.field("topic") == topic) & (pc.field("batch_count") > 0), ["partition", "file"])
-    dirs = sorted({log_dir_of(f["file"]) for f in files if f["partition"] == partition})
-    if not dirs:
+    folders = sorted({posixpath.dirname(f["file"]) for f in files if f["partition"] == partition})
+    if not folders:
         partitions = ", ".join(str(p) for p in sorted({f["partition"] for f in files})) or "none"
         raise NotFound(f"{topic}-{partition} has no batches in this audit; partitions of {topic}: {partitions}")
-    return dirs
+    return folders
+
+
+def _named_folder(folders: list[str], wanted: str | None) -> str | None:
+    """The partition folder ``wanted`` names (its path or trailing components), if it names one."""
+    if wanted is None:
+        return None
+    wanted = wanted.rstrip("/")
+    matches = [f for f in folders if f == wanted or f.endswith("/" + wanted)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _chosen_folder(mine: list[str], holding: list[str]) -> str:
+    """Of the log dir's folders of the partition, the one explained: the live one (no ``-delete``,
+    ``-future`` or ``-stray`` suffix) when there is one, else the first holding the offset."""
+    live = [f for f in mine if (parse_partition_dir(posixpath.basename(f)) or (None, None, "?"))[2] is None]
+    return (live or [f for f in mine if f in holding] or mine)[0]
 
 
 def _chosen_log_dir(topic: str, partition: int, dirs: list[str], holding: list[str], wanted: str | None) -> str:

@@ -6,6 +6,7 @@ Pure functions of rows (dicts of ``batch_verdicts`` columns) and the audit's con
 from __future__ import annotations
 
 import datetime
+import posixpath
 
 from analytics.contract import (
     COMPACTION,
@@ -137,6 +138,21 @@ def no_batch_reasoning(offset: int, below: dict | None, above: dict | None, log_
                     f"{above['base_offset']}..{above['last_offset']}: records removed by compaction, or a segment "
                     "missing from the export.")
     return says
+
+
+def other_folders(folder: str, folders: list[str]) -> list[str]:
+    """For a log dir holding more than one folder of the partition (``folders``): which one is
+    explained, and that the others are histories of their own.
+
+    >>> other_folders("/d/t-0", ["/d/t-0", "/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete"])[0][:71]
+    'The log dir holds 2 folders of the partition, each a history of its own'
+    """
+    if len(folders) < 2:
+        return []
+    others = ", ".join(posixpath.basename(f) for f in folders if f != folder)
+    return [f"The log dir holds {len(folders)} folders of the partition, each a history of its own (a deleted, "
+            f"moved-away or stray copy lingers beside the live one until the broker removes it); this is "
+            f"{posixpath.basename(folder)}, the other {others} (--log-dir FOLDER chooses another)."]
 
 
 def other_log_dirs(offset: int, log_dir: str, log_dirs: list[str], replicas: list[dict]) -> list[str]:

@@ -38,6 +38,11 @@ def log_dirs(files: pa.Array, levels: int = 2) -> pa.Array:
                       pc.replace_substring_regex(files, pattern, r"\1"), "")
 
 
+def in_folder(folder: str) -> pc.Expression:
+    """A filter on ``file``: the segment files of one partition folder."""
+    return pc.match_substring_regex(pc.field("file"), "^" + re.escape(folder) + "/[^/]*$")
+
+
 def in_log_dir(log_dir: str) -> pc.Expression:
     """A filter on ``file``: the segment files of one log dir (exactly: not of a log dir nested in it)."""
     return pc.match_substring_regex(pc.field("file"), "^" + re.escape(log_dir) + "/[^/]*/[^/]*$")
