@@ -57,6 +57,7 @@ def test_small_tables_are_held_as_one_partition(spark, tmp_path):
     small = read_table(spark, path, 10_000)
     assert small.rdd.getNumPartitions() == 1
     assert sorted(r.id for r in small.collect()) == list(range(1000))
+    assert read_table(spark, path, 10_000) is small  # held once: the next stage queries the same frame
     large = read_table(spark, path, SMALL_TABLE_BYTES + 1)
     assert large.rdd.getNumPartitions() > 1
     assert large.count() == 1000

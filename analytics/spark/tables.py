@@ -60,20 +60,20 @@ def read_table(spark: SparkSession, path: str, size_bytes: int, schema=None) -> 
     A small table this process holds already (the audit's verdicts, which the validation and the
     report read next in a ``segaudit run``) is the one held: a run folder's files never change once
     written, and in a bucket each read lists every folder and opens every file again. The last
-    :data:`KEPT` tables held are remembered, by path."""
-    known = _held.get(path)
+    :data:`KEPT` tables held are remembered, by path and size."""
+    known = _held.get((path, size_bytes))
     if known is not None and known.sparkSession is spark:
         return known
     table = held(read_parquet(spark, path) if schema is None else spark.read.schema(schema).parquet(path), size_bytes)
     if size_bytes <= SMALL_TABLE_BYTES:
-        _held[path] = table
+        _held[(path, size_bytes)] = table
         while len(_held) > KEPT:
             _held.pop(next(iter(_held)))
     return table
 
 
 KEPT = 8  # small tables remembered by read_table (each at most SMALL_TABLE_BYTES of Parquet)
-_held: dict[str, DataFrame] = {}
+_held: dict[tuple[str, int], DataFrame] = {}
 
 
 def held(df: DataFrame, size_bytes: int) -> DataFrame:
