@@ -22,10 +22,16 @@ from tests.outs import table_dir
 pytestmark = pytest.mark.spark
 
 
-def _replayed(batches, config: AuditConfig, one_pass: bool):
-    """What the replay computes before its row facts, every history in one range: by the Java pass
-    or by the windows (``rules._in_one_pass``, ``rules._in_one_range``); and the producers'
-    aggregates per history (the pass's own, or Spark's of the windows' rows)."""
+# The replays held equal to the window steps: segaudit's Java pass over Spark's internal rows, and
+# its window function on Spark's public API.
+PATHS = ("pass", "function")
+
+
+def _replayed(batches, config: AuditConfig, path: str):
+    """What the replay computes before its row facts, every history in one range: by the Java pass,
+    the window function or the windows (``rules._in_one_pass``, ``rules._in_window_function``,
+    ``rules._in_one_range``); and the producers' aggregates per history (the pass's own, or Spark's
+    of the rows)."""
     from pyspark.sql import functions as F
 
     from analytics.audit import carry, ranges, rules, state, steps
@@ -35,23 +41,26 @@ def _replayed(batches, config: AuditConfig, one_pass: bool):
     plan = ranges.range_plan(dictionary)
     files = F.broadcast(dictionary.select("file", ranges.HISTORY, "file_id", "rid0", "bounds"))
     rows = batches.transform(steps.replay_columns(files))
-    if one_pass:
+    if path == "pass":
         return rules._in_one_pass(rows, plan, size, config)
-    replayed = rules._in_one_range(rows, plan, size, config)
+    replayed = (rules._in_window_function(rows, plan, size, config) if path == "function"
+                else rules._in_one_range(rows, plan, size, config))
     return replayed, carry.producer_and_running_ranges(replayed, by=(ranges.HISTORY,))
 
 
-def _assert_same(batches, config: AuditConfig):
-    """The two replays of ``batches`` hold the same rows and leave the same producer aggregates;
-    the windows' rows, held."""
-    (windows, aggregated), (one_pass, left_by_pass) = (_replayed(batches, config, flag) for flag in (False, True))
-    windows = windows.cache()
-    assert one_pass.schema.simpleString() == windows.schema.simpleString()
-    left, right = windows.exceptAll(one_pass).collect(), one_pass.exceptAll(windows).collect()
-    assert (left, right) == ([], [])
-    assert left_by_pass.schema == aggregated.schema
-    left, right = aggregated.exceptAll(left_by_pass).collect(), left_by_pass.exceptAll(aggregated).collect()
-    assert (left, right) == ([], [])
+def _assert_same(batches, config: AuditConfig, paths=PATHS):
+    """Each of ``paths`` replays ``batches`` to the rows of the windows and leaves the same producer
+    aggregates; the windows' rows, held."""
+    windows, aggregated = _replayed(batches, config, "windows")
+    windows, aggregated = windows.cache(), aggregated.cache()
+    for path in paths:
+        replayed, left_by = _replayed(batches, config, path)
+        assert replayed.schema.simpleString() == windows.schema.simpleString(), path
+        left, right = windows.exceptAll(replayed).collect(), replayed.exceptAll(windows).collect()
+        assert (path, left, right) == (path, [], [])
+        assert left_by.schema == aggregated.schema, path
+        left, right = aggregated.exceptAll(left_by).collect(), left_by.exceptAll(aggregated).collect()
+        assert (path, left, right) == (path, [], [])
     return windows
 
 
@@ -141,15 +150,19 @@ def test_the_audit_tables_are_the_same_replayed_either_way(spark, audited):
                     [spark.read.parquet(str(table_dir(audited[name][1], "log_start_offsets"))) for name in audited])
     config = load_config(audited["idle-expiration"][0].truth_dir / "audit.toml")
     held: list = []
-    one_pass, windows = (replay(batches, config, starts, held if flag else [], one_pass=flag) for flag in (True, False))
+    one_pass, windows = (replay(batches, config, starts, held if flag else [], one_pass=flag, window_function=False)
+                         for flag in (True, False))
+    function = replay(batches, config, starts, [], one_pass=False, window_function=True)
     assert len(one_pass.verdicts.limit(3).collect()) == 3  # a task's rows read in part: its state is not kept
     assert _kept_blocks(held) == 0
     one_pass.verdicts.write.format("noop").mode("overwrite").save()  # read through: the state is kept
     assert _kept_blocks(held) == _tasks(held) > 0
     for table in ("verdicts", "producer_state", "partition_state"):
-        a, b = getattr(one_pass, table), getattr(windows, table)
-        assert a.schema == b.schema, table
-        assert (a.exceptAll(b).count(), b.exceptAll(a).count()) == (0, 0), table
+        for replayed in (one_pass, function):
+            a, b = getattr(replayed, table), getattr(windows, table)
+            assert a.schema == b.schema, table
+            assert (a.exceptAll(b).count(), b.exceptAll(a).count()) == (0, 0), table
+    assert function.sorted_by_topic and not windows.sorted_by_topic
     assert one_pass.verdicts.count() == batches.count()
     assert one_pass.verdicts.where("severity = 'violation'").count() > 0  # the scenarios' faults are in it
     for frame in held:
@@ -203,10 +216,10 @@ def _tasks(held: list) -> int:
     return sum(frame.tasks() for frame in held if isinstance(frame, JavaObject))
 
 
-def test_an_audit_whose_java_pass_fails_replays_with_the_windows(spark, audited, tmp_path, monkeypatch):
+def test_an_audit_whose_java_pass_fails_replays_with_the_window_function(spark, audited, tmp_path, monkeypatch):
     """The Java pass failing on a Spark whose internals it reads (here: a column it sorts by that the
     rows do not have, refused in segaudit's Java as Spark 4.3 refuses the plan it builds): the run it
-    began is dropped, one line says so, and the audit runs again on the window functions with the
+    began is dropped, one line says so, and the audit runs again on segaudit's window function (Spark's public API) with the
     verdicts of a healthy audit."""
     from analytics.audit import rules
     from analytics.audit.config import load_config
@@ -227,11 +240,15 @@ def test_an_audit_whose_java_pass_fails_replays_with_the_windows(spark, audited,
     out = copy_out(source, tmp_path / "out")
     runs_before = set(os.listdir(Path(out, "_runs")))
     monkeypatch.setattr(rules, "_history_replay", lambda session: Failing(session._jvm.segaudit.HistoryReplay))
+    planned = []
+    monkeypatch.setattr(rules, "_in_window_function", lambda *a, _real=rules._in_window_function: planned.append(1)
+                        or _real(*a))
     said: list[str] = []
     done = audit(spark, out, config, progress=said.append)
     [line] = [s for s in said if "Java" in s]
     assert line.startswith("segaudit's Java replay failed on this Spark (SparkIllegalArgumentException: [FIELD_NOT_FOUND]")
-    assert line.endswith("replaying with Spark's window functions")
+    assert line.endswith("replaying with segaudit's window function")
+    assert planned  # the rerun replayed with the window function, not the window steps
     assert done.verdicts == expected["verdicts"] and done.severities == expected["severities"]
     assert done.severities["explained"] > 0  # the scenario's expiries explained as well
     assert sorted(set(os.listdir(Path(out, "_runs"))) - runs_before) == [done.run_id]  # the failed run left nothing

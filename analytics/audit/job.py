@@ -60,17 +60,22 @@ def audit(spark, out: str, config: AuditConfig, *, incremental: bool = False,
     ``progress`` are given to); ``plan``: the audit's plan when the caller made it already."""
     started = time.monotonic()
     plan = plan or audit_plan(spark, out, config, incremental=incremental, progress=progress)
-    try:
-        return _audited(spark, out, plan, started)
-    except Exception as e:
-        failed = javacode.failure(e) if plan.one_pass else None
-        if failed is None:
-            raise
-    # segaudit's Java failed (an internal of this Spark it reads changed): the run it began is gone,
-    # and the audit runs again on Spark's window functions, which give the same verdicts
-    (progress or (lambda _line: None))(f"segaudit's Java replay failed on this Spark ({failed}): "
-                                       "replaying with Spark's window functions")
-    return _audited(spark, out, replace(plan, one_pass=False), started)
+    while True:
+        try:
+            return _audited(spark, out, plan, started)
+        except Exception as e:
+            failed = javacode.failure(e) if plan.one_pass or plan.window_function else None
+            if failed is None:
+                raise
+        # segaudit's Java failed (an internal of this Spark it reads changed): the run it began is
+        # gone, and the audit runs again on the next replay, which gives the same verdicts: the
+        # window function on Spark's public API, then Spark's own window steps
+        if plan.one_pass:
+            plan, then = replace(plan, one_pass=False), "segaudit's window function"
+        else:
+            plan, then = replace(plan, window_function=False), "Spark's window steps"
+        (progress or (lambda _line: None))(f"segaudit's Java replay failed on this Spark ({failed}): "
+                                           f"replaying with {then}")
 
 
 def _audited(spark, out: str, plan: AuditPlan, started: float) -> AuditResult:
@@ -186,12 +191,13 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
     held: list = []  # what the replay persisted for its result, released once it is written
     if plan.step is None:
-        done = replay(plan.batches, plan.config, plan.log_starts, held, one_pass=plan.one_pass, unread=plan.unread)
+        done = replay(plan.batches, plan.config, plan.log_starts, held, one_pass=plan.one_pass, unread=plan.unread,
+                      window_function=plan.window_function)
         return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held,
                          sorted_by_topic=done.sorted_by_topic)
     step = plan.step
     done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, one_pass=plan.one_pass,
-                  unread=plan.unread)
+                  unread=plan.unread, window_function=plan.window_function)
     files = (done.file_state if step.file_state is None
              else merged(step.file_state, done.file_state, "file_state"))
     verdicts = done.verdicts if plan.linked else done.verdicts.unionByName(

@@ -26,6 +26,7 @@ is a follower's: the last batch's. Corrupt batches are not replayed. The rules a
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -49,6 +50,10 @@ EXPIRY_CANDIDATE = "expiry_candidate"
 # holds one ``task`` value; a range one topic), topic first, so that the write of ``batch_verdicts``,
 # partitioned by topic, finds its rows in order and sorts nothing (the pass says it keeps the order).
 ONE_PASS_ORDER = ("topic", RANGE, *ranges.ORDER, "file_id")
+# segaudit's replay as a window function (``java/ReplayWindow.java``), as the session knows it, and
+# the column of its result at each row.
+REPLAY_FUNCTION = "segaudit_replay"
+_REPLAYED = "_replayed"
 # The Java pass reads its input as the RDD of the input's physical plan. Under adaptive execution
 # that plan runs its shuffle when the RDD is asked for (to re-plan what follows it), so the exchange
 # would run as the replay is planned, alone; planned without it (its exchange has a fixed count of
@@ -91,7 +96,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
 
 def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
            held: list | None = None, prior: Prior | None = None, one_pass: bool | None = None,
-           unread: DataFrame | None = None) -> Replay:
+           unread: DataFrame | None = None, window_function: bool | None = None) -> Replay:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
     transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
@@ -104,7 +109,10 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     it), the exchange is a hash of the task replaying the range, and the duplicate ranges partition by
     it too, so nothing else shuffles: :func:`_in_one_range`; or, with ``one_pass`` (None: when the
     session has segaudit's Java, :mod:`analytics.spark.javacode`), the same exchange, one sort and
-    one pass over each range computing the same columns: :func:`_in_one_pass`. Longer
+    one pass over each range computing the same columns: :func:`_in_one_pass`; or, with
+    ``window_function`` (None: when the session has segaudit's Java), the same exchange and one
+    window operator whose function, on Spark's public API, replays each range in offset order:
+    :func:`_in_window_function`. Longer
     histories are cut into ranges replayed side by side with the state the earlier ranges carry:
     :func:`_in_ranges`. The untracked and corrupt rows ride along in their own groups instead of
     being split off and unioned back (which would scan and shuffle twice). The narrow facts then
@@ -148,10 +156,14 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
                   else steps.history_log_starts(dictionary, log_starts, unread).localCheckpoint())
     one_range = (prior is None and not plan.split) or plan.ranges == 0
     in_one_pass = one_range and (javacode.load(batches.sparkSession) if one_pass is None else one_pass)
-    rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass, cut=plan.split))
+    in_function = one_range and not in_one_pass and (
+        javacode.load(batches.sparkSession) if window_function is None else window_function)
+    rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass or in_function, cut=plan.split))
     producers = None  # the state the producers leave: aggregated from the replayed rows, unless the pass gives it
     if in_one_pass:
         replayed, producers = _in_one_pass(rows, plan, size, config, held)
+    elif in_function:
+        replayed = _in_window_function(rows, plan, size, config)
     elif one_range:
         replayed = _in_one_range(rows, plan, size, config)
     elif not plan.split:
@@ -159,7 +171,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     else:
         replayed = _in_ranges(rows, plan, size, config, [] if held is None else held,
                               None if prior is None else _prior_ranges(prior, histories))
-    if held is not None and not in_one_pass:  # read twice: for the verdicts and for the state
+    if held is not None and producers is None:  # read twice: for the verdicts and for the state
         if plan.batches >= HOLD_BATCHES:
             replayed = replayed.persist()
             held.append(replayed)
@@ -173,7 +185,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .transform(steps.conflicts)
         .transform(steps.explanations(config))
     )
-    if not in_one_pass:
+    if not (in_one_pass or in_function):
         facts = facts.transform(steps.join_back(batches, files.drop("rid0", "bounds")))
     verdicts = (
         facts.transform(steps.severity_and_text(config))
@@ -181,7 +193,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     )
     producers, partitions, files_state = state.left_by(
         replayed, histories, dictionary.select("file", HISTORY, *state.per_file()), starts, producers)
-    return Replay(verdicts, producers, partitions, files_state, sorted_by_topic=in_one_pass)
+    return Replay(verdicts, producers, partitions, files_state, sorted_by_topic=in_one_pass or in_function)
 
 
 def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:
@@ -238,6 +250,35 @@ def _in_one_pass(rows: DataFrame, plan: ranges.RangePlan, size: int, config: Aud
     if held is not None:  # the state the pass kept, dropped once written (its ``unpersist``, as a held frame's)
         held.append(done)
     return replayed.drop(EXPIRY_CANDIDATE), producers
+
+
+def _in_window_function(rows: DataFrame, plan: ranges.RangePlan, size: int, config: AuditConfig) -> DataFrame:
+    """The facts of :func:`_in_one_range` from one window operator over the same exchange of ``task``:
+    segaudit's replay as an aggregate function (``java/ReplayWindow.java``, an ``Aggregator`` on
+    Spark's public API) evaluated over each range's rows in offset order, from the first to the
+    current, its buffer the range's state and its result at each row the columns the window steps
+    add. One sort of each task's rows, topic first, so that the write partitioned by topic sorts
+    nothing; the wide rows ride through the operator. The expiry point's row-local part comes in
+    as a column (:func:`~analytics.audit.predicates.expiry_candidate`). The state the producers
+    leave is aggregated from the rows, as the windows' is."""
+    from pyspark.sql import Window
+    from pyspark.sql.types import StructType
+
+    spark, tasks = rows.sparkSession, _tasks(rows.sparkSession, plan, size)
+    if not javacode.load(spark):  # the caller asked for it where the session cannot have it
+        raise RuntimeError(f"the window function needs segaudit's Java: {'; '.join(javacode.why_not)}")
+    ranged = (rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
+              .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config)))
+    jvm = spark._jvm
+    inputs = list(jvm.segaudit.ReplayWindow.INPUT)
+    typed = jvm.org.apache.spark.sql.types.DataType.fromJson(StructType([ranged.schema[c] for c in inputs]).json())
+    spark._jsparkSession.udf().register(REPLAY_FUNCTION, jvm.segaudit.ReplayWindow.function(typed, config.expiration_ms))
+    added = StructType.fromJson(json.loads(jvm.segaudit.ReplayWindow.added().json()))
+    window = (Window.partitionBy("topic", TASK, RANGE).orderBy(*ranges.ORDER, "file_id")
+              .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return (ranged.withColumn(_REPLAYED, F.call_function(REPLAY_FUNCTION, *inputs).over(window))
+            .select(*[c for c in ranged.columns if c != EXPIRY_CANDIDATE],
+                    *[F.col(_REPLAYED)[f.name].alias(f.name) for f in added.fields]))
 
 
 def _history_replay(spark):

@@ -44,21 +44,9 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class HistoryReplay {
   private HistoryReplay() {}
 
-  /** The columns the pass adds, in the order the window steps add them. */
+  /** The columns the pass adds, in the order the window steps add them (ReplayWindow's). */
   public static StructType added() {
-    StructType mark = new StructType().add("run", DataTypes.LongType).add("seq", DataTypes.LongType)
-        .add("offset", DataTypes.LongType);
-    return new StructType()
-        .add("dup_rank", DataTypes.IntegerType).add("dup_original", DataTypes.LongType)
-        .add("cum_holes", DataTypes.LongType).add("partition_first_offset", DataTypes.LongType)
-        .add("offset_overlap", DataTypes.LongType).add("prev_epoch", DataTypes.ShortType)
-        .add("prev_max_timestamp", DataTypes.LongType).add("prev_base_offset", DataTypes.LongType)
-        .add("offset_holes", DataTypes.LongType).add("prev_coordinator_epoch", DataTypes.IntegerType)
-        .add("last_txn_data", DataTypes.LongType).add("last_marker", DataTypes.LongType)
-        .add("prev_data_seq", DataTypes.IntegerType).add("expired_offset", DataTypes.LongType)
-        .add("state_last_seq", DataTypes.IntegerType).add("state_last_off", DataTypes.LongType)
-        .add("epoch_run", DataTypes.LongType).add("seq_wraps", DataTypes.LongType, false)
-        .add("mark", mark);
+    return ReplayWindow.added();
   }
 
   /**
