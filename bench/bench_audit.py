@@ -15,9 +15,8 @@ export's ``batches`` table:
   and one write with nothing else (no state tables, tap, counts or derived tables), twice (the
   steady run counts), printed beside the lean replay too, the floor of what the audit must do;
 - ``DuckDB``: the same classification in SQL (``bench/classify_duckdb.sql``), threads = cores;
-- with ``--window``, ``segaudit audit`` again on segaudit's window function (``java/ReplayWindow.java``,
-  Spark's public API: what an audit runs when the Java pass fails) and on Spark's window steps (what
-  every Spark Connect session runs), first and steady, each beside the lean replay;
+- with ``--window``, ``segaudit audit`` again on Spark's window steps instead of segaudit's window
+  function (what every Spark Connect session runs), first and steady, beside the lean replay;
 - ``lean window replay`` (``bench/lean_replay.py``, issue 46): one sort in producer order, one
   duplicate sort, lags, a running high-water mark and the verdict, every ``batches`` column carried
   through and written as Parquet partitioned by topic, in the same session after the audit, twice
@@ -99,18 +98,15 @@ def spark_cases(spark, out: Path, config: AuditConfig, window: bool = False) -> 
     for label in ("segaudit audit (first)", "segaudit audit (steady)"):
         result = audit(spark, str(out), config)
         times[label] = result.seconds
-    if window:  # the same audit on segaudit's window function (Spark's public API), and on Spark's
-        # window steps: what every Spark Connect session runs
-        for name, paths in ((FUNCTION, dict(one_pass=False)), (WINDOW, dict(one_pass=False, window_function=False))):
-            for label in (f"{name} (first)", f"{name} (steady)"):
-                times[label] = audit(spark, str(out), config,
-                                     plan=replace(audit_plan(spark, str(out), config), **paths)).seconds
+    if window:  # the same audit on Spark's window steps: what every Spark Connect session runs
+        for label in (f"{WINDOW} (first)", f"{WINDOW} (steady)"):
+            times[label] = audit(spark, str(out), config,
+                                 plan=replace(audit_plan(spark, str(out), config), window_function=False)).seconds
     classified, counts = classify_case(spark, out, config)
     return times | classified, counts
 
 
-WINDOW = "audit, window path"
-FUNCTION = "audit, window function"
+WINDOW = "audit, window steps"
 
 
 def table(out: Path, name: str) -> str:
@@ -273,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     config = AuditConfig()
     print(f"{cores} cores; Spark local[*], driver memory {args.driver_memory}; DuckDB threads {cores}")
     print(f"{'batches':>11} {'case':<30} {'seconds':>8} {'batches/s':>10} {'vs Spark classify':>18}")
-    side_by_side, replay_alone, cut_audit, cut_replay, windows, functions = [], [], [], [], [], []
+    side_by_side, replay_alone, cut_audit, cut_replay, windows = [], [], [], [], []
     for n in args.batches:
         out, total = prepare(args.work, n)
         times, spark_counts = spark_cases(spark, out, config, args.window)
@@ -285,7 +281,6 @@ def main(argv: list[str] | None = None) -> None:
         replay_alone.append((total, times["Spark classify"], times[f"{LEAN} (steady)"]))
         if args.window:
             windows.append((total, times[f"{WINDOW} (steady)"], times[f"{LEAN} (steady)"]))
-            functions.append((total, times[f"{FUNCTION} (steady)"], times[f"{LEAN} (steady)"]))
         duck_seconds, duck_counts = duckdb_case(out, config, cores)
         assert duck_counts == spark_counts, ("DuckDB and Spark disagree", duck_counts, spark_counts)
         times["DuckDB"] = duck_seconds
@@ -309,7 +304,6 @@ def main(argv: list[str] | None = None) -> None:
     print_side_by_side(side_by_side, "segaudit audit (steady)")
     print_side_by_side(replay_alone, "Spark classify (steady: the audit's replay and its write alone)")
     if windows:
-        print_side_by_side(functions, "segaudit audit on segaudit's window function (steady)")
         print_side_by_side(windows, "segaudit audit on Spark's window steps (steady)")
     if len(cut_audit) > 1:  # the marginal cost between the sizes, each cut into about --partitions partitions
         print_side_by_side(cut_audit, f"segaudit audit (steady), each size in about {args.partitions:,} partitions")

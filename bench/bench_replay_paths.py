@@ -1,18 +1,16 @@
 """The replay's paths side by side on the same exports, beside the lean window replay.
 
     .venv/bin/python bench/bench_replay_paths.py [--batches N ...] [--work DIR] [--driver-memory 8g]
-                                                 [--paths pass function windows audit-pass audit-function]
+                                                 [--paths function windows audit-function audit-windows]
 
 Each size is a cached ``clean`` export (``bench_audit.prepare``). Cases, each run twice in one
 application (the steady run counts):
 
-- ``pass``, ``function``, ``windows``: :func:`analytics.audit.rules.replay`'s verdicts written as
-  Parquet partitioned by topic (the replay and its write alone, as ``bench_audit``'s ``Spark
-  classify``), every history in one range (the ranges the audit's plan sizes), by segaudit's Java pass
-  over Spark's internal rows, by its window function on Spark's public API
-  (``java/ReplayWindow.java``) and by Spark's window steps;
-- ``audit-pass``, ``audit-function``: the whole ``segaudit audit`` on the pass and on the window
-  function (the producers' state then aggregated from the rows);
+- ``function``, ``windows``: :func:`analytics.audit.rules.replay`'s verdicts written as Parquet
+  partitioned by topic (the replay and its write alone, as ``bench_audit``'s ``Spark classify``),
+  every history in one range (the ranges the audit's plan sizes), by segaudit's window function on
+  Spark's public API (``java/ReplayWindow.java``) and by Spark's window steps;
+- ``audit-function``, ``audit-windows``: the whole ``segaudit audit`` on each;
 - ``lean``: the lean window replay (``bench/lean_replay.py``), the floor.
 
 With two sizes or more, the marginal µs per batch between the first and the last (which cancels
@@ -38,8 +36,7 @@ from lean_replay import lean_case  # noqa: E402
 
 from analytics.audit.config import AuditConfig  # noqa: E402
 
-REPLAYS = {"pass": dict(one_pass=True), "function": dict(one_pass=False, window_function=True),
-           "windows": dict(one_pass=False, window_function=False)}
+REPLAYS = {"function": dict(window_function=True), "windows": dict(window_function=False)}
 
 
 def replay_case(spark, out: Path, config: AuditConfig, path: str) -> tuple[float, Counter]:
@@ -78,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[400_000, 4_000_000])
     ap.add_argument("--work", type=Path, default=Path("/tmp/segaudit-bench"))
     ap.add_argument("--driver-memory", default="8g")
-    ap.add_argument("--paths", nargs="+", default=[*REPLAYS, "audit-pass", "audit-function"])
+    ap.add_argument("--paths", nargs="+", default=[*REPLAYS, *(f"audit-{p}" for p in REPLAYS)])
     args = ap.parse_args(argv)
 
     from analytics.audit.audit_plan import range_decision

@@ -9,6 +9,8 @@ the test that holds it), so that the document cannot silently go false.
 - *Every threshold lives in analytics/tuning.py*: ``tests/test_plans.py``.
 - *A module imports from a lower layer, never upwards and never in a cycle*: ``tests/test_architecture.py``.
 - *Every verdict, severity and explanation is a constant of analytics.contract*: below.
+- *segaudit's Java stands on Spark's public API only, and reaches a session through spark.jars*:
+  below (and ``tests/test_replay_pass.py``, which holds its results equal to Spark's window steps).
 """
 
 from __future__ import annotations
@@ -125,3 +127,24 @@ def test_readers_resolve_tables_through_the_commit_never_a_listing_of_out(audite
     assert run_sql(spark, str(out), "select count(*) as n from batch_verdicts").first()["n"] == total
     assert explain(str(out), "missed-dedup", 0, 41) == before
     assert deltalake.DeltaTable(str(out / "batch_verdicts")).to_pyarrow_table().num_rows == total
+
+
+# What segaudit's Java must not use: Spark's internals (no compatibility promise between releases),
+# reflection, the block manager; and what the Python must not do to load it.
+INTERNALS = re.compile(r"org\.apache\.spark\.sql\.(catalyst|classic|execution)\b|org\.apache\.spark\.storage\b"
+                       r"|\bSparkEnv\b|java\.lang\.reflect\b|\bInternalRow\b|\bLogicalRDD\b|\bRDDBlockId\b")
+
+
+def test_segaudits_java_uses_sparks_public_api_only_and_loads_through_spark_jars(spark):
+    from analytics.spark import javacode
+
+    sources = sorted((REPO / "analytics" / "audit" / "java").glob("*.java"))
+    assert sources
+    used = {path.name: INTERNALS.findall(path.read_text()) for path in sources}
+    assert {name: hits for name, hits in used.items() if hits} == {}
+    python = [path for package in PACKAGES for path in (REPO / package).rglob("*.py")
+              if re.search(r"\baddURL\b|\baddJar\b", path.read_text())]
+    assert python == []  # no class loader patched, no jar added to a running context
+    assert javacode.load(spark), javacode.why_not
+    assert str(javacode.jar(build=False)) in spark.conf.get("spark.jars").split(",")  # how the session has it
+

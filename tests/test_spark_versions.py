@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 # the newest patch release of each minor version the pin admits but .venv does not hold
 SPARK_RELEASES = ("4.0.5", "4.2.1", "4.3.0")
-JAVA_FALLBACK = "segaudit's Java replay failed on this Spark"
+JAVA_FALLBACK = "segaudit's window function failed on this Spark"
 
 
 def _dependencies() -> list[str]:

@@ -54,9 +54,9 @@ class AuditPlan:
     export's manifest and tables it reads, its ``mode``, the audit it continues (``continued_out``:
     None unless it was asked to be incremental; ``previous``) and what is left to replay (``since``, ``step``), the session settings of the
     replay and of the derived tables (``HELD_CONF`` alone or empty: Spark's own planning), and why;
-    ``one_pass``: histories in one range are replayed by segaudit's Java pass (the session has it,
-    :mod:`analytics.spark.javacode`), else, with ``window_function``, by its window function on Spark's
-    public API, else by the window steps, with the same facts;
+    ``window_function``: histories in one range are replayed by segaudit's window function on
+    Spark's public API (the session has segaudit's Java, :mod:`analytics.spark.javacode`), else by
+    the window steps, with the same facts;
     ``replicas_with_replay``: the replicas are compared beside the replay, under its settings (they
     read the export alone), not after it under the derived tables' (those of a replay planned once
     and derived tables planned by Spark: the replicas compared by Spark's planning)."""
@@ -76,7 +76,6 @@ class AuditPlan:
     replay_conf: dict = field(default_factory=dict)
     derived_conf: dict = field(default_factory=dict)
     reason: str = "a full audit"
-    one_pass: bool = False
     window_function: bool = False
     replicas_with_replay: bool = True
     unread: object | None = None  # (log_dir, topic, partition, unread_files): segments not read; None: all were
@@ -120,8 +119,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     records = (held(with_topic_id(read_parquet(spark, store.path("records")), ids), store.size("records"))
                if store.is_dir("records") else None)
     inputs = dict(out=out, config=config, range_sized=sized, provenance=provenance, export_manifest=manifest,
-                  batches=batches, log_starts=log_starts, records=records, one_pass=javacode.load(spark),
-                  window_function=javacode.load(spark),
+                  batches=batches, log_starts=log_starts, records=records, window_function=javacode.load(spark),
                   unread=unread_segments(spark, store, manifest), topic_ids=ids,
                   identity=folder_identity(manifest, folders),
                   kept_apart={f: i for f, i in (folders or {}).items() if APART in (i or "")})

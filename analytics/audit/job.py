@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
 from analytics import reuse
-from analytics.audit import counting, tables, tap
+from analytics.audit import counting, tables
 from analytics.audit.config import AuditConfig
 from analytics.audit.audit_plan import AuditPlan, audit_plan, configuration
 from analytics.contract import (AUDIT, DUP_DUPLICATE, DUPLICATE_KINDS, EXPORT, OUT_SCHEMAS, SEV_OK, SEVERITIES,
@@ -60,22 +60,17 @@ def audit(spark, out: str, config: AuditConfig, *, incremental: bool = False,
     ``progress`` are given to); ``plan``: the audit's plan when the caller made it already."""
     started = time.monotonic()
     plan = plan or audit_plan(spark, out, config, incremental=incremental, progress=progress)
-    while True:
-        try:
-            return _audited(spark, out, plan, started)
-        except Exception as e:
-            failed = javacode.failure(e) if plan.one_pass or plan.window_function else None
-            if failed is None:
-                raise
-        # segaudit's Java failed (an internal of this Spark it reads changed): the run it began is
-        # gone, and the audit runs again on the next replay, which gives the same verdicts: the
-        # window function on Spark's public API, then Spark's own window steps
-        if plan.one_pass:
-            plan, then = replace(plan, one_pass=False), "segaudit's window function"
-        else:
-            plan, then = replace(plan, window_function=False), "Spark's window steps"
-        (progress or (lambda _line: None))(f"segaudit's Java replay failed on this Spark ({failed}): "
-                                           f"replaying with {then}")
+    try:
+        return _audited(spark, out, plan, started)
+    except Exception as e:
+        failed = javacode.failure(e) if plan.window_function else None
+        if failed is None:
+            raise
+    # segaudit's Java failed on this Spark: the run it began is gone, and the audit runs again on
+    # Spark's window steps, which give the same verdicts
+    (progress or (lambda _line: None))(f"segaudit's window function failed on this Spark ({failed}): "
+                                       "replaying with Spark's window steps")
+    return _audited(spark, out, replace(plan, window_function=False), started)
 
 
 def _audited(spark, out: str, plan: AuditPlan, started: float) -> AuditResult:
@@ -116,24 +111,19 @@ class _Replayed:
     files: object
     held: list
     continued: object = None
-    sorted_by_topic: bool = False
 
 
 @dataclass(frozen=True)
 class _Written:
     """``batch_verdicts`` as written (``table``), the counts of the rows written now (``now``), the
-    kinds of record duplicates (None: no records), linked, the Parquet files of the new rows, what
-    ran beside the replay (:func:`_beside_replay`) by name, and the per-file rows of the rows written
-    now as the write's tasks aggregated them (``files``; None: not tapped) with what keeps them
-    (``tap``, released once read)."""
+    kinds of record duplicates (None: no records), linked, the Parquet files of the new rows, and
+    what ran beside the replay (:func:`_beside_replay`) by name."""
 
     table: object
     now: dict
     duplicate_kinds: dict | None
     new_files: list
     beside: dict
-    files: object = None
-    tap: object = None
 
 
 class _Target:
@@ -159,20 +149,16 @@ class _Target:
         conform(df, name).write.parquet(self.run.path(name))
         reuse.link_tree(published(self.continued_out).path(name), self.run.path(name))
 
-    def verdicts(self, verdicts, tapped: list | None = None):
-        """The verdicts to write, conformed; ``tapped`` (the rows come sorted by topic): the write's
-        tasks also aggregate the per-file rows as the rows pass (:func:`analytics.audit.tap.per_file_tapped`),
-        appended to it (:class:`~analytics.audit.tap.Tap`). Planned before other work starts beside
-        the write: the tap's plan turns adaptive execution off while it is made."""
-        conformed = conform(verdicts, "batch_verdicts")
-        return conformed if tapped is None else tap.per_file_tapped(self.spark, conformed, tapped)
+    def verdicts(self, verdicts):
+        """The verdicts to write, conformed."""
+        return conform(verdicts, "batch_verdicts")
 
-    def write_verdicts(self, conformed, linked: bool, new_files: list, taken=None):
-        """The verdicts (:meth:`verdicts`) as written, and the counts of the rows written now: the
-        write's own, or those of the tap the rows passed (``taken``, :meth:`analytics.audit.tap.Tap.counts`);
-        ``linked``: the new rows beside the previous audit's files, whose names go to ``new_files``."""
+    def write_verdicts(self, conformed, linked: bool, new_files: list):
+        """The verdicts (:meth:`verdicts`) as written, and the counts of the rows written now (the
+        write's own); ``linked``: the new rows beside the previous audit's files, whose names go to
+        ``new_files``."""
         path = self.run.path("batch_verdicts")
-        watched, counted = (conformed, taken.counts) if taken else observed(conformed, counting.verdict_counts())
+        watched, counted = observed(conformed, counting.verdict_counts())
         writer = watched.write.option("parquet.block.size", VERDICT_ROW_GROUP_BYTES)
         plain_columns(writer, UNIQUE_COLUMNS).partitionBy("topic").parquet(path)
         if linked:  # the new rows (perhaps none) beside the previous files
@@ -191,13 +177,12 @@ def _replay(plan: AuditPlan) -> _Replayed:
 
     held: list = []  # what the replay persisted for its result, released once it is written
     if plan.step is None:
-        done = replay(plan.batches, plan.config, plan.log_starts, held, one_pass=plan.one_pass, unread=plan.unread,
+        done = replay(plan.batches, plan.config, plan.log_starts, held, unread=plan.unread,
                       window_function=plan.window_function)
-        return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held,
-                         sorted_by_topic=done.sorted_by_topic)
+        return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held)
     step = plan.step
-    done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, one_pass=plan.one_pass,
-                  unread=plan.unread, window_function=plan.window_function)
+    done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, unread=plan.unread,
+                  window_function=plan.window_function)
     files = (done.file_state if step.file_state is None
              else merged(step.file_state, done.file_state, "file_state"))
     verdicts = done.verdicts if plan.linked else done.verdicts.unionByName(
@@ -255,9 +240,9 @@ def _replicas(spark, target: _Target, plan: AuditPlan) -> tuple[int, dict]:
 def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed, beside: dict) -> _Written:
     """Write the replay's tables: the verdicts at once with the tables that do not read the replayed
     rows (and the record duplicates, which read records only), and ``producer_state``: beside the
-    verdicts when the replay holds nothing (it then replays again, from the same shuffle), after
-    them when their write holds the rows or keeps the state (the one pass: a row per producer, read
-    from what each of the write's tasks kept). Written beside a held replay, its tasks took cores
+    verdicts when the replay holds nothing (segaudit's window function: the state from a replay of
+    the narrow columns of its own), after them when their write holds the rows. Written beside a
+    held replay, its tasks took cores
     only to wait for held blocks the verdicts' tasks were still computing (8 task seconds of a 4M
     audit on 2 cores), and the join back's scan queued behind them: 2 to 3 s of a 30 to 60 s audit
     (docs/benchmarks.md). ``beside``: more work (name -> callable) run with the writes, its results
@@ -265,11 +250,9 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
     from analytics.spark.concurrent import concurrently
 
     new_files: list[str] = []
-    tapped = [] if replayed.sorted_by_topic else None
-    verdicts = target.verdicts(replayed.verdicts, tapped)
-    taken = tapped[0] if tapped else None
+    verdicts = target.verdicts(replayed.verdicts)
     writes = {
-        "batch_verdicts": lambda: target.write_verdicts(verdicts, plan.linked, new_files, taken),
+        "batch_verdicts": lambda: target.write_verdicts(verdicts, plan.linked, new_files),
         "partition_state": lambda: target.write("partition_state", replayed.partitions),
         "file_state": lambda: target.write("file_state", _read_by(spark, replayed.files, plan.export_manifest)),
     }
@@ -288,8 +271,7 @@ def _write_replayed(spark, target: _Target, plan: AuditPlan, replayed: _Replayed
             frame.unpersist()
     table, now = done["batch_verdicts"]
     table = with_apart(table, plan.kept_apart)
-    return _Written(table, now, done.get("record_duplicates"), new_files, {name: done[name] for name in beside},
-                    *((taken.files, taken.kept) if taken else ()))
+    return _Written(table, now, done.get("record_duplicates"), new_files, {name: done[name] for name in beside})
 
 
 def _added(spark, target: _Target, plan: AuditPlan, written: _Written):
@@ -320,14 +302,9 @@ def _export_time(plan: AuditPlan, written: _Written, added) -> tuple[int, str]:
 
 
 def _per_file(plan: AuditPlan, written: _Written, added):
-    """The verdicts per producer and file: small, read twice, so one pass over the verdicts, or none
-    when the verdicts' write tapped them (``_Written.files``, released once taken)."""
-    now = (with_apart(written.files, plan.kept_apart) if written.files is not None
-           else tables.per_file(written.table if added is None else added))
-    files = (now if added is None else tables.per_file_merged(plan.previous.producer_files, now)).localCheckpoint()
-    if written.tap is not None:
-        written.tap.unpersist()
-    return files
+    """The verdicts per producer and file: small, read twice, so one pass over the verdicts."""
+    now = tables.per_file(written.table if added is None else added)
+    return (now if added is None else tables.per_file_merged(plan.previous.producer_files, now)).localCheckpoint()
 
 
 def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, per_file, export_time: int) -> dict:

@@ -9,10 +9,10 @@ One shuffle of the replay's columns: rows are partitioned by their offset range 
 a log dir's topic and partition, unless the history is longer than ``AuditConfig.range_batches``);
 the partition and producer windows cluster on supersets of that key, so Spark reuses the exchange
 and only sorts, on integers, and no task holds more than a range. A history in one range may instead be
-replayed by one pass in Java over its rows in offset order (``java/HistoryReplay.java``), which adds
-the columns the window steps add, the same values, and keeps the state its producers leave
-(``tests/test_replay_pass.py``). The rest of ``batches`` joins
-back co-partitioned. Native Column expressions only.
+replayed by one window function of segaudit's over its rows in offset order (``java/ReplayWindow.java``,
+on Spark's public API), which adds the columns the window steps add, the same values
+(``tests/test_replay_pass.py``). The rest of ``batches`` joins back co-partitioned. Native Column
+expressions otherwise.
 
 The state before a batch is what the previous visible batches of its producer left: its epoch;
 the producer's highest sequence so far in its current epoch run (the sequence mark: a duplicate
@@ -44,22 +44,17 @@ from analytics.spark.session import default_parallelism, settings, small_queries
 
 from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES, MIN_TASK_BATCHES
 
-# The column :func:`_in_one_pass` hands the Java pass the expiry point's row-local part in.
+# The column :func:`_in_window_function` hands the replay the expiry point's row-local part in.
 EXPIRY_CANDIDATE = "expiry_candidate"
-# The order of a task's rows in the Java pass: each range's rows together, in offset order (a task
-# holds one ``task`` value; a range one topic), topic first, so that the write of ``batch_verdicts``,
-# partitioned by topic, finds its rows in order and sorts nothing (the pass says it keeps the order).
-ONE_PASS_ORDER = ("topic", RANGE, *ranges.ORDER, "file_id")
 # segaudit's replay as a window function (``java/ReplayWindow.java``), as the session knows it, and
 # the column of its result at each row.
 REPLAY_FUNCTION = "segaudit_replay"
 _REPLAYED = "_replayed"
-# The Java pass reads its input as the RDD of the input's physical plan. Under adaptive execution
-# that plan runs its shuffle when the RDD is asked for (to re-plan what follows it), so the exchange
-# would run as the replay is planned, alone; planned without it (its exchange has a fixed count of
-# partitions, nothing to adapt) it runs in the first job that reads the pass, beside the other
-# writes, and a later job reading the pass again reuses its shuffle files.
-LAZY_PLAN_CONF = {"spark.sql.adaptive.enabled": "false"}
+# The same replay's state at each range's end (``ReplayWindow.Left``), its column, and the column
+# numbering a range's rows (the state is taken from its first).
+LEFT_FUNCTION = "segaudit_replay_left"
+_LEFT = "_left"
+_FIRST = "_first"
 
 
 @dataclass(frozen=True)
@@ -79,13 +74,11 @@ class Prior:
 
 @dataclass(frozen=True)
 class Replay:
-    """:func:`replay`'s tables: ``batch_verdicts`` and the state the replayed histories leave;
-    ``sorted_by_topic``: each Spark partition of the verdicts comes sorted by topic (the one pass)."""
+    """:func:`replay`'s tables: ``batch_verdicts`` and the state the replayed histories leave."""
     verdicts: DataFrame
     producer_state: DataFrame
     partition_state: DataFrame
     file_state: DataFrame
-    sorted_by_topic: bool = False
 
 
 def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
@@ -95,8 +88,8 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
 
 
 def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
-           held: list | None = None, prior: Prior | None = None, one_pass: bool | None = None,
-           unread: DataFrame | None = None, window_function: bool | None = None) -> Replay:
+           held: list | None = None, prior: Prior | None = None, unread: DataFrame | None = None,
+           window_function: bool | None = None) -> Replay:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
     transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
@@ -107,10 +100,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     within each range: the partition order and the producer order. When every history is one range
     (up to ``config.range_batches`` batches; unset, ``DEFAULT_RANGE_BATCHES``: the audit's plan sets
     it), the exchange is a hash of the task replaying the range, and the duplicate ranges partition by
-    it too, so nothing else shuffles: :func:`_in_one_range`; or, with ``one_pass`` (None: when the
-    session has segaudit's Java, :mod:`analytics.spark.javacode`), the same exchange, one sort and
-    one pass over each range computing the same columns: :func:`_in_one_pass`; or, with
-    ``window_function`` (None: when the session has segaudit's Java), the same exchange and one
+    it too, so nothing else shuffles: :func:`_in_one_range`; or, with ``window_function`` (None:
+    when the session has segaudit's Java, :mod:`analytics.spark.javacode`), the same exchange and one
     window operator whose function, on Spark's public API, replays each range in offset order:
     :func:`_in_window_function`. Longer
     histories are cut into ranges replayed side by side with the state the earlier ranges carry:
@@ -120,8 +111,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     scan (:func:`analytics.audit.steps.join_back`).
 
     The state the histories leave (``Replay.producer_state`` and ``partition_state``,
-    :mod:`analytics.audit.state`) is aggregated from the same replayed rows (the one pass gives the
-    producers' aggregates itself, kept by the tasks that replay the rows). With ``prior``, the
+    :mod:`analytics.audit.state`) is aggregated from the same replayed rows. With ``prior``, the
     batches are those after what a previous audit replayed of their histories, and its state is
     carried into them as a range before their first (the histories are then cut into ranges even
     when short): their verdicts are the ones a replay of the whole histories gives them.
@@ -130,8 +120,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
 
     The result reads frames replay persisted: they are added to ``held``, for the caller to
     ``unpersist`` once the result is written (without ``held``, cut histories stay cached for the
-    session's life, and the one pass keeps nothing: its state replays again). With ``held``, the
-    replayed rows of the windows are read once for both: held from
+    session's life). With ``held``, the replayed rows are read once for both: held from
     ``HOLD_BATCHES`` batches on, checkpointed below.
 
     The session's settings are the caller's: classify reads none and changes none. Under
@@ -155,15 +144,12 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         starts = (None if log_starts is None
                   else steps.history_log_starts(dictionary, log_starts, unread).localCheckpoint())
     one_range = (prior is None and not plan.split) or plan.ranges == 0
-    in_one_pass = one_range and (javacode.load(batches.sparkSession) if one_pass is None else one_pass)
-    in_function = one_range and not in_one_pass and (
+    in_function = one_range and (
         javacode.load(batches.sparkSession) if window_function is None else window_function)
-    rows = batches.transform(steps.replay_columns(files, every_column=in_one_pass or in_function, cut=plan.split))
-    producers = None  # the state the producers leave: aggregated from the replayed rows, unless the pass gives it
-    if in_one_pass:
-        replayed, producers = _in_one_pass(rows, plan, size, config, held)
-    elif in_function:
-        replayed = _in_window_function(rows, plan, size, config)
+    rows = batches.transform(steps.replay_columns(files, every_column=in_function, cut=plan.split))
+    producers = None  # the state the producers leave: aggregated from the replayed rows, unless the function gives it
+    if in_function:
+        replayed, producers = _in_window_function(rows, plan, size, config)
     elif one_range:
         replayed = _in_one_range(rows, plan, size, config)
     elif not plan.split:
@@ -185,7 +171,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .transform(steps.conflicts)
         .transform(steps.explanations(config))
     )
-    if not (in_one_pass or in_function):
+    if not in_function:
         facts = facts.transform(steps.join_back(batches, files.drop("rid0", "bounds")))
     verdicts = (
         facts.transform(steps.severity_and_text(config))
@@ -193,7 +179,7 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     )
     producers, partitions, files_state = state.left_by(
         replayed, histories, dictionary.select("file", HISTORY, *state.per_file()), starts, producers)
-    return Replay(verdicts, producers, partitions, files_state, sorted_by_topic=in_one_pass or in_function)
+    return Replay(verdicts, producers, partitions, files_state)
 
 
 def _prior_ranges(prior: Prior, histories: DataFrame) -> tuple:
@@ -217,50 +203,20 @@ def _in_one_range(rows: DataFrame, plan: ranges.RangePlan, size: int, config: Au
     )
 
 
-def _in_one_pass(rows: DataFrame, plan: ranges.RangePlan, size: int, config: AuditConfig,
-                 held: list | None = None) -> tuple[DataFrame, DataFrame]:
-    """The facts of :func:`_in_one_range` from one pass over each range in offset order
-    (``java/HistoryReplay.java``): the same exchange of ``task``, one sort of each task's rows by
-    (range, offset) where the windows sort three times, and the producers' state and the copies in
-    maps where the windows run five operators. The Java class reads the window steps' inputs by name and
-    adds their columns; the expiry point's row-local part comes in as a column
-    (:func:`~analytics.audit.predicates.expiry_candidate`). Then the state the producers leave
-    (:func:`~analytics.audit.carry.producer_and_running_ranges` per history, its schema Spark's), which
-    the pass takes from its maps at each range's end: no aggregate of the replayed rows, whose structs
-    Spark would sort every row for. With ``held``, the pass that reads a task's rows through keeps
-    that task's state (as a cached block: a job reading the state after the rows were read reads the
-    blocks, and replays nothing again), released with ``held``; else, and for a task whose block is
-    missing, the state replays the task's rows again from the same exchange."""
-    from pyspark.sql import DataFrame as Frame
-
-    spark, tasks = rows.sparkSession, _tasks(rows.sparkSession, plan, size)
-    if not javacode.load(spark):  # the caller asked for it where the session cannot have it
-        raise RuntimeError(f"the one-pass replay needs segaudit's Java: {'; '.join(javacode.why_not)}")
-    ranged = (
-        rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
-        .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config))
-        .sortWithinPartitions(*ONE_PASS_ORDER)
-    )
-    with settings(spark, LAZY_PLAN_CONF):  # the Java pass takes the plan's RDD: planned, not run
-        done = _history_replay(spark).replay(ranged._jdf, EXPIRY_CANDIDATE, config.expiration_ms,
-                                             list(ONE_PASS_ORDER), held is not None)
-        replayed = Frame(done.rows(), spark)
-        schema = carry.producer_and_running_ranges(replayed, by=(HISTORY,)).schema
-        producers = Frame(done.producers(schema.json()), spark)
-    if held is not None:  # the state the pass kept, dropped once written (its ``unpersist``, as a held frame's)
-        held.append(done)
-    return replayed.drop(EXPIRY_CANDIDATE), producers
-
-
-def _in_window_function(rows: DataFrame, plan: ranges.RangePlan, size: int, config: AuditConfig) -> DataFrame:
+def _in_window_function(rows: DataFrame, plan: ranges.RangePlan, size: int,
+                        config: AuditConfig) -> tuple[DataFrame, DataFrame]:
     """The facts of :func:`_in_one_range` from one window operator over the same exchange of ``task``:
     segaudit's replay as an aggregate function (``java/ReplayWindow.java``, an ``Aggregator`` on
     Spark's public API) evaluated over each range's rows in offset order, from the first to the
     current, its buffer the range's state and its result at each row the columns the window steps
     add. One sort of each task's rows, topic first, so that the write partitioned by topic sorts
-    nothing; the wide rows ride through the operator. The expiry point's row-local part comes in
-    as a column (:func:`~analytics.audit.predicates.expiry_candidate`). The state the producers
-    leave is aggregated from the rows, as the windows' is."""
+    nothing; the wide rows ride through the operator. The expiry point's row-local part comes in as
+    a column (:func:`~analytics.audit.predicates.expiry_candidate`).
+
+    Then the state the producers leave (:func:`~analytics.audit.carry.producer_and_running_ranges`
+    per history, its schema Spark's), from the same replay of the range's narrow columns alone,
+    through its last row (``ReplayWindow.Left``): no aggregate of the replayed rows, whose structs
+    Spark would sort every row for, and no wide row held for it."""
     from pyspark.sql import Window
     from pyspark.sql.types import StructType
 
@@ -269,21 +225,38 @@ def _in_window_function(rows: DataFrame, plan: ranges.RangePlan, size: int, conf
         raise RuntimeError(f"the window function needs segaudit's Java: {'; '.join(javacode.why_not)}")
     ranged = (rows.withColumn(TASK, ranges.task_of(plan, tasks)).repartition(tasks, TASK)
               .withColumn(EXPIRY_CANDIDATE, expiry_candidate(config)))
-    jvm = spark._jvm
-    inputs = list(jvm.segaudit.ReplayWindow.INPUT)
+    jvm, java = spark._jvm, _replay_window(spark)
+    inputs = list(java.INPUT)
     typed = jvm.org.apache.spark.sql.types.DataType.fromJson(StructType([ranged.schema[c] for c in inputs]).json())
-    spark._jsparkSession.udf().register(REPLAY_FUNCTION, jvm.segaudit.ReplayWindow.function(typed, config.expiration_ms))
-    added = StructType.fromJson(json.loads(jvm.segaudit.ReplayWindow.added().json()))
-    window = (Window.partitionBy("topic", TASK, RANGE).orderBy(*ranges.ORDER, "file_id")
-              .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    return (ranged.withColumn(_REPLAYED, F.call_function(REPLAY_FUNCTION, *inputs).over(window))
-            .select(*[c for c in ranged.columns if c != EXPIRY_CANDIDATE],
-                    *[F.col(_REPLAYED)[f.name].alias(f.name) for f in added.fields]))
+    functions = spark._jsparkSession.udf()
+    functions.register(REPLAY_FUNCTION, java.function(typed, config.expiration_ms))
+    added = StructType.fromJson(json.loads(java.added().json()))
+    by_range = Window.partitionBy("topic", TASK, RANGE).orderBy(*ranges.ORDER, "file_id")
+    replayed = (
+        ranged.withColumn(_REPLAYED, F.call_function(REPLAY_FUNCTION, *inputs).over(
+            by_range.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+        .select(*[c for c in ranged.columns if c != EXPIRY_CANDIDATE],
+                *[F.col(_REPLAYED)[f.name].alias(f.name) for f in added.fields])
+    )
+    state = carry.producer_and_running_ranges(replayed, by=(HISTORY,)).schema
+    element = StructType([f for f in state.fields if f.name != HISTORY])
+    functions.register(LEFT_FUNCTION, java.left(
+        typed, config.expiration_ms, jvm.org.apache.spark.sql.types.DataType.fromJson(element.json())))
+    producers = (
+        ranged.select("topic", TASK, RANGE, HISTORY, *ranges.ORDER, "file_id", *inputs)
+        .withColumn(_LEFT, F.call_function(LEFT_FUNCTION, *inputs).over(
+            by_range.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))["producers"])
+        .withColumn(_FIRST, F.row_number().over(by_range))
+        .where(F.col(_FIRST) == 1)
+        .select(HISTORY, F.explode(_LEFT).alias(_LEFT))
+        .select(HISTORY, *[F.col(_LEFT)[f.name].alias(f.name) for f in element.fields])
+    )
+    return replayed, producers
 
 
-def _history_replay(spark):
-    """The Java class of the one pass (``java/HistoryReplay.java``)."""
-    return spark._jvm.segaudit.HistoryReplay
+def _replay_window(spark):
+    """The Java class of the window function (``java/ReplayWindow.java``)."""
+    return spark._jvm.segaudit.ReplayWindow
 
 
 def _after_prior(rows: DataFrame, config: AuditConfig, prior: tuple) -> DataFrame:

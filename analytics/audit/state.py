@@ -70,7 +70,7 @@ def left_by(replayed: DataFrame, histories: DataFrame, by_file: DataFrame,
     log_start_offset)``. ``file_state``: the fingerprint of each file's batches (without ``read_by``,
     which the export's manifest gives). ``producers``: the
     :func:`~analytics.audit.carry.producer_and_running_ranges` per history when the replay gave them
-    (the Java pass), else aggregated from ``replayed``."""
+    (segaudit's window function), else aggregated from ``replayed``."""
     if producers is None:
         producers = producer_and_running_ranges(replayed, by=(HISTORY,))
     partitions = by_file.groupBy(HISTORY).agg(*fingerprint_sum(), _spans_sum("valid"), _spans_sum("corrupt"))

@@ -13,9 +13,9 @@ would add one. The plain columns between them are computed after the last level,
 stay narrow. Where a history spans several ranges, the steps read what the earlier ranges carry
 (``carry_*`` columns, :mod:`analytics.audit.carry`); a step finding none computes over the range
 alone, which is then the whole history. A history in one range may get the columns of the window
-steps (:func:`duplicate_ranges` to :func:`sequence_mark`) from one pass in Java instead
-(``java/HistoryReplay.java``, :func:`analytics.audit.rules._in_one_pass`): a fact added to a
-window step is added there too.
+steps (:func:`duplicate_ranges` to :func:`sequence_mark`) from one window function of segaudit's
+instead (``java/ReplayWindow.java``, :func:`analytics.audit.rules._in_window_function`): a fact
+added to a window step is added there too.
 """
 
 from __future__ import annotations

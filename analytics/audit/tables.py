@@ -37,7 +37,7 @@ def per_file(v):
     (its offset and position, the last sequence and offset), what ``snapshot_checks`` needs of a
     file that no snapshot falls inside."""
 
-    # verdicts as written (a null id) or as replayed (""): grouped as they come, as the verdicts' tap does
+    # verdicts as written (a null id) or as replayed (""): grouped as they come
     v = v if TOPIC_ID in v.columns else v.withColumn(TOPIC_ID, F.lit(""))
     data = v.where((F.col("producer_id") >= 0) & (F.col("magic") == 2))
     on_data = lambda c: F.when(~F.col("is_control"), F.col(c))  # noqa: E731

@@ -1,19 +1,22 @@
 """segaudit's own Java: compiled once against the Spark that runs it, and loaded into a session.
 
-Some work is a pass over Spark's internal rows that no DataFrame operator does as cheaply (the
-audit's replay of each history in offset order, ``analytics/audit/java``). Its source ships in the
+Some work is a pass over rows in order that no built-in function does as cheaply: the audit's replay
+of each history in offset order, a window function on Spark's public API (``analytics/audit/java``,
+an ``Aggregator`` registered with ``functions.udaf``). Its source ships in the
 package. :func:`jar` compiles it with Eclipse's compiler for Java (ecj, fetched once from Maven
 Central through :mod:`analytics.spark.maven`: it runs on the JRE Spark needs, no JDK) against the
 jars of the installed Spark, into ``segaudit-<hash>.jar`` in the jar cache, where the hash covers
 the sources, the Spark jars' names and the compiler: built once per installation (``scripts/setup.sh``
-builds it), later calls only look. :func:`load` adds the jar to a classic session's driver and
-executors.
+builds it), later calls only look. A session gets it the way Spark takes any jar: ``spark.jars``
+when a new session starts (:func:`session_conf`, from
+:func:`analytics.spark.session.get_spark`), ``--jars`` under ``spark-submit``
+(:mod:`analytics.spark.submit`); :func:`load` says whether a session has it.
 
 Nothing here is required: without the jar (no network for the compiler, a Spark whose classes the
 source does not compile against) or over Spark Connect (no JVM of the client's own), :func:`load`
 says no and the caller runs the same work as DataFrame operations, which give the same results
-(``tests/test_replay_pass.py``); a failure raised in the Java while the work runs (:func:`failure`:
-an internal of Spark it reads, changed by a release) sends the caller to the same DataFrame form.
+(``tests/test_replay_pass.py``); a failure raised in the Java while the work runs (:func:`failure`)
+sends the caller to the same DataFrame form.
 ``python -m analytics.spark.javacode`` builds the jar and says where.
 """
 
@@ -34,8 +37,8 @@ from analytics.spark import maven
 # Eclipse's compiler, the newest release that runs on Java 17 (3.38 on needs Java 21).
 ECJ = "org.eclipse.jdt:ecj:3.37.0"
 SOURCES = sorted((Path(__file__).resolve().parent.parent / "audit" / "java").glob("*.java"))
-# The jar each SparkContext has (the context's id -> the jar), so a jar is added once.
-_loaded: dict[int, Path] = {}
+# Whether each SparkContext has the jar (the context's id -> found), so it is looked up once.
+_loaded: dict[int, bool] = {}
 # Why the last :func:`jar` or :func:`load` said no (``python -m analytics.spark.javacode`` prints it).
 why_not: list[str] = []
 
@@ -86,35 +89,47 @@ def _compile(java: str, compiler: Path, spark_jars: Path, target: Path) -> None:
                 os.unlink(temporary)
 
 
+def session_conf(jars: str | None = None) -> dict[str, str]:
+    """The setting that gives a new session segaudit's jar: ``spark.jars`` with the jar first, then
+    ``jars`` (the ones already set, comma-separated); empty when the jar cannot be built. Spark puts
+    the jars of ``spark.jars`` on its driver's class path and sends them to its executors."""
+    found = jar()
+    if found is None:
+        return {}
+    return {"spark.jars": ",".join([str(found), *([jars] if jars else [])])}
+
+
+def submit_jars() -> list[str]:
+    """segaudit's jar for the ``--jars`` of a ``spark-submit`` (none when it cannot be built)."""
+    found = jar()
+    return [] if found is None else [str(found)]
+
+
 def load(spark) -> bool:
-    """Whether segaudit's classes are in ``spark`` (a classic session): added to its driver's class
-    loader and to its executors (``SparkContext.addJar``) the first time."""
+    """Whether segaudit's classes are in ``spark`` (a classic session whose ``spark.jars`` held the
+    jar when it started: :func:`session_conf`, ``--jars``), looked up once per session."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return False
     context = spark.sparkContext
     if id(context) in _loaded:
-        return True
-    found = jar()
-    if found is None:
-        return False
+        return _loaded[id(context)]
     jvm = spark._jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     try:
-        loader.addURL(jvm.java.io.File(str(found)).toURI().toURL())  # Spark's MutableURLClassLoader
-        context._jsc.sc().addJar(str(found))
-        jvm.java.lang.Class.forName("segaudit.HistoryReplay", True, loader)
-    except Exception as e:  # noqa: BLE001 - a driver whose loader takes no jar: the caller's DataFrame form then
-        why_not[:] = [f"segaudit's Java was not loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}"]
-        return False
-    _loaded[id(context)] = found
-    return True
+        jvm.java.lang.Class.forName("segaudit.ReplayWindow", True,
+                                    jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        _loaded[id(context)] = True
+    except Exception as e:  # noqa: BLE001 - a session started without the jar: the caller's DataFrame form then
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        why_not[:] = [f"segaudit's jar is not in this session's spark.jars ({first})"]
+        _loaded[id(context)] = False
+    return _loaded[id(context)]
 
 
 def failure(error: BaseException) -> str | None:
     """One line of what failed when ``error`` was raised in segaudit's Java (a frame of a
     ``segaudit.`` class in its Java stack trace, on the driver or in a task), else None: the
-    caller's work then runs its DataFrame form instead (an internal of Spark the Java reads, changed
-    by a Spark release, fails there, not in the results)."""
+    caller's work then runs its DataFrame form instead (a Spark the Java does not expect fails
+    there, not in the results)."""
     trace = f"{error}\n{getattr(error, '_stackTrace', None) or ''}"  # Py4J's error, or PySpark's captured one
     if not isinstance(error, Exception) or "at segaudit." not in trace:
         return None

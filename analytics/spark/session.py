@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
-from analytics.spark import classdata, jvmlog, memory, objectstore
+from analytics.spark import classdata, javacode, jvmlog, memory, objectstore
 from analytics.tuning import INTERPRETED_BYTES, QUICK_START_BYTES
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -175,7 +175,8 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     run, which reads the new segments and joins them with the tables of the whole log), how the
     session evaluates queries (:func:`evaluation_conf`). ``storage``, the paths the command reads and
     writes (inputs, OUT), adds the S3 connector when one is on S3 (:func:`objectstore.spark_conf`,
-    under ``conf``: the user's settings win); a Spark Connect server brings its own. A new JVM of a
+    under ``conf``: the user's settings win); a Spark Connect server brings its own. A new classic
+    session gets segaudit's jar in ``spark.jars`` (:func:`javacode.session_conf`). A new JVM of a
     local master (none, ``local``, ``local[...]``) gets a share of the machine's memory as its heap
     unless the user set it (:func:`memory.driver_memory_conf`); under spark-submit, over Spark Connect
     and on a cluster manager's master the heap stays theirs."""
@@ -220,6 +221,8 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         options |= {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
         options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
         options |= objectstore.spark_conf(storage)
+        if not submitted:  # segaudit's jar (the replay's window function); under spark-submit, its --jars
+            options |= javacode.session_conf(options.get("spark.jars"))
     options |= dict([CO_PARTITION_ON_KEY_PREFIX])
     options |= {key: str(value) for key, value in (conf or {}).items()}
     builder = builder.config(map=options)

@@ -8,8 +8,10 @@
   (:mod:`analytics.spark.jvmlog`): the terminal keeps segaudit's own lines. One ``--conf`` of
   ``spark.driver.extraJavaOptions``, which ``spark-submit`` applies to the driver it starts in client
   mode; a user's own ``--conf`` of it after these arguments replaces it.
-- ``--s3``: the S3 connector's ``--jars`` and settings for the current AWS environment
-  (:func:`analytics.spark.objectstore.submit_arguments`; never a credential).
+- segaudit's jar (the audit's replay, :mod:`analytics.spark.javacode`) in ``--jars``, built once when
+  missing.
+- ``--s3``: the S3 connector's jars (in the same ``--jars``) and settings for the current AWS
+  environment (:func:`analytics.spark.objectstore.submit_arguments`; never a credential).
 
 The output is split by the shell into words, so no argument holds a space (the cache's path must not).
 """
@@ -52,11 +54,19 @@ def log_configuration() -> Path:
 
 def arguments(s3: bool = False) -> list[str]:
     """The arguments (see the module docstring)."""
+    from analytics.spark import javacode
+
     args = ["--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile={log_configuration()}"]
+    jars = javacode.submit_jars()
     if s3:
         from analytics.spark.objectstore import submit_arguments
 
-        args += submit_arguments()
+        connector = submit_arguments()
+        at = connector.index("--jars")
+        jars += connector[at + 1].split(",")
+        args += connector[:at] + connector[at + 2:]
+    if jars:  # one --jars: spark-submit keeps the last of several
+        args += ["--jars", ",".join(jars)]
     if any(" " in a for a in args):
         raise SystemExit(f"segaudit: a path has a space, which a shell splits: {' '.join(args)}")
     return args

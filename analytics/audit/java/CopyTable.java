@@ -1,4 +1,4 @@
-// The copies' table of analytics/audit/java/Pass.java: per range, each (producer, epoch, first
+// The copies' table of analytics/audit/java/ReplayWindow.java: per range, each (producer, epoch, first
 // sequence, last sequence) group's rows so far and its first base offset.
 package segaudit;
 
@@ -8,7 +8,7 @@ package segaudit;
  * over arrays: a range may hold millions of groups, and an object per group would make each of
  * them garbage the collector copies. Emptied for the next range by a new generation, not a fill.
  */
-final class CopyTable {
+final class CopyTable implements java.io.Serializable {
   int capacity = 1 << 12, size, generation = 1;
   long[] pids = new long[capacity], sequences = new long[capacity], firsts = new long[capacity];
   short[] epochs = new short[capacity];
