@@ -106,13 +106,20 @@ def submit_jars() -> list[str]:
 
 
 def load(spark) -> bool:
-    """Whether segaudit's classes are in ``spark`` (a classic session whose ``spark.jars`` held the
-    jar when it started: :func:`session_conf`, ``--jars``), looked up once per session."""
+    """Whether segaudit's classes are in ``spark`` (a classic session of a local master whose
+    ``spark.jars`` held the jar when it started: :func:`session_conf`, ``--jars``), looked up once
+    per session."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return False
     context = spark.sparkContext
     if id(context) in _loaded:
         return _loaded[id(context)]
+    if not context.master.startswith("local"):
+        # executors in JVMs of their own fail to deserialize the function's tasks (a ClassCastException
+        # of a SerializedLambda, tests/test_cluster_readme.py): the window steps run there
+        why_not[:] = [f"segaudit's window function is not used on a cluster's executors ({context.master})"]
+        _loaded[id(context)] = False
+        return False
     jvm = spark._jvm
     try:
         jvm.java.lang.Class.forName("segaudit.ReplayWindow", True,
