@@ -43,12 +43,18 @@ _loaded: dict[int, bool] = {}
 why_not: list[str] = []
 
 
-def jar(spark_jars: Path | None = None, *, build: bool = True) -> Path | None:
-    """segaudit's jar for the Spark whose jars are ``spark_jars`` (the installed one's when not
-    given), built when missing and ``build``; None when it cannot be (the reason is logged)."""
-    from analytics.spark.session import check_java, spark_jars as installed
+def installed_jars() -> Path:
+    """The jars on the class path of the JVM a session starts (PySpark's own, or ``$SPARK_HOME``'s)."""
+    from pyspark.find_spark_home import _find_spark_home
 
-    folder = spark_jars or installed()
+    return Path(_find_spark_home()) / "jars"
+
+
+def jar(spark_jars: Path | None = None, *, build: bool = True, java: str | None = None) -> Path | None:
+    """segaudit's jar for the Spark whose jars are ``spark_jars`` (the installed one's when not
+    given), built when missing and ``build`` with ``java`` (``$JAVA_HOME``'s or the one on the path
+    when not given); None when it cannot be (the reason is logged)."""
+    folder = spark_jars or installed_jars()
     key = hashlib.sha256()
     for source in SOURCES:
         key.update(source.name.encode() + b"\0" + source.read_bytes())
@@ -58,7 +64,9 @@ def jar(spark_jars: Path | None = None, *, build: bool = True) -> Path | None:
         return target if target.is_file() else None
     try:
         compiler = maven.jars([ECJ], "Eclipse's Java compiler")[0]
-        _compile(check_java()[0], compiler, folder, target)
+        home = os.environ.get("JAVA_HOME")
+        _compile(java or (str(Path(home) / "bin" / "java") if home else shutil.which("java") or "java"),
+                 compiler, folder, target)
     except (OSError, maven.FetchFailed, subprocess.CalledProcessError) as e:
         why_not[:] = [f"segaudit's Java was not built: {_reason(e)}"]
         return None
@@ -89,11 +97,12 @@ def _compile(java: str, compiler: Path, spark_jars: Path, target: Path) -> None:
                 os.unlink(temporary)
 
 
-def session_conf(jars: str | None = None) -> dict[str, str]:
+def session_conf(jars: str | None = None, java: str | None = None) -> dict[str, str]:
     """The setting that gives a new session segaudit's jar: ``spark.jars`` with the jar first, then
-    ``jars`` (the ones already set, comma-separated); empty when the jar cannot be built. Spark puts
-    the jars of ``spark.jars`` on its driver's class path and sends them to its executors."""
-    found = jar()
+    ``jars`` (the ones already set, comma-separated); empty when the jar cannot be built (``java``
+    builds it). Spark puts the jars of ``spark.jars`` on its driver's class path and sends them to
+    its executors."""
+    found = jar(java=java)
     if found is None:
         return {}
     return {"spark.jars": ",".join([str(found), *([jars] if jars else [])])}
