@@ -40,7 +40,7 @@ from analytics.contract.vocabulary import HISTORY_KEY
 from analytics.audit.steps import VERDICT_COLUMNS
 from analytics.spark import javacode
 from analytics.spark.columns import with_topic_id
-from analytics.spark.session import default_parallelism, settings, small_queries
+from analytics.spark.session import default_parallelism, small_queries
 
 from analytics.tuning import BROADCAST_ROWS, DEFAULT_RANGE_BATCHES, HOLD_BATCHES, MIN_TASK_BATCHES
 

@@ -102,15 +102,13 @@ def session_conf(jars: str | None = None, java: str | None = None) -> dict[str, 
     ``jars`` (the ones already set, comma-separated); empty when the jar cannot be built (``java``
     builds it). Spark puts the jars of ``spark.jars`` on its driver's class path and sends them to
     its executors."""
-    found = jar(java=java)
-    if found is None:
-        return {}
-    return {"spark.jars": ",".join([str(found), *([jars] if jars else [])])}
+    ours = submit_jars(java)
+    return {"spark.jars": ",".join([*ours, *([jars] if jars else [])])} if ours else {}
 
 
-def submit_jars() -> list[str]:
+def submit_jars(java: str | None = None) -> list[str]:
     """segaudit's jar for the ``--jars`` of a ``spark-submit`` (none when it cannot be built)."""
-    found = jar()
+    found = jar(java=java)
     return [] if found is None else [str(found)]
 
 
