@@ -15,11 +15,11 @@ command -v "$python" >/dev/null 2>&1 || die "Python 3.11+ is required and '$pyth
 java=java
 [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ] && java="$JAVA_HOME/bin/java"
 command -v "$java" >/dev/null 2>&1 \
-  || die "Java 17+ is required (Spark runs on the JVM) and no 'java' was found. On Debian: sudo apt-get install -y openjdk-17-jre-headless"
+  || die "Java 17+ is required (Spark runs on the JVM) and no 'java' was found. On Debian: sudo apt-get install -y openjdk-17-jdk-headless"
 java_major=$("$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\)\(\.[0-9]*\)*.*/\1/p' | head -n1)
 [ "${java_major:-0}" = 1 ] && java_major=8  # "1.8.0_x" is Java 8
 [ "${java_major:-0}" -ge 17 ] 2>/dev/null \
-  || die "Java 17+ is required, found: $("$java" -version 2>&1 | head -n1). On Debian: sudo apt-get install -y openjdk-17-jre-headless"
+  || die "Java 17+ is required, found: $("$java" -version 2>&1 | head -n1). On Debian: sudo apt-get install -y openjdk-17-jdk-headless"
 
 extra=${1:-}
 spec="."
@@ -27,7 +27,7 @@ spec="."
 stamp=".venv/.installed-${extra:-base}"
 constraints=""
 [ "$extra" = "test" ] && constraints=scripts/test-constraints.txt  # the suite's own Spark
-want=$(cat pyproject.toml $constraints | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml $constraints analytics/audit/java/*.java | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
   exit 0
 fi
@@ -37,7 +37,8 @@ fi
 echo "segaudit setup: installing into .venv (first run takes a minute or two) ..." >&2
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" ${constraints:+-c "$constraints"} >&2
-# segaudit's Java (the audit's one-pass replay, analytics/audit/java), compiled once against this
-# Spark into ~/.cache/segaudit/jars; without it the audit replays with window functions, just slower.
+# segaudit's Java (the audit's replay, analytics/audit/java) built with the JDK's javac against this
+# Spark into analytics/audit/java/segaudit.jar (a wheel carries it built); without a JDK it says so
+# in one line and the audit replays with Spark's window steps, slower.
 .venv/bin/python -m analytics.spark.javacode >/dev/null || true
 echo "$want" > "$stamp"

@@ -48,7 +48,7 @@ LISTINGS = {
     "analytics/spark/listing.py": "the input files of an export",
     "analytics/spark/objectstore.py": "the cached connector jars",
     "analytics/spark/classdata.py": "Spark's jars, for the class-data archive's key",
-    "analytics/spark/javacode.py": "segaudit's Java sources and classes",
+    "analytics/spark/javabuild.py": "segaudit's Java sources and the classes javac wrote",
     "analytics/spark/jvmlog.py": "the JVM's own log files",
     "analytics/generate/__init__.py": "whether a generated log dir is empty",
     "expectations/validate.py": "the Data Docs pages the validation just built, in its run folder",
@@ -146,5 +146,5 @@ def test_segaudits_java_uses_sparks_public_api_only_and_loads_through_spark_jars
               if re.search(r"\baddURL\b|\baddJar\b", path.read_text())]
     assert python == []  # no class loader patched, no jar added to a running context
     assert javacode.load(spark), javacode.why_not
-    assert str(javacode.jar(build=False)) in spark.conf.get("spark.jars").split(",")  # how the session has it
+    assert str(javacode.jar()) in spark.conf.get("spark.jars").split(",")  # how the session has it
 

@@ -54,7 +54,7 @@ def _assert_same(batches, config: AuditConfig):
 
 def test_the_window_function_is_built_and_loaded(spark):
     assert javacode.load(spark), javacode.why_not
-    assert javacode.jar(build=False) is not None
+    assert javacode.jar() is not None
     assert javacode.load(spark)  # once per session: the second call only looks
 
 

@@ -33,7 +33,7 @@ def _run_setup(tmp_path, java_version_line: str | None) -> subprocess.CompletedP
 def test_missing_java_is_exit_2_with_how_to_install(tmp_path):
     proc = _run_setup(tmp_path, None)
     assert proc.returncode == 2
-    assert "Java 17+ is required" in proc.stderr and "apt-get install -y openjdk-17-jre-headless" in proc.stderr
+    assert "Java 17+ is required" in proc.stderr and "apt-get install -y openjdk-17-jdk-headless" in proc.stderr
     assert proc.stderr.strip().count("\n") == 0
 
 

@@ -4,9 +4,10 @@ golden verdicts, and stderr holds segaudit's lines only.
 The suite itself runs on the Spark of ``.venv``; this module runs the sample on the newest patch
 release of every other minor version the pin admits (``SPARK_RELEASES``), each in a venv of PySpark
 and segaudit's dependencies, built once into ``~/.cache/segaudit/venvs`` and kept between runs
-(segaudit itself comes from this checkout). On a Spark whose internals segaudit's Java reads
-differently, the audit says so in one line and runs on the window functions: the verdicts are the
-same.
+(segaudit itself comes from this checkout, with the jar ``scripts/setup.sh`` built). Should
+segaudit's window function fail on a Spark, the audit says so in one line and runs on Spark's
+window steps: the verdicts are the same. The wheel, built as a release is, is installed into a
+fresh venv beside the newest PySpark and runs the sample on the jar it carries.
 """
 
 from __future__ import annotations
@@ -132,3 +133,62 @@ def test_out_in_a_bucket_on_every_spark(version, s3_server):
     view = published(out)
     _assert_golden(ds.dataset(view._p("batch_verdicts"), filesystem=view.fs, format="parquet",
                               partitioning="hive").to_table())
+
+
+def _wheel(folder: Path) -> Path:
+    """segaudit's wheel, built as a release is (``pip wheel``: the build backend installs the Spark it
+    compiles the jar against) from a copy of this checkout's files."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    source = folder / "source"
+    for name in listed:
+        if (ROOT / name).is_file() and not name.endswith(".jar"):
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder / "dist"),
+                           str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [wheel] = (folder / "dist").glob("segaudit-*.whl")
+    return wheel
+
+
+def test_the_wheel_in_a_fresh_venv_runs_the_sample_on_the_jar_it_carries(tmp_path):
+    """The wheel installed by pip into a fresh venv, beside the newest PySpark (and segaudit's other
+    dependencies: the cached venv of that release, on the fresh one's path), outside any checkout:
+    the sample's ``run`` gives the golden verdicts, and a session of that install has the jar the
+    wheel carries, built from the sources it carries, in its ``spark.jars``."""
+    from analytics.spark import javabuild
+
+    newest = SPARK_RELEASES[-1]
+    wheel = _wheel(tmp_path)
+    fresh = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", str(fresh)], check=True)
+    [site] = fresh.glob("lib/python3*/site-packages")
+    [dependencies] = _venv(newest).glob("lib/python3*/site-packages")
+    (site / "segaudit-dependencies.pth").write_text(f"{dependencies}\n")
+    done = subprocess.run([str(fresh / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                           str(wheel)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "SPARK_HOME")}
+    out = tmp_path / "out"
+    done = subprocess.run([str(fresh / "bin" / "segaudit"), "run", str(ROOT / "data" / "mixed"), "--out", str(out),
+                           "--config", str(ROOT / "data" / "mixed.truth" / "audit.toml")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert_own_lines(done.stderr)
+    assert JAVA_FALLBACK not in done.stderr
+    _assert_golden(pq.read_table(str(table_dir(out, "batch_verdicts"))))
+
+    probe = ("import analytics, pyspark; from analytics.spark import javacode; "
+             "from analytics.spark.session import get_spark; spark = get_spark('local[1]'); "
+             "print(analytics.__file__, pyspark.__version__, javacode.jar(), spark.conf.get('spark.jars'), "
+             "javacode.load(spark), sep='\\n')")
+    done = subprocess.run([str(fresh / "bin" / "python"), "-c", probe], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    package, version, jar, jars, loaded = done.stdout.strip().splitlines()[-5:]
+    assert Path(package).is_relative_to(site) and version == newest
+    assert Path(jar) == site / "analytics" / "audit" / "java" / "segaudit.jar"
+    assert jar in jars.split(",") and loaded == "True"
+    assert javabuild.built_from(Path(jar)) == javabuild.digest()

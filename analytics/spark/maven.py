@@ -2,7 +2,7 @@
 ``SEGAUDIT_CACHE`` moves it) with ``urllib`` (no Maven needed): each file checked against the
 ``.sha1`` Central serves, written under a temporary name and renamed, so a file in the cache is
 whole. Later calls only look at the files. The S3 connector (:mod:`analytics.spark.objectstore`)
-and the compiler of segaudit's own Java (:mod:`analytics.spark.javacode`) fetch through here.
+fetches through here.
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
         options |= objectstore.spark_conf(storage)
         if not submitted:  # segaudit's jar (the replay's window function); under spark-submit, its --jars
-            options |= javacode.session_conf(options.get("spark.jars"), java[0])
+            options |= javacode.session_conf(options.get("spark.jars"))
     options |= dict([CO_PARTITION_ON_KEY_PREFIX])
     options |= {key: str(value) for key, value in (conf or {}).items()}
     builder = builder.config(map=options)
