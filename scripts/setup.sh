@@ -41,4 +41,7 @@ echo "segaudit setup: installing into .venv (first run takes a minute or two) ..
 # Spark into analytics/audit/java/segaudit.jar (a wheel carries it built); without a JDK it says so
 # in one line and the audit replays with Spark's window steps, slower.
 .venv/bin/python -m analytics.spark.javacode >/dev/null || true
+# The S3 connector's jars for this Spark (analytics/spark/objectstore.py), fetched now and checked
+# against their pinned SHA-256, so that no command needs the network later; one line if it fails.
+.venv/bin/python -m analytics.spark.objectstore >/dev/null || true
 echo "$want" > "$stamp"

@@ -32,3 +32,16 @@ def assert_own_lines(stderr: str) -> None:
     """``stderr`` holds segaudit's lines only: no stack trace, log record or warning of what runs beneath."""
     foreign = foreign_lines(stderr)
     assert not foreign, "not segaudit's own lines on stderr:\n" + "\n".join(foreign[:20]) + "\n--- whole stderr:\n" + stderr[-3000:]
+
+
+def no_network() -> dict[str, str]:
+    """An environment in which nothing leaves the machine: the HTTPS and HTTP proxies pointed at a
+    closed port of loopback, which itself is reached directly (the S3 server and brokers of the
+    tests live there). A command that still needs the network fails under it."""
+    import socket
+
+    with socket.socket() as probe:  # a port just closed: a connection to it is refused at once
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    proxies = {name: closed for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY")}
+    return proxies | {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}

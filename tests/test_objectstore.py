@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-from analytics.spark import objectstore
+from analytics.spark import maven, objectstore
+from tests.commands import no_network
 from tests.conftest import REPO
 from tests.s3_server import SECRET_KEY
 
@@ -95,7 +96,7 @@ def test_spark_writes_and_reads_parquet_on_s3_with_the_magic_committer(s3_server
     def no_fetch(*args):
         raise AssertionError("fetched again")
 
-    monkeypatch.setattr(objectstore, "_fetch", no_fetch)
+    monkeypatch.setattr(maven, "fetch", no_fetch)
     capsys.readouterr()
     assert all(p.is_file() for p in objectstore.s3a_jars())
     assert capsys.readouterr().err == ""
@@ -139,3 +140,75 @@ def test_the_connector_matches_the_installed_spark():
     sdk = {c.rpartition(":")[2] for c in found if c.startswith("software.amazon.awssdk:")}
     assert sdk == {objectstore.SDK_VERSIONS[hadoop]}
     assert "software.amazon.awssdk:bundle" not in " ".join(found)
+
+
+def test_every_jar_segaudit_may_fetch_is_pinned_and_the_cache_matches_the_pins():
+    import hashlib
+
+    pins = maven.pins()
+    assert set(objectstore.every_coordinate()) <= set(pins)
+    assert set(objectstore.coordinates()) <= set(objectstore.every_coordinate())
+    for coordinate, path in zip(objectstore.coordinates(), objectstore.s3a_jars()):
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == pins[coordinate], coordinate
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    """A company's Maven mirror on loopback (plain HTTP) holding the connector's jars in Maven's
+    layout, and the paths it was asked for."""
+    import shutil
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    root = tmp_path / "mirror"
+    for coordinate, jar in zip(objectstore.coordinates(), objectstore.s3a_jars()):
+        target = root / "maven2" / maven.path(coordinate)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(jar, target)
+    asked: list[str] = []
+
+    class Handler(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            asked.append(self.path)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/maven2", root / "maven2", asked
+    server.shutdown()
+
+
+def test_a_mirror_serves_the_jars_and_one_that_does_not_match_its_pin_is_refused(mirror, tmp_path, monkeypatch,
+                                                                                   capsys):
+    url, root, asked = mirror
+    for key, value in no_network().items():  # nothing but the mirror on loopback is reachable
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SEGAUDIT_MAVEN_REPOSITORY", url)
+    monkeypatch.setenv("SEGAUDIT_CACHE", str(tmp_path / "cache"))
+    paths = objectstore.s3a_jars()
+    assert all(p.is_file() for p in paths) and {p.parent for p in paths} == {tmp_path / "cache" / "jars"}
+    assert {p for p in asked if p.endswith(".jar")} >= {f"/maven2/{maven.path(c)}" for c in objectstore.coordinates()}
+    assert "from 127.0.0.1 into" in capsys.readouterr().err
+
+    # a jar changed on the mirror: refused, and nothing of it is left in the cache
+    monkeypatch.setenv("SEGAUDIT_CACHE", str(tmp_path / "other"))
+    [aws] = [c for c in objectstore.coordinates() if ":hadoop-aws:" in c]
+    (root / maven.path(aws)).write_bytes(b"PK not the jar that was pinned")
+    with pytest.raises(objectstore.ConnectorUnavailable, match="does not match the SHA-256 pinned for it"):
+        objectstore.s3a_jars()
+    assert not (tmp_path / "other" / "jars" / maven.path(aws).rpartition("/")[2]).exists()
+    assert not [p for p in (tmp_path / "other" / "jars").iterdir() if p.name.startswith(".")]
+
+    # no mirror and no network: one line naming the repository and how to name another
+    monkeypatch.delenv("SEGAUDIT_MAVEN_REPOSITORY")
+    monkeypatch.setenv("SEGAUDIT_CACHE", str(tmp_path / "third"))
+    with pytest.raises(objectstore.ConnectorUnavailable) as failed:
+        objectstore.s3a_jars()
+    assert "repo1.maven.org" in str(failed.value) and "SEGAUDIT_MAVEN_REPOSITORY" in str(failed.value)
+    assert "\n" not in str(failed.value)
+
+
+def test_a_jar_without_a_pin_is_not_fetched(monkeypatch, tmp_path):
+    monkeypatch.setenv("SEGAUDIT_CACHE", str(tmp_path))
+    with pytest.raises(maven.FetchFailed, match="no SHA-256 is pinned for org.example:unpinned:1.0"):
+        maven.jars(["org.example:unpinned:1.0"], "a jar")

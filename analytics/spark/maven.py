@@ -1,8 +1,13 @@
-"""Jars from Maven Central, fetched once into segaudit's cache (``~/.cache/segaudit/jars``;
-``SEGAUDIT_CACHE`` moves it) with ``urllib`` (no Maven needed): each file checked against the
-``.sha1`` Central serves, written under a temporary name and renamed, so a file in the cache is
-whole. Later calls only look at the files. The S3 connector (:mod:`analytics.spark.objectstore`)
-fetches through here.
+"""Jars from a Maven repository, fetched once into segaudit's cache (``~/.cache/segaudit/jars``;
+``SEGAUDIT_CACHE`` moves it) with the standard library (no Maven needed). The repository is Maven
+Central unless ``SEGAUDIT_MAVEN_REPOSITORY`` names another (a company's mirror, ``http`` or
+``https``; the standard proxy variables apply, ``NO_PROXY`` included). Each jar is checked against
+the SHA-256 pinned in this package (``jars.sha256``, written by ``scripts/pin_jars.py`` from jars
+whose ``.sha1`` Central served), never against what the repository serves beside it, and a jar
+without a pin is not fetched. A jar is written under a temporary name and renamed, so a file in
+the cache is whole; later calls only look at the files, so nothing is fetched once the cache holds
+them (``scripts/setup.sh`` fills it at install). The S3 connector
+(:mod:`analytics.spark.objectstore`) fetches through here.
 """
 
 from __future__ import annotations
@@ -15,57 +20,85 @@ import sys
 import tempfile
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from analytics.errors import SegauditError
 
 MAVEN = "https://repo1.maven.org/maven2/"
+REPOSITORY_VARIABLE = "SEGAUDIT_MAVEN_REPOSITORY"
+PINS = Path(__file__).resolve().parent / "jars.sha256"
 
 
 class FetchFailed(SegauditError):
-    """A jar could not be fetched from Maven Central, or did not match its checksum."""
+    """A jar could not be fetched, or did not match its pinned SHA-256."""
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("SEGAUDIT_CACHE") or Path.home() / ".cache" / "segaudit") / "jars"
 
 
-def url(coordinate: str) -> str:
-    """The jar of ``group:artifact:version`` on Central."""
+def repository() -> str:
+    """The repository's URL, ending in a slash: ``$SEGAUDIT_MAVEN_REPOSITORY``, else Maven Central."""
+    return (os.environ.get(REPOSITORY_VARIABLE) or MAVEN).rstrip("/") + "/"
+
+
+def path(coordinate: str) -> str:
+    """The jar of ``group:artifact:version`` in a Maven repository's layout.
+
+    >>> path("org.apache.hadoop:hadoop-aws:3.4.1")
+    'org/apache/hadoop/hadoop-aws/3.4.1/hadoop-aws-3.4.1.jar'
+    """
     group, artifact, version = coordinate.split(":")
-    return f"{MAVEN}{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+    return f"{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+
+
+@cache
+def pins() -> dict[str, str]:
+    """Coordinate -> the SHA-256 of its jar, from ``jars.sha256`` (``sha256sum``'s layout)."""
+    found = {}
+    for line in PINS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, coordinate = line.split()
+            found[coordinate] = digest
+    return found
 
 
 def jars(coordinates: list[str], what: str) -> list[Path]:
     """The jars of ``coordinates`` in the cache, fetched the first time (``what`` names them on
     stderr while they are fetched); :class:`FetchFailed` when some cannot be."""
     folder = cache_dir()
-    paths = [folder / url(c).rpartition("/")[2] for c in coordinates]
+    paths = [folder / path(c).rpartition("/")[2] for c in coordinates]
     missing = [(c, p) for c, p in zip(coordinates, paths) if not p.is_file()]
     if missing:
-        fetch([url(c) for c, _ in missing], [p for _, p in missing], folder, what)
+        unpinned = [c for c, _ in missing if c not in pins()]
+        if unpinned:
+            raise FetchFailed(f"no SHA-256 is pinned for {', '.join(unpinned)} (scripts/pin_jars.py pins them)")
+        fetch([c for c, _ in missing], [p for _, p in missing], folder, what)
     return paths
 
 
-class Central:
-    """HTTPS connections to Maven Central, kept open across requests and opened one after another
-    (name lookups made in parallel stalled 5 s each with this machine's resolver); through
-    ``urllib`` when an HTTPS proxy is configured."""
+class Repository:
+    """Connections to the repository, kept open across requests and opened one after another (name
+    lookups made in parallel stalled 5 s each with this machine's resolver); through ``urllib``
+    when a proxy is configured for it."""
 
-    def __init__(self, count: int):
-        self.host = urlsplit(MAVEN).hostname
-        self.proxied = bool(urllib.request.getproxies().get("https"))
+    def __init__(self, base: str, count: int):
+        self.base = base
+        parts = urlsplit(base)
+        self.proxied = bool(urllib.request.getproxies().get(parts.scheme)) and not urllib.request.proxy_bypass(
+            parts.hostname or "")
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self._idle: queue.Queue = queue.Queue()
         for _ in range(count):
-            connection = None if self.proxied else http.client.HTTPSConnection(self.host, timeout=60)
+            connection = None if self.proxied else kind(parts.hostname, parts.port, timeout=60)
             if connection is not None:
                 connection.connect()
             self._idle.put(connection)
 
-    def request(self, method: str, url: str, write=None) -> tuple[int, bytes]:
-        """(Content-Length, body) of ``url``; the body goes to ``write`` in pieces when given."""
+    def request(self, method: str, url: str, write=None) -> int:
+        """The Content-Length of ``url``; the body goes to ``write`` in pieces when given."""
         headers = {"User-Agent": "segaudit"}
         connection = self._idle.get()
         try:
@@ -87,10 +120,11 @@ class Central:
                     raise OSError(f"HTTP {answer.status} for {url}")
                 size = int(answer.headers.get("Content-Length") or 0)
                 if method == "HEAD" or write is None:
-                    return size, answer.read()
+                    answer.read()
+                    return size
                 while chunk := answer.read(1 << 20):
                     write(chunk)
-                return size, b""
+                return size
         except BaseException:
             if connection is not None:
                 connection.close()  # opened again by its next request
@@ -105,45 +139,44 @@ class Central:
                 connection.close()
 
 
-def _expected(central: Central, url: str) -> tuple[str, int]:
-    """The SHA-1 Central serves for ``url`` and the file's size."""
-    sha1 = central.request("GET", url + ".sha1")[1].decode("ascii", "replace").split()[0].lower()
-    return sha1, central.request("HEAD", url)[0]
-
-
-def _download(central: Central, url: str, sha1: str, target: Path) -> None:
-    """``url`` into ``target``, through a temporary file renamed once its SHA-1 is ``sha1``."""
+def _download(repo: Repository, coordinate: str, target: Path) -> None:
+    """``coordinate``'s jar into ``target``, through a temporary file renamed once its SHA-256 is
+    the pinned one."""
+    url = repo.base + path(coordinate)
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        digest = hashlib.sha1()
+        digest = hashlib.sha256()
         with os.fdopen(fd, "wb") as out:
             def write(chunk: bytes) -> None:
                 digest.update(chunk)
                 out.write(chunk)
 
-            central.request("GET", url, write)
-        if digest.hexdigest() != sha1:
-            raise FetchFailed(f"{url} does not match its .sha1 ({digest.hexdigest()} != {sha1})")
+            repo.request("GET", url, write)
+        if digest.hexdigest() != pins()[coordinate]:
+            raise FetchFailed(f"{url} does not match the SHA-256 pinned for it "
+                              f"({digest.hexdigest()} != {pins()[coordinate]})")
         os.replace(temporary, target)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
 
 
-def fetch(urls: list[str], targets: list[Path], folder: Path, what: str) -> None:
-    """``urls`` into ``targets`` in ``folder``, four at a time; :class:`FetchFailed` when one fails."""
+def fetch(coordinates: list[str], targets: list[Path], folder: Path, what: str) -> None:
+    """The jars of ``coordinates`` into ``targets`` in ``folder``, four at a time; :class:`FetchFailed`
+    when one fails."""
     folder.mkdir(parents=True, exist_ok=True)
-    central = None
+    base = repository()
+    repo = None
     try:
-        central = Central(min(4, len(urls)))
-        with ThreadPoolExecutor(max_workers=min(4, len(urls))) as pool:
-            expected = list(pool.map(partial(_expected, central), urls))
+        repo = Repository(base, min(4, len(coordinates)))
+        with ThreadPoolExecutor(max_workers=min(4, len(coordinates))) as pool:
+            sizes = list(pool.map(lambda c: repo.request("HEAD", base + path(c)), coordinates))
             shown = str(folder).replace(str(Path.home()), "~", 1)
-            print(f"segaudit: fetching {what} ({sum(size for _, size in expected) / 2**20:.0f} MiB, "
-                  f"once) into {shown}", file=sys.stderr, flush=True)
-            list(pool.map(partial(_download, central), urls, [sha1 for sha1, _ in expected], targets))
+            print(f"segaudit: fetching {what} ({sum(sizes) / 2**20:.0f} MiB, once) from {urlsplit(base).hostname}"
+                  f" into {shown}", file=sys.stderr, flush=True)
+            list(pool.map(partial(_download, repo), coordinates, targets))
     except (OSError, http.client.HTTPException) as e:  # URLError and HTTPError are OSErrors
-        raise FetchFailed(str(e)) from e
+        raise FetchFailed(f"{e} (from {base}; {REPOSITORY_VARIABLE} names another repository)") from e
     finally:
-        if central is not None:
-            central.close()
+        if repo is not None:
+            repo.close()

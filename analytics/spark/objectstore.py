@@ -1,10 +1,11 @@
 """Spark on S3 (``s3://`` and ``s3a://`` paths): Hadoop's S3A connector, fetched once, and its settings.
 
 The pyspark wheel holds no S3 support. :func:`s3a_jars` fetches what S3A needs, matching the Hadoop
-inside the installed Spark (read from its ``hadoop-client-api-<version>.jar``), straight from Maven
-Central with ``urllib`` (no Maven needed) into ``~/.cache/segaudit/jars`` (``SEGAUDIT_CACHE`` moves
-it), each file checked against the ``.sha1`` Central serves, written under a temporary name and
-renamed: once; later calls only look at the files. The jars: ``hadoop-aws``, Spark's cloud committer
+inside the installed Spark (read from its ``hadoop-client-api-<version>.jar``), through
+:mod:`analytics.spark.maven` (from Maven Central or the repository ``SEGAUDIT_MAVEN_REPOSITORY``
+names, each jar checked against the SHA-256 pinned in ``jars.sha256``) into ``~/.cache/segaudit/jars``:
+once, at install (``scripts/setup.sh``) or at the first command that names a bucket; later calls
+only look at the files. The jars: ``hadoop-aws``, Spark's cloud committer
 glue (``spark-hadoop-cloud``) and the AWS SDK v2 as its separate modules, not the 612 MiB ``bundle``
 ``hadoop-aws`` names (9.5 MiB in all, fetched in about a second; the SDK's own dependencies on
 Apache HttpClient, Netty and SLF4J are Spark's jars). Anything missing fails as :class:`ConnectorUnavailable`, saying what.
@@ -26,13 +27,14 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from analytics.errors import SegauditError
 from analytics.spark import maven
-from analytics.spark.maven import MAVEN
+
 SCHEMES = ("s3", "s3a")
 
 # Hadoop inside pyspark -> the AWS SDK v2 its hadoop-aws was built with (hadoop-project's
@@ -110,35 +112,35 @@ def coordinates(jars: Path | None = None) -> list[str]:
     jars = jars or pyspark_jars()
     hadoop = _version_of(jars, "hadoop-client-api")
     spark = _version_of(jars, "spark-core_2.13")
-    sdk = SDK_VERSIONS.get(hadoop)
-    if sdk is None:
+    if hadoop not in SDK_VERSIONS:
         raise ConnectorUnavailable(f"no S3 connector is known for Hadoop {hadoop} (Spark {spark}); "
                                    f"known: Hadoop {', '.join(SDK_VERSIONS)}")
     cloud = spark if spark in SPARK_CLOUD_PUBLISHED else SPARK_CLOUD_DEFAULT.get(spark.rpartition(".")[0])
     if cloud is None:
         raise ConnectorUnavailable(f"no spark-hadoop-cloud is known for Spark {spark}")
+    return _coordinates(hadoop, cloud)
+
+
+def _coordinates(hadoop: str, cloud: str) -> list[str]:
+    sdk = SDK_VERSIONS[hadoop]
     modules = sorted(SDK_MODULES + SDK_MODULES_SINCE.get(sdk, ()))
     return [f"org.apache.hadoop:hadoop-aws:{hadoop}", f"org.apache.spark:spark-hadoop-cloud_2.13:{cloud}",
             *(f"software.amazon.awssdk:{m}:{sdk}" for m in modules), *THIRD_PARTY, *HADOOP_SINCE.get(hadoop, ())]
 
 
+def every_coordinate() -> list[str]:
+    """Every jar :func:`coordinates` can name, whatever the Spark: each has its SHA-256 pinned
+    (``analytics/spark/jars.sha256``, ``scripts/pin_jars.py``)."""
+    clouds = {*SPARK_CLOUD_PUBLISHED, *SPARK_CLOUD_DEFAULT.values()}
+    return sorted({c for hadoop in SDK_VERSIONS for cloud in clouds for c in _coordinates(hadoop, cloud)})
+
+
 def s3a_jars(jars: Path | None = None) -> list[Path]:
-    """The jars S3A needs with this Spark, fetched from Maven Central the first time (see the module)."""
-    wanted = coordinates(jars)
-    folder = maven.cache_dir()
-    paths = [folder / maven.url(c).rpartition("/")[2] for c in wanted]
-    missing = [(c, p) for c, p in zip(wanted, paths) if not p.is_file()]
-    if missing:
-        _fetch([maven.url(c) for c, _ in missing], [p for _, p in missing], folder)
-    return paths
-
-
-def _fetch(urls: list[str], targets: list[Path], folder: Path) -> None:
+    """The jars S3A needs with this Spark, fetched the first time (see the module)."""
     try:
-        maven.fetch(urls, targets, folder, "the S3 connector's jars")
+        return maven.jars(coordinates(jars), "the S3 connector's jars")
     except maven.FetchFailed as e:
-        raise ConnectorUnavailable(f"could not fetch the S3 connector's jars from {MAVEN}: {e} "
-                                   f"(or put {', '.join(t.name for t in targets)} into {folder})") from e
+        raise ConnectorUnavailable(f"could not fetch the S3 connector's jars: {e}") from e
 
 
 def uses_s3(paths: Iterable[str]) -> bool:
@@ -233,5 +235,16 @@ def submit_arguments(environ=os.environ) -> list[str]:
     return args
 
 
-if __name__ == "__main__":  # `spark-submit $(python -m analytics.spark.objectstore) job.py ...`
-    print(" ".join(submit_arguments()))
+def main() -> int:
+    """``spark-submit $(python -m analytics.spark.objectstore) job.py ...``: the arguments, the jars
+    fetched first when the cache lacks them (``scripts/setup.sh`` runs it at install)."""
+    try:
+        print(" ".join(submit_arguments()))
+    except ConnectorUnavailable as e:
+        print(f"segaudit: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
