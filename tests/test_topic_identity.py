@@ -207,3 +207,28 @@ def test_a_replica_moved_away_and_back_leaves_its_old_copy_apart(spark, tmp_path
     again = audit(spark, out, AuditConfig(), incremental=True, progress=heard.append)
     assert any("leftover folder" in line and "a full audit" in line for line in heard), heard
     assert again.verdicts == result.verdicts
+
+
+def test_the_log_start_checkpoint_names_the_live_folders_incarnation_alone(spark, tmp_path):
+    """A log dir's ``log-start-offset-checkpoint`` names partitions by topic name, and the broker keeps
+    the entry for the live folder: the leftover ``-delete`` folder of the deleted incarnation takes
+    none of it, while a folder without ``partition.metadata`` (a broker before 2.8) still takes its
+    name's entry."""
+    import pyarrow.parquet as pq
+
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.job import audit
+    from analytics.export import export
+    from analytics.kafka.sidecars import write_offset_checkpoint
+
+    log = tmp_path / "broker"
+    _partition(log, f"orders-0.{UID}-delete", _batches(4000), OLD)
+    _partition(log, "orders-0", _batches(5000), NEW)
+    _partition(log, "legacy-0", _batches(6000), None)
+    (log / "log-start-offset-checkpoint").write_bytes(write_offset_checkpoint([("orders", 0, 30), ("legacy", 0, 20)]))
+    out = str(tmp_path / "out")
+    export(None, [str(log)], out, records=True)
+    audit(spark, out, AuditConfig())
+    state = pq.read_table(str(table_dir(out, "partition_state"))).to_pylist()
+    assert {(s["topic"], s["topic_id"]): s["log_start_offset"] for s in state} == {
+        ("orders", NEW): 30, ("orders", OLD): None, ("legacy", None): 20}

@@ -33,7 +33,7 @@ from analytics.audit.settings import resolved
 from analytics.contract import APART, AUDIT, EXPORT, SUMMARY, TOPIC_ID
 from analytics.publish import continued, published, read_manifest
 from analytics.spark import javacode
-from analytics.spark.columns import topic_ids, with_topic_id
+from analytics.spark.columns import topic_ids, with_live_topic_id, with_topic_id
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import held, read_parquet
 from analytics.tuning import DEFAULT_RANGE_BATCHES, FEW_BATCHES, MIB, RANGE_ROW_BYTES
@@ -115,7 +115,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     ids = topic_ids(spark, folders)
     written = read_parquet(spark, store.path("batches"))
     batches = held(with_topic_id(written, ids), store.size("batches"))  # the audit reads it many times
-    log_starts = read_parquet(spark, store.path("log_start_offsets"))
+    log_starts = with_live_topic_id(read_parquet(spark, store.path("log_start_offsets")), ids)
     records = (held(with_topic_id(read_parquet(spark, store.path("records")), ids), store.size("records"))
                if store.is_dir("records") else None)
     inputs = dict(out=out, config=config, range_sized=sized, provenance=provenance, export_manifest=manifest,

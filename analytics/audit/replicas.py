@@ -191,10 +191,11 @@ def _extents(held: DataFrame, log_starts: DataFrame) -> DataFrame:
     """Each replica's range: from its log start (checkpoint or first batch) to its last offset."""
     span = held.groupBy("log_dir", *TP).agg(F.min("base_offset").alias("first"), F.max("last_offset").alias("end"))
     if "file" in log_starts.columns:
-        # the log dir's checkpoint names partitions by name (every incarnation of it in the log dir)
-        starts = with_log_dir(log_starts, levels=1).groupBy("log_dir", "topic", "partition").agg(
-            F.max("log_start_offset").alias("checkpoint"))
-        span = span.join(starts, on=["log_dir", "topic", "partition"], how="left")
+        # the log dir's checkpoint names partitions by name: the live folder's incarnation when the rows
+        # carry its topic id (columns.with_live_topic_id), else every incarnation of it in the log dir
+        key = ["log_dir", "topic", "partition", *([TOPIC_ID] if TOPIC_ID in log_starts.columns else [])]
+        starts = with_log_dir(log_starts, levels=1).groupBy(*key).agg(F.max("log_start_offset").alias("checkpoint"))
+        span = span.join(starts, on=key, how="left")
     else:
         span = span.withColumn("checkpoint", F.lit(None).cast("long"))
     return span.select("log_dir", *TP, F.greatest("first", F.coalesce("checkpoint", "first")).alias("start"), "end")

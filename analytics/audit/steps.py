@@ -87,11 +87,12 @@ def log_starts_of(keys: DataFrame, log_starts: DataFrame) -> DataFrame:
     """``keys`` (distinct rows holding the partition key) with each one's ``log_start_offset``, from
     the checkpoint of its own log dir (the checkpoint file sits in the log dir); keys without one are
     left out. An export without the checkpoint's ``file`` gives each topic-partition the highest of
-    its log start offsets, whatever the log dir. The checkpoint names its partitions by name, so every
-    incarnation of a name in the log dir takes the entry (the broker keeps it for the live one)."""
+    its log start offsets, whatever the log dir. The checkpoint names its partitions by name: rows
+    that carry the topic id of the live folder the entry names (:func:`columns.with_live_topic_id`)
+    go to that incarnation alone, else every incarnation of the name in the log dir takes the entry."""
     if "file" in log_starts.columns:
         starts = with_log_dir(log_starts, levels=1)
-        key = list(NAME_KEY)
+        key = [*NAME_KEY, *([TOPIC_ID] if TOPIC_ID in log_starts.columns else [])]
     else:
         starts, key = log_starts, ["topic", "partition"]
     starts = starts.groupBy(*key).agg(F.max("log_start_offset").alias("log_start_offset"))

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from analytics.contract import DUPLICATE, PRODUCER_EXPIRATION, log_dir_of
 from analytics.forensics.reasoning import no_batch_reasoning, other_folders, other_log_dirs, verdict_reasoning
 from analytics.forensics.tables import Audit, NotFound, Table, in_folder, in_log_dir
-from analytics.kafka.discovery import parse_partition_dir
+from analytics.kafka.discovery import LEFTOVER_SUFFIXES, parse_partition_dir
 from analytics.publish import AsOf
 
 # The columns an explanation shows for a batch and its neighbours.
@@ -98,7 +98,8 @@ def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
         if not below and not above:
             raise NotFound(f"{topic}-{partition} has no batches in {chosen}")
         result.nearest = {"below": below[0] if below else None, "above": above[0] if above else None}
-        start = _log_start(audit, topic, partition, chosen)
+        # the checkpoint's entry is the live folder's: a leftover of another incarnation has none
+        start = None if _leftover(folder) else _log_start(audit, topic, partition, chosen)
         result.reasoning = [*no_batch_reasoning(offset, result.nearest["below"], result.nearest["above"], start),
                             *also]
         return result
@@ -217,6 +218,17 @@ def _transaction_of(audit: Audit, batch: dict, log_dir: str) -> dict | None:
     if "log_dir" in transactions.columns:
         where &= pc.field("log_dir") == log_dir
     return max(transactions.rows(where), key=lambda t: t["first_offset"], default=None)
+
+
+def _leftover(folder: str | None) -> bool:
+    """Whether ``folder`` is a partition's leftover (``-delete``, ``-stray``), which the broker keeps no
+    checkpoint entry for.
+
+    >>> _leftover("/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete"), _leftover("/d/t-0"), _leftover(None)
+    (True, False, False)
+    """
+    parsed = parse_partition_dir(posixpath.basename(folder)) if folder else None
+    return parsed is not None and parsed[2] in LEFTOVER_SUFFIXES
 
 
 def _log_start(audit: Audit, topic: str, partition: int, log_dir: str) -> int | None:

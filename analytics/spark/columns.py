@@ -57,6 +57,21 @@ def with_topic_id(df: DataFrame, ids: DataFrame | None = None) -> DataFrame:
             .withColumn(TOPIC_ID, F.coalesce(TOPIC_ID, F.lit(""))))
 
 
+def with_live_topic_id(log_starts: DataFrame, ids: DataFrame | None) -> DataFrame:
+    """``log_starts`` (rows of a log dir's ``log-start-offset-checkpoint``, each with the checkpoint's
+    ``file``) with ``topic_id``: the id of the folder the entry names in that log dir,
+    ``<log dir>/<topic>-<partition>``, the live log the broker keeps the entry for (``""`` where it
+    has none). The checkpoint names a partition by topic name, so a leftover folder of another
+    incarnation (``-delete``, ``-stray``, a folder kept apart) takes no entry of it. Unchanged when
+    no ids are known or the rows do not name their file: every incarnation of the name then takes
+    the entry."""
+    if ids is None or "file" not in log_starts.columns:
+        return log_starts
+    live = F.concat(log_dir_column(1), F.lit("/"), F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
+    return (log_starts.withColumn(FOLDER, live).join(F.broadcast(ids), on=FOLDER, how="left").drop(FOLDER)
+            .withColumn(TOPIC_ID, F.coalesce(TOPIC_ID, F.lit(""))))
+
+
 def with_apart(df: DataFrame, kept_apart: dict[str, str]) -> DataFrame:
     """``df`` (rows of a table the audit wrote and reads again, each with its ``file``) with the key's
     id inside the audit again for the leftover folders kept apart (``kept_apart``: folder -> that id,
