@@ -181,16 +181,23 @@ class _Cluster:
     asked; ``answers`` first give their error codes (or raise), then the log; ``earliest``: its log
     start (below it, OFFSET_OUT_OF_RANGE)."""
 
-    def __init__(self, log: bytes, where: list, answers=(), earliest: int = 0):
+    def __init__(self, log: bytes, where: list, answers=(), earliest: int = 0, topic_id: str | None = None):
         self.log, self.where, self.answers, self.earliest, self.asked = log, where, list(answers), earliest, []
+        self.topic_id = topic_id  # the id the topic of the name has now
 
     def leader(self, topic, partition):
         return 1
 
+    def partitions(self, pattern):
+        from analytics.cluster.client import PartitionInfo
+
+        return [PartitionInfo("t", 0, 1, False, self.topic_id)]
+
     def offsets(self, partitions, spec):
         return {partitions[0]: self.earliest if spec == "earliest" else self.where[-1][2] + 1}
 
-    def fetch(self, node, topic, partition, offset, max_bytes):
+    def fetch(self, node, topic, partition, offset, max_bytes, topic_id=None):
+        self.ids = getattr(self, "ids", []) + [topic_id]
         from analytics.cluster.client import Fetched
 
         self.asked.append(offset)
@@ -206,12 +213,13 @@ class _Cluster:
         return Fetched(0, self.log[at:at + max_bytes], end, self.earliest)
 
 
-def _fetched(cluster, start: int, end: int, retry_seconds: float = 60.0):
+def _fetched(cluster, start: int, end: int, retry_seconds: float = 60.0, topic_id: str | None = None):
     from analytics.cluster.fetch import Limits, fetch_range
     from analytics.cluster.capture import FetchRange
 
     scanner = StreamScanner(topic="t", partition=0, file="f")
-    r = FetchRange(index=0, group=0, topic="t", partition=0, start=start, end=end, first=True, leader=1, file="f")
+    r = FetchRange(index=0, group=0, topic="t", partition=0, start=start, end=end, first=True, leader=1, file="f",
+                   topic_id=topic_id)
     chunks = list(fetch_range(cluster, r, scanner, Limits(retry_seconds=retry_seconds), Throttle(None)))
     bases = [b for c in chunks for b in c.batches.column("base_offset").to_pylist()]
     return bases, [(e.error_kind, e.message) for e in scanner.errors]
@@ -232,6 +240,21 @@ def test_offsets_deleted_during_the_export_are_lost_and_the_rest_fetched():
                                         "(the log starts at 2 now)")]
     bases, errors = _fetched(_Cluster(log, where, earliest=6), 0, 6)  # all of it deleted
     assert bases == [] and [kind for kind, _ in errors] == ["offsets_lost"] and "0..5" in errors[0][1]
+
+
+def test_a_topic_deleted_during_the_export_is_fetched_by_its_old_id_and_lost_saying_so():
+    """Every Fetch names the id captured; UNKNOWN_TOPIC_ID while the name's topic still has that id (a
+    broker that has not learnt of it yet) is retried, and once the name's topic has another id the
+    rest of the range is lost, saying so, nothing of the new topic read."""
+    log, where = _log(2, 3, 1)
+    cluster = _Cluster(log, where, answers=[100], topic_id="OLD")
+    bases, errors = _fetched(cluster, 0, 6, topic_id="OLD")
+    assert bases == [0, 2, 5] and errors == [] and set(cluster.ids) == {"OLD"}  # the three batches
+
+    cluster = _Cluster(log, where, answers=[100], topic_id="NEW")  # deleted and created again
+    bases, errors = _fetched(cluster, 0, 6, topic_id="OLD")
+    assert bases == [] and errors == [("offsets_lost", "offsets 0..5 of t-0 not fetched: the topic was deleted "
+                                       "during the export (its id OLD is gone: a topic of its name now is another one)")]
 
 
 def test_a_leader_that_stays_away_loses_the_range_after_the_retries():

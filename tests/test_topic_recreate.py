@@ -65,6 +65,7 @@ class Recreated:
     fetched: subprocess.CompletedProcess  # `segaudit run kafka://...` after the refill
     fetched_out: Path
     moved: list[Path]  # both log dirs after MOVED's partition moved to the other one and back
+    during: dict  # a range captured before the deletion, fetched after the recreation (_fetch_captured)
 
 
 def _on_disk(topic_id: str) -> str:
@@ -149,6 +150,32 @@ def _move(cluster: KafkaCluster, dirs: list[Path]) -> None:
         time.sleep(0.1)
 
 
+def _capture(cluster: KafkaCluster):
+    """The export's capture of :data:`TOPIC`'s partition 0: its one fetch range, as a task gets it."""
+    from analytics.cluster.capture import capture, split
+    from analytics.cluster.client import Cluster
+    from analytics.cluster.config import load
+
+    with Cluster(load(f"kafka://{cluster.bootstrap}")) as client:
+        captured = capture(client, f"{TOPIC}")
+    [first] = [r for r in split(captured, range_offsets=10**9) if r.partition == 0]
+    return first
+
+
+def _fetch_captured(cluster: KafkaCluster, r) -> dict:
+    """``r`` fetched as an export task fetches it: the offsets it read and the errors it recorded."""
+    from analytics.cluster.client import Cluster
+    from analytics.cluster.config import load
+    from analytics.cluster.fetch import Limits, Throttle, fetch_range
+    from analytics.kafka.reader import StreamScanner
+
+    scanner = StreamScanner(topic=r.topic, partition=r.partition, file=r.file, base_offset=r.start, records=True)
+    with Cluster(load(f"kafka://{cluster.bootstrap}")) as client:
+        chunks = list(fetch_range(client, r, scanner, Limits(retry_seconds=10), Throttle(None)))
+    return {"range": (r.start, r.end, r.topic_id), "chunks": len(chunks),
+            "errors": [(e.error_kind, e.message) for e in scanner.errors]}
+
+
 def _drive(version: str, root: Path) -> Recreated:
     cluster = KafkaCluster(version, root / "cluster")
     node = cluster.node(1)
@@ -163,6 +190,7 @@ def _drive(version: str, root: Path) -> Recreated:
         old_id = _topic_id(cluster, TOPIC)
         _fill(cluster)
         before = [copy_log_dir(d, root / "before" / name) for d, name in zip(dirs, LOG_DIRS)]
+        captured = _capture(cluster)  # an export's capture; its tasks fetch after the recreation below
         _delete(cluster, dirs, TOPIC)
         # the second log dir left one partition ahead: the new incarnation starts in the first one
         cluster.create_topic("ballast-a")
@@ -172,6 +200,7 @@ def _drive(version: str, root: Path) -> Recreated:
         new_id = _topic_id(cluster, TOPIC)
         _fill(cluster)
         after = [copy_log_dir(d, root / "after" / name) for d, name in zip(dirs, LOG_DIRS)]
+        during = _fetch_captured(cluster, captured)
         # a partition moved to the other log dir and back before the broker deleted the first old copy
         cluster.create_topic(MOVED)
         for round_ in range(3):
@@ -184,7 +213,7 @@ def _drive(version: str, root: Path) -> Recreated:
             fetched = _process("run", f"kafka://{cluster.bootstrap}", "--out", str(fetched_out))
     finally:
         cluster.close()
-    return Recreated(version, before, after, old_id, new_id, fetched, fetched_out, moved)
+    return Recreated(version, before, after, old_id, new_id, fetched, fetched_out, moved, during)
 
 
 @pytest.fixture(scope="module")
@@ -409,3 +438,17 @@ def test_over_kafka_the_rows_carry_the_recreated_topics_id(recreated):
     for table in ("producer_state", "snapshot_checks"):
         rows = [r for r in _table(out, table) if r["topic"] == TOPIC]
         assert rows and {r["topic_id"] for r in rows} == {recreated.new_id}, (table, rows)
+
+
+def test_a_topic_recreated_during_an_export_is_not_read_under_the_old_ones_id(recreated):
+    """A range captured before the deletion, fetched after the topic was created again under its name
+    and refilled with as many offsets: fetched by the id it had at the capture (Fetch v13+), the
+    broker answers that the topic is unknown, and the range is recorded as lost, saying why; not one
+    record of the new incarnation is read as the old one's."""
+    during = recreated.during
+    start, end, topic_id = during["range"]
+    assert (start, end, topic_id) == (0, RECORDS, recreated.old_id)
+    assert during["chunks"] == 0
+    [(kind, message)] = during["errors"]
+    assert kind == "offsets_lost" and message.startswith(f"offsets 0..{RECORDS - 1} of {TOPIC}-0 not fetched")
+    assert f"the topic was deleted during the export (its id {recreated.old_id} is gone" in message

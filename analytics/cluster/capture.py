@@ -61,6 +61,7 @@ class FetchRange:
     first: bool
     leader: int
     file: str  # kafka://<cluster id>/<topic>-<partition>/<start, 20 digits>: the rows' ``file``
+    topic_id: str | None = None  # the topic's id at the capture: fetched by it (None: by name)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -123,5 +124,5 @@ def split(captured: Capture, *, range_offsets: int = DEFAULT_RANGE_OFFSETS,
         slots[slot] += end - start
         placed[i] = groups.setdefault((p.leader, slot), len(groups))
     return [FetchRange(i, placed[i], p.topic, p.partition, start, end, start == p.start, p.leader,
-                       locator(captured.log_dir, p.topic, p.partition, f"{start:020d}"))
+                       locator(captured.log_dir, p.topic, p.partition, f"{start:020d}"), p.topic_id)
             for i, (p, start, end) in enumerate(pieces)]

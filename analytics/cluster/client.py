@@ -23,16 +23,17 @@ from analytics.cluster import login
 from analytics.cluster.config import ClientConfig
 from analytics.contract import CONFIG_STATIC_BROKER
 from analytics.errors import InputError
-from analytics.kafka.sidecars.metadata import topic_id_text
+from analytics.kafka.sidecars.metadata import topic_id_text, topic_id_uuid
 
 READ_UNCOMMITTED = 0  # aborted data and markers are part of the log
 # how kafka-python's bootstrap fails when no broker lets it in: the login is then asked directly
 NOT_BOOTSTRAPPED = ("KafkaTimeoutError", "NoBrokersAvailable", "KafkaConnectionError")
 # kafka-python's, unless the client configuration sets request.timeout.ms / default.api.timeout.ms
 TIMEOUTS = {"request_timeout_ms": 30000, "bootstrap_timeout_ms": 15000}
-FETCH_VERSION = 12
+FETCH_VERSION = 12  # by topic name
+FETCH_BY_ID_VERSION = 13  # by topic id (Kafka 3.1+): a topic deleted and created again is another topic
 # Fetch error codes the fetch loop acts on (Kafka's Errors.java)
-NONE, OFFSET_OUT_OF_RANGE = 0, 1
+NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_ID = 0, 1, 100
 RETRIABLE = {
     3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
     7: "REQUEST_TIMED_OUT", 8: "BROKER_NOT_AVAILABLE", 9: "REPLICA_NOT_AVAILABLE", 13: "NETWORK_EXCEPTION",
@@ -195,19 +196,24 @@ class Cluster:
         return -1
 
     def fetch(self, node: int, topic: str, partition: int, offset: int, max_bytes: int,
-              max_wait_ms: int = 500) -> Fetched:
+              max_wait_ms: int = 500, topic_id: str | None = None) -> Fetched:
         """The bytes of ``topic``-``partition`` from ``offset`` (the whole entry holding it first), at
-        most about ``max_bytes`` (one entry larger than that comes whole), from broker ``node``."""
+        most about ``max_bytes`` (one entry larger than that comes whole), from broker ``node``. With
+        ``topic_id`` (``partition.metadata``'s form) a broker of Kafka 3.1 or later is asked for that
+        topic, as Kafka's own consumers ask: once the topic is deleted it answers
+        ``UNKNOWN_TOPIC_ID``, never with another topic that took the name since. An older broker is
+        asked by name."""
         from kafka.protocol.consumer import FetchRequest
 
         topic_request = FetchRequest.FetchTopic
+        by_id = {"topic_id": topic_id_uuid(topic_id)} if topic_id else {}
         request = FetchRequest(
             replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
             isolation_level=READ_UNCOMMITTED, session_id=0, session_epoch=-1,
-            topics=[topic_request(topic=topic, partitions=[topic_request.FetchPartition(
+            topics=[topic_request(topic=topic, **by_id, partitions=[topic_request.FetchPartition(
                 partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
                 log_start_offset=-1, partition_max_bytes=max_bytes)])],
-            forgotten_topics_data=[], rack_id="", max_version=FETCH_VERSION)
+            forgotten_topics_data=[], rack_id="", max_version=FETCH_BY_ID_VERSION if topic_id else FETCH_VERSION)
         manager = self.admin._manager  # kafka-python's connections (its admin methods send the same way)
 
         async def send():

@@ -13,17 +13,21 @@ Trouble is data, not a crash:
 - ``OFFSET_OUT_OF_RANGE`` below the log start (retention or DeleteRecords ran during the export):
   the offsets up to the new log start are an ``offsets_lost`` error and the fetch goes on from there;
   above the log end (the log was truncated): the rest of the range is one;
+- the topic deleted during the export (it is fetched by the id it had at the capture, so the broker
+  answers ``UNKNOWN_TOPIC_ID`` rather than another topic's records under its name): the rest of the
+  range is an ``offsets_lost`` error;
 - bytes that do not frame end the range with the error the segment walk would give them;
 - a denied ACL fails the task with one line (the driver reports it).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from analytics.cluster.client import DENIED, NONE, OFFSET_OUT_OF_RANGE, RETRIABLE, Cluster
+from analytics.cluster.client import DENIED, NONE, OFFSET_OUT_OF_RANGE, RETRIABLE, UNKNOWN_TOPIC_ID, Cluster
 from analytics.cluster.capture import FetchRange
 from analytics.contract.vocabulary import OFFSETS_LOST
 from analytics.errors import InputError
@@ -93,6 +97,10 @@ def fetch_range(cluster: Cluster, r: FetchRange, scanner: StreamScanner, limits:
                 return
             deleted, offset = (offset, earliest), earliest
             continue
+        if got.error_code == UNKNOWN_TOPIC_ID:
+            _lose(scanner, r, offset, r.end, f"the topic was deleted during the export (its id {r.topic_id} is "
+                  "gone: a topic of its name now is another one)")
+            return
         if got.error_code != NONE:
             _lose(scanner, r, offset, r.end, f"the broker answered error {got.error_code}")
             return
@@ -138,10 +146,17 @@ def _ask(cluster: Cluster, r: FetchRange, node: int, offset: int, max_bytes: int
             node = cluster.leader(r.topic, r.partition)
         if node < 0:
             return node, None, "the partition has no leader"
-        got = cluster.fetch(node, r.topic, r.partition, offset, max_bytes)
+        got = cluster.fetch(node, r.topic, r.partition, offset, max_bytes, topic_id=r.topic_id)
+        if got.error_code == UNKNOWN_TOPIC_ID and _same_topic(cluster, r):
+            return node, got, "UNKNOWN_TOPIC_ID"  # a broker that has not learnt of the topic yet
         return node, got, RETRIABLE.get(got.error_code)
     except (KafkaError, OSError, InputError) as e:  # InputError: no broker answered the leader's lookup
         return node, None, type(e).__name__ if not isinstance(e, InputError) else str(e)
+
+
+def _same_topic(cluster: Cluster, r: FetchRange) -> bool:
+    """Whether the topic of ``r``'s name still has the id it had at the capture."""
+    return any(p.topic_id == r.topic_id for p in cluster.partitions(re.escape(r.topic)) if p.topic == r.topic)
 
 
 def _restart_at(cluster: Cluster, scanner: StreamScanner, r: FetchRange, offset: int) -> int | None:

@@ -22,6 +22,15 @@ PARTITION_METADATA_VERSION = 0
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
+def topic_id_uuid(text: str) -> uuid.UUID:
+    """``partition.metadata``'s form of a topic id (:func:`topic_id_text`) as the UUID the protocol carries.
+
+    >>> topic_id_uuid("ECE8pXTPS4K8OWe9Uc0cUQ")
+    UUID('10213ca5-74cf-4b82-bc39-67bd51cd1c51')
+    """
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
 def topic_id_text(topic_id: uuid.UUID | str | None) -> str | None:
     """A topic id the Metadata API gives (a UUID, as kafka-python parses it) as ``partition.metadata``
     writes it (``Uuid.toString``: url-safe base64 of its 16 bytes, no padding); None for none or the
