@@ -258,7 +258,9 @@ def test_explain_one_log_dir_of_a_partition_on_two_brokers(spark, tmp_path, caps
     code, text, _ = _cli(["explain", out, "--topic", "lost-batch", "--partition", "0", "--offset", "26",
                           "--log-dir", "b2"], capsys)
     assert code == EXIT_OK
-    assert text.splitlines()[0] == f"lost-batch-0 offset 26 in {b2}"
+    from analytics.generate.files import topic_id
+
+    assert text.splitlines()[0] == f"lost-batch-0 offset 26 in {b2} (topic id {topic_id('lost-batch')})"
     assert f"in {b2}/lost-batch-0/" in text and f"{b1}/" not in text.split("\n\n")[0]
 
     # producer: a session per log dir, shown apart; the header counts one log dir's batches

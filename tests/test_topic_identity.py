@@ -140,6 +140,13 @@ def test_explain_tells_the_folders_of_one_log_dir_apart(audited):
     old = explain(result.out, "orders", 0, 25, log_dir=f"one/orders-0.{UID}-delete")
     assert Path(old.folder).name == f"orders-0.{UID}-delete" and old.batches[0]["producer_id"] == 4000
     assert {b["producer_id"] for b in [*old.before, *old.after]} == {4000}
+    # the answer names the incarnation: each folder's topic id
+    from analytics.cli.forensic import explain_text
+
+    assert explain_text(live).splitlines()[0].endswith(f"(topic id {NEW})") and live.batches[0]["topic_id"] == NEW
+    assert explain_text(old).splitlines()[0].endswith(f"(topic id {OLD})") and old.batches[0]["topic_id"] == OLD
+    legacy = explain(result.out, "legacy", 0, 25, log_dir="one")
+    assert "topic id" not in explain_text(legacy).splitlines()[0]  # a folder without partition.metadata
 
 
 def test_a_future_folder_is_a_replica_and_a_stray_one_of_another_incarnation_is_not(spark, tmp_path):

@@ -24,7 +24,7 @@ BATCH_FIELDS = [
     "producer_id", "producer_epoch", "base_sequence", "last_sequence", "is_transactional", "is_control",
     "control_type", "coordinator_epoch", "crc_valid", "verdict", "severity", "explained_by", "expected_sequence",
     "prev_base_offset", "idle_ms", "offset_holes", "explanation", "txn_open", "offset_overlap",
-    "expired_offset", "conflict_offset",
+    "expired_offset", "conflict_offset", "topic_id",
 ]
 # What ``explain`` shows of the batch another replica holds at the offset.
 REPLICA_FIELDS = ["base_offset", "last_offset", "record_count", "producer_id", "producer_epoch", "base_sequence",
