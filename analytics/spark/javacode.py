@@ -65,30 +65,51 @@ def submit_jars() -> list[str]:
 
 
 def load(spark) -> bool:
-    """Whether segaudit's classes are in ``spark`` (a classic session of a local master whose
-    ``spark.jars`` held the jar when it started: :func:`session_conf`, ``--jars``), looked up once
-    per session."""
+    """Whether segaudit's classes are in ``spark`` (a classic session whose ``spark.jars`` held the
+    jar when it started: :func:`session_conf`, ``--jars``), looked up once per session.
+
+    The driver having them is not enough on a master whose executors run in JVMs of their own: a
+    task of the function deserializes segaudit's classes there (the aggregator, its buffer's class
+    in the encoders' expressions), and where the executors lack them the JVM reports the missing
+    class as a ``ClassCastException`` of a ``SerializedLambda`` into ``BoundReference.accessor``
+    (java.io defers the ``ClassNotFoundException``, so the lambda that captured the class is never
+    resolved). So there the jar that holds the driver's classes must also be one Spark ships to
+    the executors (``SparkContext.listJars``: ``spark.jars``, ``--jars``) or be on their class path
+    (``spark.executor.extraClassPath``)."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return False
     context = spark.sparkContext
     if id(context) in _loaded:
         return _loaded[id(context)]
-    if not context.master.startswith("local"):
-        # executors in JVMs of their own fail to deserialize the function's tasks (a ClassCastException
-        # of a SerializedLambda, tests/test_cluster_readme.py): the window steps run there
-        why_not[:] = [f"segaudit's window function is not used on a cluster's executors ({context.master})"]
-        _loaded[id(context)] = False
-        return False
     jvm = spark._jvm
     try:
-        jvm.java.lang.Class.forName("segaudit.ReplayWindow", True,
-                                    jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        found = jvm.java.lang.Class.forName("segaudit.ReplayWindow", True,
+                                            jvm.java.lang.Thread.currentThread().getContextClassLoader())
         _loaded[id(context)] = True
     except Exception as e:  # noqa: BLE001 - a session started without the jar: the caller's DataFrame form then
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         why_not[:] = [f"segaudit's jar is not in this session's spark.jars ({first})"]
         _loaded[id(context)] = False
+        return False
+    if not context.master.startswith("local") and not _shipped(context, found):
+        why_not[:] = ["segaudit's jar is on the driver's class path but not shipped to the executors of "
+                      f"{context.master} (give it in spark.jars or --jars)"]
+        _loaded[id(context)] = False
     return _loaded[id(context)]
+
+
+def _shipped(context, found) -> bool:
+    """Whether the executors of ``context`` get the jar that holds ``found`` (a class loaded on the
+    driver): among the jars the context ships (``SparkContext.listJars``), by name, or on the
+    executors' own class path."""
+    source = found.getProtectionDomain().getCodeSource()
+    if source is None:
+        return False
+    name = Path(str(source.getLocation().getPath())).name
+    shipped = str(context._jsc.sc().listJars().mkString("\n")).splitlines()
+    executor_path = context.getConf().get("spark.executor.extraClassPath", "") or ""
+    return any(j.rstrip("/").rpartition("/")[2] == name for j in shipped) or any(
+        Path(p).name == name for p in executor_path.split(":") if p)
 
 
 def failure(error: BaseException) -> str | None:
