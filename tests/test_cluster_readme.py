@@ -135,6 +135,11 @@ def test_the_readme_block_runs_the_main_job_on_a_cluster_whose_only_shared_stora
     assert verdicts.count_rows() == view.manifest(EXPORT)["rows"]["batches"] == 670
     assert "</html>" in view.read_text("report/index.html")
     assert json.loads(view.read_text("validation/results.json"))["suites"]
+    # no task of the replay failed: the window function ran where its jar reached the executors, else
+    # the window steps, the summary saying which and why
+    summary = json.loads(view.read_text("summary.json"))
+    assert "window function failed" not in submitted.stderr
+    assert summary["replay"] == "window_function" or summary["replay_note"].startswith("segaudit's jar"), summary
 
     # no table file in any folder the driver or the worker can see; the executors ran in the worker's
     local = [p for p in work.rglob("*") if (p.suffix == ".parquet" or p.name.startswith("part-"))

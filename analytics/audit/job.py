@@ -375,6 +375,10 @@ def _summary(run_id: str, plan: AuditPlan, replayed: _Replayed, written: _Writte
                                                         "producer_id_expiration_ms": plan.config.expiration_ms}
         | ({"range_batches": None} if plan.range_sized else {}),  # sized, not given: sized again next time
         "range_batches_used": plan.config.range_batches,
+        # how the histories were replayed: segaudit's window function, or Spark's window steps (Spark
+        # Connect, no jar in the session, or after the function failed; the same verdicts, slower)
+        "replay": "window_function" if plan.window_function else "window_steps",
+        "replay_note": None if plan.window_function else next(iter(javacode.why_not), None),
         # each broker and topic setting's value and where it came from (analytics.audit.settings)
         "settings": plan.provenance,
         # where export_time_ms came from: the configuration, a live cluster's capture, or the log
