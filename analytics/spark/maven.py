@@ -90,6 +90,7 @@ class Repository:
         self.proxied = bool(urllib.request.getproxies().get(parts.scheme)) and not urllib.request.proxy_bypass(
             parts.hostname or "")
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._opener = urllib.request.build_opener()  # the proxies of the environment now (urlopen's are its first use's)
         self._idle: queue.Queue = queue.Queue()
         for _ in range(count):
             connection = None if self.proxied else kind(parts.hostname, parts.port, timeout=60)
@@ -103,8 +104,7 @@ class Repository:
         connection = self._idle.get()
         try:
             if connection is None:
-                answer = urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers),
-                                                timeout=60)
+                answer = self._opener.open(urllib.request.Request(url, method=method, headers=headers), timeout=60)
             else:
                 for attempt in (1, 2):  # the server may have closed a connection left idle
                     try:
