@@ -99,7 +99,8 @@ def test_each_copy_says_what_a_read_committed_consumer_makes_of_it(spark):
     records, batches = _frames(spark)
     got = tables.record_duplicates(records, "key_value", batches)
     assert _rows(got) == EXPECTED
-    assert got.columns == [f.name for f in schemas.RECORD_DUPLICATES]  # the contract's columns, kind last
+    # the contract's columns, kind before the topic id; topic_deleted is the write's (columns.conform)
+    assert [*got.columns, "topic_deleted"] == [f.name for f in schemas.RECORD_DUPLICATES]
     assert {r["log_dir"] for r in got.collect()} == {"/data/kafka"}
 
 

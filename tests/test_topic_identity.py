@@ -86,6 +86,8 @@ def test_two_incarnations_in_one_log_dir_are_two_histories(audited):
     assert {(v["topic_id"], v["verdict"]) for v in verdicts} == {(OLD, "OK"), (NEW, "OK"), (None, "OK")}
     assert [v for v in verdicts if v["offset_overlap"]] == []
     assert sum(v["topic_id"] == OLD for v in verdicts) == sum(v["topic_id"] == NEW for v in verdicts) == 6
+    # the old incarnation is a deleted one (its -delete folders beside the name another id holds)
+    assert {(v["topic_id"], v["topic_deleted"]) for v in verdicts} == {(OLD, True), (NEW, False), (None, False)}
 
 
 def test_records_repeated_by_a_new_incarnation_are_no_duplicates(audited):
@@ -108,6 +110,9 @@ def test_the_derived_tables_name_the_incarnation(audited):
     sessions = {(s["topic"], s["producer_id"]): s["topic_id"] for s in table("producer_sessions")
                 if s["topic"] == "orders" and s["log_dir"].endswith("/one")}
     assert sessions == {("orders", 4000): OLD, ("orders", 5000): NEW}
+    deleted = {(s["topic"], s["producer_id"], s["topic_deleted"]) for s in table("producer_sessions")}
+    assert deleted == {("orders", 4000, True), ("orders", 5000, False), ("legacy", 6000, False),
+                       ("moved", 7000, False)}  # the moved replica's -delete folder holds the live id
     assert result.verdicts.get("DUPLICATE", 0) == 0 and result.record_duplicates == 0
 
 
@@ -119,8 +124,28 @@ def test_the_summary_counts_the_folders_known_by_name_alone(audited):
 
     result, _ = audited
     summary = json.loads(Path(result.out, "summary.json").read_text())
-    assert summary["topic_identity"] == {"partition_folders": 7, "without_topic_id": 1}
-    assert described_identity(summary["topic_identity"]).startswith("1 of 7 partition folders has no topic id")
+    assert summary["topic_identity"] == {
+        "partition_folders": 7, "without_topic_id": 1, "deleted_skipped": False,
+        "deleted_incarnations": {OLD: {"topic": "orders", "folders": 2,
+                                       "evidence": f"its -delete folder beside the name held by topic id {NEW}"}}}
+    line = described_identity(summary["topic_identity"])
+    assert line.startswith("1 of 7 partition folders has no topic id"), line
+    assert f"; a deleted incarnation of orders (topic id {OLD}: its -delete folder beside" in line, line
+
+
+def test_the_report_names_the_incarnations_of_a_partition(audited, spark):
+    """The report's partitions are keyed by name in a log dir: the row of ``one``'s orders-0 names
+    its two topic ids and the deleted one; a partition of one live incarnation names none."""
+    from analytics.report.build import report_data
+    from analytics.report.sections import partitions
+
+    result, _ = audited
+    data = report_data(spark, result.out)
+    named = {(Path(p["log_dir"]).name, p["topic"]): p.get("incarnations") for p in data["partitions"]}
+    assert named[("one", "orders")] == [{"topic_id": OLD, "deleted": True}, {"topic_id": NEW, "deleted": False}]
+    assert named[("right", "orders")] == [{"topic_id": OLD, "deleted": True}]
+    assert named[("left", "orders")] is None and named[("one", "legacy")] is None and named[("right", "moved")] is None
+    assert f"topic ids {OLD} (deleted), {NEW}" in partitions(data)
 
 
 def test_explain_tells_the_folders_of_one_log_dir_apart(audited):
@@ -144,9 +169,53 @@ def test_explain_tells_the_folders_of_one_log_dir_apart(audited):
     from analytics.cli.forensic import explain_text
 
     assert explain_text(live).splitlines()[0].endswith(f"(topic id {NEW})") and live.batches[0]["topic_id"] == NEW
-    assert explain_text(old).splitlines()[0].endswith(f"(topic id {OLD})") and old.batches[0]["topic_id"] == OLD
+    assert explain_text(old).splitlines()[0].endswith(f"(topic id {OLD}, deleted)") and old.batches[0]["topic_id"] == OLD
+    assert old.batches[0]["topic_deleted"] and not live.batches[0]["topic_deleted"]
+    # replicas are folders of the same incarnation: right's orders-0 is the deleted topic's, no replica
+    left = explain(result.out, "orders", 0, 25, log_dir="left")
+    assert [(Path(r["log_dir"]).name, r["same"]) for r in left.replicas] == [("one", True)], left.replicas
+    gone = explain(result.out, "orders", 0, 25, log_dir="right")
+    assert [(Path(r["log_dir"]).name, r["same"]) for r in gone.replicas] == [("one", True)], gone.replicas
     legacy = explain(result.out, "legacy", 0, 25, log_dir="one")
     assert "topic id" not in explain_text(legacy).splitlines()[0]  # a folder without partition.metadata
+
+
+def test_the_metadata_logs_removal_marks_a_deleted_incarnation_and_a_flag_leaves_it_out(spark, tmp_path):
+    """The KRaft metadata log removed the old id (a RemoveTopicRecord) and holds the new one: the
+    old folder is a deleted incarnation on that evidence; ``skip_deleted_topics`` leaves its rows
+    out of every table, and the summary says so."""
+    import base64
+    import json
+
+    import pyarrow.parquet as pq
+
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.job import audit
+    from analytics.export import export
+    from tests.test_cluster_configs import remove_topic, topic, write_metadata_dir
+
+    def raw(topic_id: str) -> bytes:
+        return base64.urlsafe_b64decode(topic_id + "==")
+
+    log = tmp_path / "broker"
+    _partition(log, f"orders-0.{UID}-delete", _batches(4000), OLD)
+    _partition(log, "orders-0", _batches(5000), NEW)
+    write_metadata_dir(log, [topic("orders", raw(OLD)), remove_topic(raw(OLD)), topic("orders", raw(NEW))])
+    audited = {}
+    for skip in (False, True):
+        out = str(tmp_path / f"out-{skip}")
+        export(None, [str(log)], out, records=True)
+        audit(spark, out, AuditConfig(skip_deleted_topics=skip))
+        verdicts = pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()
+        sessions = pq.read_table(str(table_dir(out, "producer_sessions"))).to_pylist()
+        audited[skip] = ({(v["topic_id"], v["topic_deleted"]) for v in verdicts if v["topic"] == "orders"},
+                         {(s["producer_id"], s["topic_deleted"]) for s in sessions if s["topic"] == "orders"},
+                         json.loads(Path(out, "summary.json").read_text())["topic_identity"])
+    evidence = {OLD: {"topic": "orders", "folders": 1, "evidence": "the metadata log removed it at offset 1"}}
+    assert audited[False][:2] == ({(OLD, True), (NEW, False)}, {(4000, True), (5000, False)})
+    assert audited[False][2]["deleted_incarnations"] == evidence and not audited[False][2]["deleted_skipped"]
+    assert audited[True][:2] == ({(NEW, False)}, {(5000, False)})
+    assert audited[True][2]["deleted_incarnations"] == evidence and audited[True][2]["deleted_skipped"]
 
 
 def test_a_future_folder_is_a_replica_and_a_stray_one_of_another_incarnation_is_not(spark, tmp_path):

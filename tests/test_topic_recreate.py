@@ -335,6 +335,7 @@ def test_each_incarnation_is_a_history_of_its_own(recreated, audits):
         deleted = Path(v["file"]).parent.name.endswith("-delete")
         assert v["topic_id"] == (recreated.old_id if deleted else recreated.new_id), v
         assert (v["verdict"], v["severity"]) == ("OK", "ok") and not v["offset_overlap"], v
+        assert v["topic_deleted"] == deleted, v  # the old incarnation is a deleted one
     for topic_id in (recreated.old_id, recreated.new_id):
         for p in range(PARTITIONS):
             held = sorted((v["base_offset"], v["last_offset"]) for v in verdicts
@@ -343,6 +344,13 @@ def test_each_incarnation_is_a_history_of_its_own(recreated, audits):
             assert all(a[1] + 1 == b[0] for a, b in zip(held, held[1:])), held
     records = _table(out, "records")
     assert sum(r["topic"] == TOPIC for r in records) == 2 * PARTITIONS * RECORDS
+    # on the metadata log's evidence: the broker's RemoveTopicRecord of the old id
+    gone = _summary(out)["topic_identity"]["deleted_incarnations"]  # and the ballast topic _drive deleted
+    assert [i for i, e in gone.items() if e["topic"] == TOPIC] == [recreated.old_id], gone
+    assert gone[recreated.old_id]["folders"] == PARTITIONS, gone
+    assert gone[recreated.old_id]["evidence"].startswith("the metadata log removed it at offset "), gone
+    done, _ = audits["both"]
+    assert f"{TOPIC} (topic id {recreated.old_id}: the metadata log removed it at offset" in done.stdout
 
 
 # -- two nights over the same paths -----------------------------------------------------------------
@@ -365,6 +373,8 @@ def test_an_incremental_night_after_a_recreate_starts_a_new_history(recreated, a
     full = [v for v in _table(audits["both"][1], "batch_verdicts") if v["topic"] == TOPIC]
     rows = [sorted(tuple(v[k] for k in key) for v in vs) for vs in (verdicts, full)]
     assert rows[0] == rows[1] and len(rows[0]) >= 2 * PARTITIONS * ROUNDS  # a batch per flush at least
+    assert {(v["topic_id"], v["topic_deleted"]) for v in verdicts} == {(recreated.old_id, True),
+                                                                       (recreated.new_id, False)}
 
 
 # -- a partition moved to the other log dir and back ----------------------------------------------------
@@ -390,6 +400,27 @@ def test_a_partition_moved_away_and_back_audits_clean(recreated, tmp_path):
     assert [v for v in verdicts if v["offset_overlap"]] == []
     divergence = [r for r in _table(out, "replica_divergence") if r["topic"] == MOVED]
     assert {(r["kind"], r["severity"]) for r in divergence} <= {("truncated_tail", "info")}, divergence
+
+
+def test_a_log_dir_without_partition_metadata_audits_as_before(recreated, audits, tmp_path):
+    """A pre-2.8 layout: the broker's log dirs before the deletion, every ``partition.metadata``
+    removed. The audit keys each history by name alone, as for a broker before 2.8; its verdicts are
+    the ones the same copy gave with the files, and the summary and the command's line count every
+    partition folder as without an id."""
+    copies = [copy_log_dir(c, tmp_path / c.name) for c in recreated.before]
+    removed = [f.unlink() or f for c in copies for f in c.glob("*/partition.metadata")]
+    assert len(removed) >= PARTITIONS
+    out = tmp_path / "out"
+    done = _segaudit("run", *map(str, copies), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary, before = _summary(out), audits["night-1-summary"]
+    identity = summary["topic_identity"]
+    assert identity["without_topic_id"] == identity["partition_folders"] == before["topic_identity"][
+        "partition_folders"], identity
+    assert "partition folders have no topic id (no partition.metadata" in done.stdout
+    assert summary["verdicts"] == before["verdicts"] and summary["severities"] == before["severities"]
+    assert summary["severities"]["violation"] == 0 and summary["record_duplicates"] == 0
+    assert {v["topic_id"] for v in _table(out, "batch_verdicts")} == {None}
 
 
 def _folders_of(copies: list[Path], topic: str) -> list[tuple[str, bool, str]]:
@@ -428,6 +459,7 @@ def test_over_kafka_the_rows_carry_the_recreated_topics_id(recreated):
     assert {v["topic_id"] for v in verdicts} == {recreated.new_id} and recreated.old_id != recreated.new_id
     for v in verdicts:
         assert (v["verdict"], v["severity"]) == ("OK", "ok") and not v["offset_overlap"], v
+        assert v["topic_deleted"] is False, v  # the live incarnation: the Metadata API names it
     for p in range(PARTITIONS):
         held = sorted((v["base_offset"], v["last_offset"]) for v in verdicts if v["partition"] == p)
         assert held[0][0] == 0 and held[-1][1] == RECORDS - 1, held

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from analytics import reuse
 from analytics.audit.config import AuditConfig
+from analytics.audit.incarnations import described, deleted_incarnations, is_marked, with_deleted
 from analytics.audit.settings import resolved
 from analytics.contract import APART, AUDIT, EXPORT, SUMMARY, TOPIC_ID
 from analytics.publish import continued, published, read_manifest
@@ -112,22 +113,29 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
     if sized:  # not set: as long as a task's memory holds
         config = replace(config, range_batches=range_decision(task_memory(spark))[0])
     folders = folder_topic_ids(store, manifest)
+    deleted = deleted_incarnations(folders, manifest.get("cluster_metadata"))
+    folders = with_deleted(folders, deleted)
     ids = topic_ids(spark, folders)
     written = read_parquet(spark, store.path("batches"))
-    batches = held(with_topic_id(written, ids), store.size("batches"))  # the audit reads it many times
-    log_starts = with_live_topic_id(read_parquet(spark, store.path("log_start_offsets")), ids)
-    records = (held(with_topic_id(read_parquet(spark, store.path("records")), ids), store.size("records"))
-               if store.is_dir("records") else None)
+    batches = held(left_out(with_topic_id(written, ids), config), store.size("batches"))  # read many times
+    log_starts = left_out(with_live_topic_id(read_parquet(spark, store.path("log_start_offsets")), ids), config)
+    records = (held(left_out(with_topic_id(read_parquet(spark, store.path("records")), ids), config),
+                    store.size("records")) if store.is_dir("records") else None)
     inputs = dict(out=out, config=config, range_sized=sized, provenance=provenance, export_manifest=manifest,
                   batches=batches, log_starts=log_starts, records=records, window_function=javacode.load(spark),
                   unread=unread_segments(spark, store, manifest), topic_ids=ids,
-                  identity=folder_identity(manifest, folders),
+                  identity=folder_identity(manifest, folders, deleted, config.skip_deleted_topics),
                   kept_apart={f: i for f, i in (folders or {}).items() if APART in (i or "")})
     continued_out = continued(out) if incremental else None
     previous, why = (None, None) if continued_out is None else previous_audit(spark, continued_out, config)
-    if previous is not None and (inputs["kept_apart"] or (previous.summary.get("topic_identity") or {}).get(
-            "leftovers_apart")):  # its state tables show a leftover's histories under the live folder's key
-        previous, why = None, "a leftover folder beside a live one of the same topic id: a full audit"
+    earlier = previous.summary.get("topic_identity") or {} if previous is not None else {}
+    if previous is not None and (any(not is_marked(i) for i in inputs["kept_apart"].values())
+                                 or earlier.get("leftovers_apart") or earlier.get("deleted_incarnations")):
+        # its state tables show a leftover's histories under the id alone, not under the audit's key (a
+        # deleted incarnation new in this export is a new history: its key is in no state table yet)
+        previous, why = None, ("the previous audit held a deleted topic's folders: a full audit"
+                               if earlier.get("deleted_incarnations") and not earlier.get("leftovers_apart")
+                               else "a leftover folder beside a live one of the same topic id: a full audit")
     if previous is None:
         if why:
             (progress or (lambda _msg: None))(why)
@@ -149,6 +157,16 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
                      replay_conf=HELD_CONF | (few if replay_single else {}),
                      derived_conf=HELD_CONF | few if derived_single else {},
                      replicas_with_replay=derived_single or not replay_single, reason=reason)
+
+
+def left_out(df, config: AuditConfig):
+    """``df`` without the rows of deleted incarnations when the configuration skips them
+    (``skip_deleted_topics``, :mod:`analytics.audit.incarnations`)."""
+    from pyspark.sql import functions as F
+
+    from analytics.contract import DELETED
+
+    return df.where(~F.col(TOPIC_ID).endswith(APART + DELETED)) if config.skip_deleted_topics else df
 
 
 def few_batches(batches: int | None) -> bool:
@@ -308,14 +326,17 @@ def apart(folders: dict[str, str | None]) -> dict[str, str]:
             for folder, suffix in members if suffix in LEFTOVER_SUFFIXES}
 
 
-def folder_identity(manifest: dict, folders: dict[str, str | None] | None) -> dict | None:
+def folder_identity(manifest: dict, folders: dict[str, str | None] | None, deleted: dict | None = None,
+                    skipped: bool = False) -> dict | None:
     """``{"partition_folders": n, "without_topic_id": m, "leftovers_apart": k}``: the partition folders
     holding the export's segment files, those whose ``partition.metadata`` gave no topic id (brokers
     before 2.8, hand-copied segments, a file lost): their histories are told apart by topic name
     alone, and the leftover folders kept apart from a live folder of the same id (:func:`apart`). A
     live cluster's export counts its captured partitions, and those the Metadata API gave no topic id
     (a broker before 2.8), with ``"source": "metadata_api"``. None when the export names no segment files (``kafka-dump-log`` text).
-    ``folders``: :func:`folder_topic_ids`."""
+    ``folders``: :func:`folder_topic_ids`; ``deleted``: the deleted incarnations
+    (:func:`analytics.audit.incarnations.deleted_incarnations`), recorded as ``deleted_incarnations``
+    with ``deleted_skipped`` (``skip_deleted_topics``: left out of the audit)."""
     live = (manifest.get("cluster") or {}).get("partitions")
     if live is not None:
         return {"partition_folders": len(live), "without_topic_id": sum(not p.get(TOPIC_ID) for p in live),
@@ -326,9 +347,10 @@ def folder_identity(manifest: dict, folders: dict[str, str | None] | None) -> di
     ids = {folder: (topic_id or "").partition(APART)[0] for folder, topic_id in (folders or {}).items()}
     identity = {"partition_folders": len(segment_folders),
                 "without_topic_id": len(segment_folders - {folder for folder, i in ids.items() if i})}
-    kept_apart = sum(APART in (topic_id or "") for folder, topic_id in (folders or {}).items()
-                     if folder in segment_folders)
-    return identity | ({"leftovers_apart": kept_apart} if kept_apart else {})
+    kept_apart = sum(APART in (topic_id or "") and not is_marked(topic_id)
+                     for folder, topic_id in (folders or {}).items() if folder in segment_folders)
+    gone = ({"deleted_incarnations": deleted, "deleted_skipped": skipped} if deleted else {})
+    return identity | ({"leftovers_apart": kept_apart} if kept_apart else {}) | gone
 
 
 def described_identity(identity: dict | None) -> str | None:
@@ -362,6 +384,8 @@ def described_identity(identity: dict | None) -> str | None:
                      f"same topic id in {'its' if n == 1 else 'their'} log dir: audited as "
                      f"{'a history of its own' if n == 1 else 'histories of their own'} (the broker's old copy "
                      "of a replica that moved away and back)")
+    if identity.get("deleted_incarnations"):
+        lines.append(described(identity["deleted_incarnations"], identity.get("deleted_skipped", False)))
     return "; ".join(lines) or None
 
 

@@ -8,6 +8,8 @@
     range_batches = 250000                # a longer partition history is replayed in ranges this long
                                           # (default: sized from the memory of a task)
     server_properties = "/etc/kafka/server.properties"  # the brokers' static settings (analytics.audit.settings)
+    skip_deleted_topics = true            # leave out the partition folders of deleted topics
+                                          # (analytics.audit.incarnations); default: audited, marked deleted
 
     [cleanup_policy]                      # default: the data dir's __cluster_metadata, server.properties
     "orders-compacted" = "compact"
@@ -70,6 +72,7 @@ class AuditConfig:
     range_batches: int | None = None
     message_timestamp_type: dict[str, str] = field(default_factory=dict)
     server_properties: str | None = None
+    skip_deleted_topics: bool = False
     # who gave each setting, flag or config (per topic for a per-topic one): the others are resolved
     # from the data dir, server.properties or the defaults (analytics.audit.settings); not a setting
     given: dict = field(default_factory=dict, compare=False, repr=False)
@@ -159,9 +162,17 @@ def config_from_mapping(doc: dict, path: str = "configuration") -> AuditConfig:
         range_batches=None if doc.get("range_batches") is None else int(doc["range_batches"]),
         message_timestamp_type={str(k): str(v) for k, v in doc.get("message_timestamp_type", {}).items()},
         server_properties=None if doc.get("server_properties") is None else str(doc["server_properties"]),
+        skip_deleted_topics=_boolean(doc.get("skip_deleted_topics", False), path, "skip_deleted_topics"),
         given={k: ({str(t): "config" for t in doc[k]} if k in PER_TOPIC else "config")
                for k in doc if k in AuditConfig.__dataclass_fields__},
     )
+
+
+def _boolean(value, path: str, key: str) -> bool:
+    """A TOML boolean; a ValueError naming ``key`` for anything else."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{path}: {key} must be true or false, not {value!r}")
+    return value
 
 
 def check_dedup_key(value: str) -> None:

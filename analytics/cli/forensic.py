@@ -10,9 +10,10 @@ def explain_text(e) -> str:
     """The batch holding the offset, the reasoning, and the producer's batches around it."""
     where = e.folder if e.folder else (e.log_dir if len(e.log_dirs) > 1 else None)
     # the incarnation: a topic deleted and created again under its name is another topic, with another id
-    topic_id = next((b.get("topic_id") for b in [*e.batches, *e.nearest.values()] if b and b.get("topic_id")), None)
-    lines = [f"{e.topic}-{e.partition} offset {e.offset}" + (f" in {where}" if where else "")
-             + (f" (topic id {topic_id})" if topic_id else "")]
+    known = next((b for b in [*e.batches, *e.nearest.values()] if b and b.get("topic_id")), None)
+    incarnation = (f" (topic id {known['topic_id']}{', deleted' if known.get('topic_deleted') else ''})"
+                   if known else "")
+    lines = [f"{e.topic}-{e.partition} offset {e.offset}" + (f" in {where}" if where else "") + incarnation]
     for b in e.batches:
         lines.append(f"  batch {b['base_offset']}..{b['last_offset']} in {b['file']} at byte {b['file_position']}: "
                      f"{b['verdict']} ({b['severity']}{', explained by ' + b['explained_by'] if b['explained_by'] else ''})")

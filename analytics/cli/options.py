@@ -59,6 +59,10 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
                    help="replay a partition's history in ranges of about N batches, each in a task of its own "
                         "(default: as many as a task's memory holds, at least 250000; changes where the work runs, "
                         "never a verdict)")
+    p.add_argument("--skip-deleted-topics", action="store_true", default=None,
+                   help="leave out the partition folders of deleted topics (a -delete folder of an id the metadata "
+                        "log removed, or whose name another topic id now holds); default: audited apart, marked "
+                        "topic_deleted")
     p.add_argument("--incremental", action="store_true",
                    help="continue the audit already in OUT: replay only the batches after the state it left "
                         "(the tables equal a full audit's; a changed history is replayed whole)")
@@ -187,6 +191,7 @@ def audit_config(args, previous: dict | None = None):
             broker_restarts=(config.broker_restarts + tuple(restart(v) for v in args.restart)) if args.restart else None,
             range_batches=args.range_batches,
             server_properties=args.server_properties,
+            skip_deleted_topics=getattr(args, "skip_deleted_topics", None),
             message_timestamp_type=(config.message_timestamp_type | dict(pair(v, "=") for v in args.message_timestamp_type))
             if args.message_timestamp_type else None,
         )

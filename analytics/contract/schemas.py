@@ -204,6 +204,7 @@ BATCH_VERDICTS = pa.schema(
         ("expired_offset", pa.int64()),
         ("conflict_offset", pa.int64()),
         ("topic_id", pa.string()),  # the partition folder's topic id (partition.metadata), null without one
+        ("topic_deleted", pa.bool_()),  # extension: the incarnation was deleted (analytics.audit.incarnations)
     ]
 )
 ANOMALIES = BATCH_VERDICTS  # the rows of batch_verdicts whose severity is not ok
@@ -225,6 +226,7 @@ PRODUCER_SESSIONS = pa.schema(
         ("last_sequence", pa.int32()),
         *[(v.lower(), pa.int64()) for v in VERDICTS],  # batches per verdict
         ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
+        ("topic_deleted", pa.bool_()),  # extension: the incarnation was deleted (analytics.audit.incarnations)
     ]
 )
 
@@ -238,6 +240,7 @@ TRANSACTIONS = pa.schema(
         ("log_dir", pa.string()),
         ("coordinator_view", pa.string()),  # extension: an open transaction against a live cluster's coordinators
         ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
+        ("topic_deleted", pa.bool_()),  # extension: the incarnation was deleted (analytics.audit.incarnations)
     ]
 )
 
@@ -249,6 +252,7 @@ SNAPSHOT_CHECKS = pa.schema(
         ("expected_last_sequence", pa.int32()), ("replayed_last_sequence", pa.int32()),
         ("expected_last_offset", pa.int64()), ("replayed_last_offset", pa.int64()), ("log_dir", pa.string()),
         ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
+        ("topic_deleted", pa.bool_()),  # extension: the incarnation was deleted (analytics.audit.incarnations)
     ]
 )
 
@@ -328,6 +332,7 @@ RECORD_DUPLICATES = pa.schema(
         # "duplicate" rows are received twice (no_duplicate_record, summary.json's record_duplicates)
         ("kind", pa.string()),
         ("topic_id", pa.string()),  # extension: the incarnation of the topic (null: not known)
+        ("topic_deleted", pa.bool_()),  # extension: the incarnation was deleted (analytics.audit.incarnations)
     ]
 )
 
@@ -349,6 +354,7 @@ REPLICA_DIVERGENCE = pa.schema(
         ("other_records", pa.int64()),  # extension: their records
         ("explained_by", pa.string()),  # extension: compaction, for a missing range of a compacted topic
         ("topic_id", pa.string()),  # extension: the incarnation both replicas hold (null: not known)
+        ("topic_deleted", pa.bool_()),  # extension: the incarnation was deleted (analytics.audit.incarnations)
     ]
 )
 
@@ -415,33 +421,17 @@ CLUSTER_CONFIGS = pa.schema([("resource_type", pa.string()), ("resource_name", p
                              ("node_id", pa.int32()), ("end_offset", pa.int64()), ("file", pa.string())])
 
 # Every table under OUT by its contract name (``records`` as written: value replaced by size and hash).
-OUT_SCHEMAS = {
-    "batches": BATCHES,
-    "records": RECORDS,
-    "segments": SEGMENTS,
-    "parse_errors": PARSE_ERRORS,
-    "producer_snapshots": PRODUCER_SNAPSHOTS,
-    "aborted_transactions": ABORTED_TRANSACTIONS,
-    "leader_epochs": LEADER_EPOCHS,
-    "checkpoints": CHECKPOINTS,
-    "partition_metadata": PARTITION_METADATA,
-    "log_start_offsets": LOG_START_OFFSETS,
-    "transactional_ids": TRANSACTIONAL_IDS,
-    "coordinator_transactions": COORDINATOR_TRANSACTIONS,
-    "cluster_configs": CLUSTER_CONFIGS,
-    "batch_verdicts": BATCH_VERDICTS,
-    "anomalies": ANOMALIES,
-    "producer_sessions": PRODUCER_SESSIONS,
-    "transactions": TRANSACTIONS,
-    "snapshot_checks": SNAPSHOT_CHECKS,
-    "producer_state": PRODUCER_STATE,
-    "partition_state": PARTITION_STATE,
-    "producer_files": PRODUCER_FILES,
-    "file_state": FILE_STATE,
-    "record_duplicates": RECORD_DUPLICATES,
-    "replica_divergence": REPLICA_DIVERGENCE,
-    "reconciliation": RECONCILIATION,
-}
+OUT_SCHEMAS = dict(
+    batches=BATCHES, records=RECORDS, segments=SEGMENTS, parse_errors=PARSE_ERRORS,
+    producer_snapshots=PRODUCER_SNAPSHOTS, aborted_transactions=ABORTED_TRANSACTIONS, leader_epochs=LEADER_EPOCHS,
+    checkpoints=CHECKPOINTS, partition_metadata=PARTITION_METADATA, log_start_offsets=LOG_START_OFFSETS,
+    transactional_ids=TRANSACTIONAL_IDS, coordinator_transactions=COORDINATOR_TRANSACTIONS,
+    cluster_configs=CLUSTER_CONFIGS, batch_verdicts=BATCH_VERDICTS, anomalies=ANOMALIES,
+    producer_sessions=PRODUCER_SESSIONS, transactions=TRANSACTIONS, snapshot_checks=SNAPSHOT_CHECKS,
+    producer_state=PRODUCER_STATE, partition_state=PARTITION_STATE, producer_files=PRODUCER_FILES,
+    file_state=FILE_STATE, record_duplicates=RECORD_DUPLICATES, replica_divergence=REPLICA_DIVERGENCE,
+    reconciliation=RECONCILIATION,
+)
 # What the reader yields per table (``records`` with the raw value), for the tables it reads.
 READ_SCHEMAS = {**{name: OUT_SCHEMAS[name] for name in (
     "batches", "segments", "parse_errors", *SIDECAR_TABLES)}, "records": RECORDS_RAW}

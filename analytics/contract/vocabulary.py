@@ -375,6 +375,10 @@ HISTORY_KEY = ("log_dir", "topic", "partition", TOPIC_ID)
 # id in its log dir (a replica moved away and back before the broker deleted the old copy) keys its
 # history by its id, this mark and the folder's own suffix: its own history. Outputs show the id alone.
 APART = "@"
+# A deleted incarnation (analytics.audit.incarnations): its folders' histories are keyed inside the audit
+# by the id, APART and DELETED; outputs show the id alone, and TOPIC_DELETED true.
+DELETED = "deleted"
+TOPIC_DELETED = "topic_deleted"
 # What the log dir's checkpoints key their entries by: the name (they describe its live partitions).
 NAME_KEY = ("log_dir", "topic", "partition")
 

@@ -64,7 +64,7 @@ def _read_partition(part) -> tuple[ClusterConfigs, dict, list]:
         errors += apply_records(state, read.records, str(segment.path), partition=part.partition, since=since)
     state.end_offset = max(state.end_offset, since)
     note = {"snapshot": used, "end_offset": state.end_offset, "records": state.records, "skipped": state.skipped,
-            "undecoded": len(errors), "configs": len(state.configs)}
+            "undecoded": len(errors), "configs": len(state.configs), "topic_ids": state.topic_ids()}
     return state, note, errors
 
 

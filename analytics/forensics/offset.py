@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 
-from analytics.contract import DUPLICATE, PRODUCER_EXPIRATION, log_dir_of
+from analytics.contract import DUPLICATE, PRODUCER_EXPIRATION, TOPIC_ID, log_dir_of
 from analytics.forensics.reasoning import no_batch_reasoning, other_folders, other_log_dirs, verdict_reasoning
 from analytics.forensics.tables import Audit, NotFound, Table, in_folder, in_log_dir
 from analytics.kafka.discovery import LEFTOVER_SUFFIXES, parse_partition_dir
@@ -24,7 +24,7 @@ BATCH_FIELDS = [
     "producer_id", "producer_epoch", "base_sequence", "last_sequence", "is_transactional", "is_control",
     "control_type", "coordinator_epoch", "crc_valid", "verdict", "severity", "explained_by", "expected_sequence",
     "prev_base_offset", "idle_ms", "offset_holes", "explanation", "txn_open", "offset_overlap",
-    "expired_offset", "conflict_offset", "topic_id",
+    "expired_offset", "conflict_offset", "topic_id", "topic_deleted",
 ]
 # What ``explain`` shows of the batch another replica holds at the offset.
 REPLICA_FIELDS = ["base_offset", "last_offset", "record_count", "producer_id", "producer_epoch", "base_sequence",
@@ -89,7 +89,9 @@ def explain(out: str, topic: str, partition: int, offset: int, context: int = 3,
     holding = [r for r, d in zip(everywhere, where) if d == chosen]
     result = Explanation(topic, partition, offset, [{c: r[c] for c in BATCH_FIELDS} for r in holding], [], [], [],
                          log_dir=chosen, log_dirs=dirs, folder=folder if len(mine) > 1 else None)
-    result.replicas = _replicas(audit, verdicts, topic, partition, offset, chosen, dirs, everywhere, where)
+    incarnation = _incarnation(verdicts, here)
+    result.replicas = _replicas(audit, verdicts, topic, partition, offset, chosen, dirs, everywhere, where,
+                                incarnation)
     also = other_folders(folder, mine) + other_log_dirs(offset, chosen, dirs, result.replicas)
     if not holding:
         below = verdicts.first(here & (pc.field("last_offset") < offset), "last_offset", descending=True,
@@ -136,26 +138,44 @@ def _producer_context(audit: Audit, verdicts: Table, same: pc.Expression, batch:
         result.expiry = next(iter(point), None)
 
 
+def _incarnation(verdicts: Table, here: pc.Expression) -> str | None:
+    """The topic id of the explained folder's rows (``here``), or None (no ids: the name alone)."""
+    if TOPIC_ID not in verdicts.columns:
+        return None
+    first = verdicts.first(here, "base_offset", columns=[TOPIC_ID])
+    return first[0][TOPIC_ID] if first else None
+
+
 def _replicas(audit: Audit, verdicts: Table, topic: str, partition: int, offset: int, chosen: str,
-              dirs: list[str], everywhere: list[dict], where: list[str]) -> list[dict]:
-    """What each other log dir of the partition holds at ``offset``, against the chosen one's batch."""
+              dirs: list[str], everywhere: list[dict], where: list[str], incarnation: str | None) -> list[dict]:
+    """What each other log dir of the partition holds at ``offset``, against the chosen one's batch: the
+    log dirs holding the explained folder's incarnation (``incarnation``: its topic id; a folder of
+    another id under the name is another topic, no replica of it)."""
     if len(dirs) < 2:
         return []
-    mine = next((r for r, d in zip(everywhere, where) if d == chosen), None)
+    ours = (lambda r: r.get(TOPIC_ID) == incarnation) if incarnation else (lambda r: True)
+    mine = next((r for r, d in zip(everywhere, where) if d == chosen and ours(r)), None)
     table = audit.table("replica_divergence")
+    same_topic = (pc.field("topic") == topic) & (pc.field("partition") == partition)
+    if incarnation and table is not None and TOPIC_ID in table.columns:
+        same_topic &= pc.field(TOPIC_ID) == incarnation
     ranges = [] if table is None else table.rows(
-        (pc.field("topic") == topic) & (pc.field("partition") == partition) & (pc.field("first_offset") <= offset)
-        & (pc.field("last_offset") >= offset))
+        same_topic & (pc.field("first_offset") <= offset) & (pc.field("last_offset") >= offset))
     out = []
     for d in dirs:
         if d == chosen:
             continue
-        batch = next((r for r, w in zip(everywhere, where) if w == d), None)
+        if incarnation and not verdicts.first((pc.field("partition") == partition) & in_log_dir(d)
+                                              & (pc.field(TOPIC_ID) == incarnation), "base_offset",
+                                              columns=["base_offset"]):
+            continue  # only another incarnation of the name there
+        batch = next((r for r, w in zip(everywhere, where) if w == d and ours(r)), None)
         same = (batch is not None and mine is not None and batch["crc"] == mine["crc"]
                 and (batch["base_offset"], batch["last_offset"]) == (mine["base_offset"], mine["last_offset"]))
         pair = [r for r in ranges if {r["log_dir"], r["other_log_dir"]} == {chosen, d}]
-        there = pc.field("partition") == partition
-        there &= in_log_dir(d)
+        there = (pc.field("partition") == partition) & in_log_dir(d)
+        if incarnation:
+            there &= pc.field(TOPIC_ID) == incarnation
         end = verdicts.first(there, "last_offset", descending=True, columns=["last_offset"])
         out.append({"log_dir": d, "batch": None if batch is None else {c: batch[c] for c in REPLICA_FIELDS},
                     "same": same, "log_start": _log_start(audit, topic, partition, d),

@@ -24,7 +24,7 @@ from analytics.publish import AsOf, published
 VERDICTS = "batch_verdicts"
 TOPIC_FOLDER = "topic="  # the Hive-style folder of each topic of batch_verdicts
 # Columns of batch_verdicts newer than some audits on disk: read as null from those.
-LATER_COLUMNS = ("expired_offset", "conflict_offset", "topic_id")  # None where an older audit has none
+LATER_COLUMNS = ("expired_offset", "conflict_offset", "topic_id", "topic_deleted")  # None where an older audit has none
 
 
 class NotFound(UsageError):

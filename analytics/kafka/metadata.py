@@ -8,7 +8,8 @@ encoding; every type read here is flexible from version 0: compact strings (unsi
 length + 1, 0 for null), a tagged-field section at the end. The types read
 (``metadata/src/main/resources/common/metadata/*.json`` in Kafka's sources):
 
-- ``TopicRecord`` (2): ``Name`` string, ``TopicId`` uuid (16 bytes);
+- ``TopicRecord`` (2): ``Name`` string, ``TopicId`` uuid (16 bytes; read in ``partition.metadata``'s
+  form, url-safe base64, as every table shows a topic id);
 - ``ConfigRecord`` (4): ``ResourceType`` int8 (2 topic, 4 broker; resource name "" for the
   cluster-wide broker default), ``ResourceName``, ``Name``, ``Value`` nullable (null: the setting
   is deleted);
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from analytics.kafka.errors import RECORD_DECODE, KafkaFormatError
 from analytics.kafka.fields import Fields
 from analytics.kafka.model import ParseError
+from analytics.kafka.sidecars.metadata import topic_id_text
 
 METADATA_TOPIC = "__cluster_metadata"
 SNAPSHOT_FILE = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
@@ -68,9 +70,9 @@ def decode_record(value: bytes | None) -> MetadataRecord:
         fields = {"ResourceType": r.int8(), "ResourceName": r.string(), "Name": r.string(),
                   "Value": r.string(nullable=True)}
     elif api_key == TOPIC_RECORD:
-        fields = {"Name": r.string(), "TopicId": r.uuid()}
+        fields = {"Name": r.string(), "TopicId": topic_id_text(r.uuid())}
     elif api_key == REMOVE_TOPIC_RECORD:
-        fields = {"TopicId": r.uuid()}
+        fields = {"TopicId": topic_id_text(r.uuid())}
     else:  # the transaction records: their fields are not needed
         fields = {}
         r.take(len(value) - r.pos)
@@ -93,6 +95,7 @@ class ClusterConfigs:
 
     configs: dict = field(default_factory=dict)  # (resource type, name, config) -> (value, offset, file)
     topics: dict = field(default_factory=dict)  # topic id -> name
+    removed: dict = field(default_factory=dict)  # topic id -> (name, offset, file) of its RemoveTopicRecord
     records: int = 0  # records applied
     skipped: int = 0  # records of a type or version Kafka did not have when this was written
     end_offset: int = -1  # the offset after the last record applied
@@ -123,6 +126,7 @@ class ClusterConfigs:
             self.topics[f["TopicId"]] = f["Name"]
         elif record.api_key == REMOVE_TOPIC_RECORD:
             name = self.topics.pop(f["TopicId"], None)
+            self.removed[f["TopicId"]] = (name, offset, file)
             if name is not None:
                 for key in [k for k in self.configs if k[0] == TOPIC and k[1] == name]:
                     del self.configs[key]
@@ -132,6 +136,14 @@ class ClusterConfigs:
                 self.configs.pop(key, None)
             else:
                 self.configs[key] = (f["Value"], offset, file)
+
+    def topic_ids(self) -> dict:
+        """The topic ids this metadata log knows: ``live`` (id -> name, the topics at its end) and
+        ``removed`` (id -> its name and the offset of its ``RemoveTopicRecord``; a removal older
+        than the snapshot read is not among them: the snapshot holds the live topics alone)."""
+        return {"live": dict(sorted(self.topics.items())),
+                "removed": {topic_id: {"name": name, "offset": offset}
+                            for topic_id, (name, offset, _file) in sorted(self.removed.items())}}
 
     def rows(self, log_dir: str, node_id: int | None) -> list[dict]:
         """The configs in force as rows of ``cluster_configs``."""

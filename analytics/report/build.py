@@ -16,7 +16,7 @@ import time
 
 from analytics.contract import (
     ABORTED, AUDIT, SUMMARY, VALIDATE, VALIDATION_DIR, DUP_DUPLICATE, DUPLICATE, FINDING_SEVERITIES, HANGING, NAME_KEY, MATCH, MISMATCH, NOT_IN_LOG, OPEN,
-    SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES,
+    SEQUENCE_GAP, SEV_EXPLAINED, SEV_OK, SEV_VIOLATION, SEVERITIES, TOPIC_DELETED, TOPIC_ID,
 )
 from analytics.errors import StageMissing
 from analytics.publish import AsOf, Published, published
@@ -111,7 +111,8 @@ def _partitions(spark, v, errors) -> dict:
 
     # one pass over the verdicts: a row per (partition, verdict, severity), small, computed once and
     # read by the partition ranking, each shown partition's verdicts and the verdict x severity table
-    counts = v.groupBy(*KEYS, "verdict", "severity").agg(
+    ids = [c for c in (TOPIC_ID, TOPIC_DELETED) if c in v.columns]  # an audit before them has neither
+    counts = v.groupBy(*KEYS, *ids, "verdict", "severity").agg(
         F.count("*").alias("batches"),
         F.sum(F.when(~F.col("is_control"), F.col("record_count")).otherwise(0)).cast("long").alias("records"),
         F.min("base_offset").alias("first_offset"), F.max("last_offset").alias("last_offset"),
@@ -122,9 +123,10 @@ def _partitions(spark, v, errors) -> dict:
         F.min("first_offset").alias("first_offset"), F.max("last_offset").alias("last_offset"),
         F.min("first_timestamp").alias("first_timestamp"), F.max("last_timestamp").alias("last_timestamp"),
         *[F.sum(F.when(F.col("severity") == s, F.col("batches")).otherwise(0)).alias(s) for s in SEVERITIES],
+        _incarnations(ids),
     ).withColumn("findings", F.col(SEV_EXPLAINED) + F.col(SEV_VIOLATION))
     ranked = per_partition.orderBy(F.col(SEV_VIOLATION).desc(), F.col(SEV_EXPLAINED).desc(), *KEYS)
-    partitions = [r.asDict() for r in ranked.limit(MAX_PARTITIONS).collect()]
+    partitions = [named(r.asDict(recursive=True)) for r in ranked.limit(MAX_PARTITIONS).collect()]
     partitions_total = len(partitions) if len(partitions) < MAX_PARTITIONS else per_partition.count()
     verdicts_of = {}
     shown = spark.createDataFrame([_key(p) for p in partitions] or [("", "", -1)],
@@ -144,6 +146,32 @@ def _partitions(spark, v, errors) -> dict:
             "violations": [r.asDict() for r in violating.collect()],
             "timelines": _timelines(v, [r.asDict() for r in with_findings.collect()]),
             "verdict_severities": _verdict_severities(counts)}
+
+
+def _incarnations(ids: list[str]):
+    """The incarnations of a partition's rows (its topic ids, each with whether it was deleted), sorted."""
+    from pyspark.sql import functions as F
+
+    if len(ids) < 2:
+        return F.lit(None).cast("array<struct<topic_id:string,deleted:boolean>>").alias("incarnations")
+    return F.array_sort(F.collect_set(F.struct(F.coalesce(TOPIC_ID, F.lit("")).alias(TOPIC_ID),
+                                               F.coalesce(TOPIC_DELETED, F.lit(False)).alias("deleted")))
+                        ).alias("incarnations")
+
+
+def named(partition: dict) -> dict:
+    """A ranked partition with its ``incarnations`` only where the report names them: more than one
+    topic id under its name in its log dir, or a deleted one.
+
+    >>> named({"topic": "t", "incarnations": [{"topic_id": "A", "deleted": False}]})
+    {'topic': 't'}
+    >>> named({"incarnations": [{"topic_id": "A", "deleted": True}, {"topic_id": "B", "deleted": False}]})
+    {'incarnations': [{'topic_id': 'A', 'deleted': True}, {'topic_id': 'B', 'deleted': False}]}
+    """
+    seen = partition.pop("incarnations", None) or []
+    if len(seen) > 1 or any(i["deleted"] for i in seen):
+        partition["incarnations"] = seen
+    return partition
 
 
 def _verdict_severities(counts) -> dict:

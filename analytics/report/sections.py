@@ -166,7 +166,7 @@ def partitions(data: dict) -> str:
     parts = [as_dict(p) for p in as_list(data.get("partitions"))]
     if not parts:
         return section("partitions", "Partitions", nothing("no partitions"))
-    rows = [[esc(p.get("topic", "")), span("num", fmt_id(p.get("partition"))),
+    rows = [[esc(p.get("topic", "")) + _incarnations(p), span("num", fmt_id(p.get("partition"))),
              span("mono muted path", fmt_path(p.get("log_dir", ""))), span("num", fmt(p.get("batches"))),
              span("num", fmt(p.get("records"))),
              span("num", f"{fmt(p.get('first_offset'))} – {fmt(p.get('last_offset'))}"),
@@ -176,6 +176,19 @@ def partitions(data: dict) -> str:
     headers = ["topic", "partition", "log dir", "batches", "records", "offsets", "severities", "verdicts"]
     note = showing(len(parts), data.get("partitions_total"), "partitions")
     return section("partitions", "Partitions", note + table(headers, rows, [anchor(PARTITION, i) for i in range(len(rows))]))
+
+
+def _incarnations(p: dict) -> str:
+    """The topic ids under a partition's name, where more than one is or one was deleted.
+
+    >>> _incarnations({"incarnations": [{"topic_id": "A", "deleted": True}, {"topic_id": "B", "deleted": False}]})
+    '<br><span class="muted mono">topic ids A (deleted), B</span>'
+    """
+    seen = [as_dict(i) for i in as_list(p.get("incarnations"))]
+    if not seen:
+        return ""
+    ids = ", ".join(f"{esc(i.get('topic_id') or 'none')}{' (deleted)' if i.get('deleted') else ''}" for i in seen)
+    return f'<br>{span("muted mono", ("topic ids " if len(seen) > 1 else "topic id ") + ids)}'
 
 
 def timelines(data: dict) -> str:

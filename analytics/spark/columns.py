@@ -8,7 +8,8 @@ same topic-partition in two log dirs is two histories, and so are two incarnatio
 gives each row its partition folder's topic id. Inside the audit an unknown id is ``""``, so that
 the key joins as it is; ``conform`` writes it as null. A leftover folder kept apart from a live one
 of the same id (:func:`analytics.audit.audit_plan.apart`) has the id, ``APART`` and its suffix
-inside the audit; ``conform`` writes the id alone.
+inside the audit; ``conform`` writes the id alone. So does a deleted incarnation's
+(:mod:`analytics.audit.incarnations`), with ``topic_deleted`` true.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from analytics.contract import APART, OUT_SCHEMAS, TOPIC_ID
+from analytics.contract import APART, DELETED, OUT_SCHEMAS, TOPIC_DELETED, TOPIC_ID
 
 
 def log_dir_column(levels: int = 2):
@@ -88,7 +89,11 @@ def conform(df: DataFrame, table: str) -> DataFrame:
     from pyspark.sql.pandas.types import from_arrow_type
 
     def column(name: str):  # the topic id alone: a leftover kept apart shows its folder's id (APART)
-        return F.nullif(F.substring_index(F.col(name), APART, 1), F.lit("")) if name == TOPIC_ID else F.col(name)
+        if name == TOPIC_ID:
+            return F.nullif(F.substring_index(F.col(name), APART, 1), F.lit(""))
+        if name == TOPIC_DELETED and name not in df.columns:  # the audit's key says it (incarnations.marked)
+            return F.coalesce(F.col(TOPIC_ID).endswith(APART + DELETED), F.lit(False))
+        return F.col(name)
 
     return df.select(*[column(f.name).cast(from_arrow_type(f.type)).alias(f.name) for f in OUT_SCHEMAS[table]])
 
