@@ -1,5 +1,6 @@
-"""Every Spark release the package's pin admits, each in its own venv: the sample's ``run`` gives the
-golden verdicts, and stderr holds segaudit's lines only.
+"""Every Spark release the package's pin admits, each in its own venv: the sample's main job under
+that release's ``spark-submit`` gives the golden verdicts and the reference replay's (the replay's
+differential test), ``run`` with OUT in a bucket gives them too, and stderr holds segaudit's lines only.
 
 The suite itself runs on the Spark of ``.venv``; this module runs the sample on the newest patch
 release of every other minor version the pin admits (``SPARK_RELEASES``), each in a venv of PySpark
@@ -34,6 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # the newest patch release of each minor version the pin admits but .venv does not hold
 SPARK_RELEASES = ("4.0.5", "4.2.1", "4.3.0")
 JAVA_FALLBACK = "segaudit's window function failed on this Spark"
+JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector\n"
+# the columns of batch_verdicts the reference replay gives (tests/test_audit_differential.py)
+COMPARED = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms", "offset_holes",
+            "state_last_sequence", "state_last_offset", "expired_offset", "conflict_offset")
 
 
 def _dependencies() -> list[str]:
@@ -113,11 +118,56 @@ def _assert_golden(verdicts) -> None:
     assert got == truth
 
 
+def _submit_sample(version: str, out: str) -> subprocess.CompletedProcess:
+    """The sample's main job (``jobs/run.py``) with ``spark-submit`` of PySpark ``version``, on local
+    cores, with the arguments ``python -m analytics.spark.submit`` prints, as a user submits it: it
+    exits 1 (the sample's faults fail some expectations) with segaudit's lines only on stderr."""
+    venv = _venv(version)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": str(venv / "bin" / "python")}
+    env.pop("SPARK_HOME", None)
+    home = subprocess.run([str(venv / "bin" / "python"), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                          env=env, capture_output=True, text=True, check=True).stdout.strip()
+    args = subprocess.run([str(venv / "bin" / "python"), "-m", "analytics.spark.submit"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True).stdout.split()
+    done = subprocess.run(
+        [str(Path(home) / "bin" / "spark-submit"), "--master", "local[2]", *args, "jobs/run.py", "data/mixed",
+         "--out", out, "--config", "data/mixed.truth/audit.toml"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stderr[-3000:]
+    # the JVM's line for the module Spark's launcher adds, printed as the driver's JVM starts, before
+    # any code of Spark or segaudit runs (docs/how-to/s3-and-clusters.md): the one line not segaudit's
+    assert done.stderr.count(JVM_WARNING) <= 1
+    assert_own_lines(done.stderr.replace(JVM_WARNING, ""))
+    summary = json.loads(published(out).read_text("summary.json"))
+    assert summary["replay"] == "window_function", summary.get("replay_note")
+    return done
+
+
+def _assert_the_reference_replay_agrees(out: str) -> None:
+    """The replay's differential test on this Spark: every batch of the export replayed by the
+    pure-Python reference (:mod:`analytics.audit.reference`) under the configuration the audit
+    recorded gives the Spark replay's verdict, severity, explanation and every fact it shows."""
+    from analytics.audit.config import config_from_mapping
+    from analytics.audit.reference import replay
+
+    configuration = json.loads(published(out).read_text("summary.json"))["configuration"]
+    batches = pq.read_table(str(table_dir(out, "batches"))).to_pylist()
+    starts = {(r["topic"], r["partition"]): r["log_start_offset"]
+              for r in pq.read_table(str(table_dir(out, "log_start_offsets"))).to_pylist()}
+    want = replay(batches, config_from_mapping(configuration), starts)
+    got = {(r["file"], r["file_position"]): r for r in pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()}
+    assert got.keys() == want.keys() and len(got) == len(batches)
+    diffs = [(k, c, got[k][c], want[k].get(c)) for k in want for c in COMPARED if got[k][c] != want[k].get(c)]
+    assert diffs == []
+
+
 @pytest.mark.parametrize("version", SPARK_RELEASES)
-def test_the_sample_gets_the_golden_verdicts_on_every_spark(version, tmp_path):
+def test_spark_submit_of_the_sample_gets_the_golden_verdicts_and_the_reference_replays_on_every_spark(
+        version, tmp_path):
     out = tmp_path / "out"
-    _run_sample(version, str(out))
+    _submit_sample(version, str(out))
     _assert_golden(pq.read_table(str(table_dir(out, "batch_verdicts"))))
+    _assert_the_reference_replay_agrees(str(out))
 
 
 @pytest.mark.s3
