@@ -28,12 +28,16 @@ OLD, NEW, MOVED = "b2xkLWluY2FybmF0aW9uMA", "bmV3LWluY2FybmF0aW9uMA", "bW92ZWQtd
 UID = "9fcb5b7f1ba24c1a8d5d8ebae6cafb6b"
 
 
-def _batches(pid: int, count: int = 6, size: int = 10) -> list[bytes]:
-    """``count`` batches of ``size`` records from offset 0, producer ``pid`` in sequence."""
+START = 1_700_000_000_000
+
+
+def _batches(pid: int, count: int = 6, size: int = 10, start: int = START) -> list[bytes]:
+    """``count`` batches of ``size`` records from offset 0, producer ``pid`` in sequence, written from
+    ``start`` (epoch ms)."""
     out = []
     for base in range(0, count * size, size):
         records = [RecordSpec(key=f"k{base + i}".encode(), value=f"v{base + i}".encode(),
-                              timestamp=1_700_000_000_000 + base + i, offset_delta=i) for i in range(size)]
+                              timestamp=start + base + i, offset_delta=i) for i in range(size)]
         out.append(build_batch(base, records, producer_id=pid, producer_epoch=0, base_sequence=base,
                                partition_leader_epoch=0, last_offset_delta=size - 1))
     return out
@@ -126,7 +130,7 @@ def test_the_summary_counts_the_folders_known_by_name_alone(audited):
     summary = json.loads(Path(result.out, "summary.json").read_text())
     assert summary["topic_identity"] == {
         "partition_folders": 7, "without_topic_id": 1, "deleted_skipped": False,
-        "deleted_incarnations": {OLD: {"topic": "orders", "folders": 2,
+        "deleted_incarnations": {OLD: {"topic": "orders", "folders": 2, "deleted_at_ms": None,
                                        "evidence": f"its -delete folder beside the name held by topic id {NEW}"}}}
     line = described_identity(summary["topic_identity"])
     assert line.startswith("1 of 7 partition folders has no topic id"), line
@@ -211,11 +215,51 @@ def test_the_metadata_logs_removal_marks_a_deleted_incarnation_and_a_flag_leaves
         audited[skip] = ({(v["topic_id"], v["topic_deleted"]) for v in verdicts if v["topic"] == "orders"},
                          {(s["producer_id"], s["topic_deleted"]) for s in sessions if s["topic"] == "orders"},
                          json.loads(Path(out, "summary.json").read_text())["topic_identity"])
-    evidence = {OLD: {"topic": "orders", "folders": 1, "evidence": "the metadata log removed it at offset 1"}}
+    evidence = {OLD: {"topic": "orders", "folders": 1, "evidence": "the metadata log removed it at offset 1",
+                      "deleted_at_ms": 0}}  # the record's timestamp, as write_metadata_dir writes it
     assert audited[False][:2] == ({(OLD, True), (NEW, False)}, {(4000, True), (5000, False)})
     assert audited[False][2]["deleted_incarnations"] == evidence and not audited[False][2]["deleted_skipped"]
     assert audited[True][:2] == ({(NEW, False)}, {(5000, False)})
     assert audited[True][2]["deleted_incarnations"] == evidence and audited[True][2]["deleted_skipped"]
+
+
+def test_a_deleted_topics_open_transaction_is_judged_as_of_its_deletion(spark, tmp_path):
+    """Two topics deleted with a transaction open, their -delete folders in a log dir whose newest
+    batch (another topic's) is two hours later: each is judged as of its RemoveTopicRecord's
+    timestamp, not the export's time. Deleted a minute after its last write, the transaction is open
+    (the deletion ended it, the broker broke no rule); deleted an hour after, it was already hanging:
+    a violation of its own."""
+    import base64
+
+    import pyarrow.parquet as pq
+
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.job import audit
+    from analytics.export import export
+    from tests.test_cluster_configs import remove_topic, topic
+
+    ids = {"gone-a": "Z29uZS1hLXRvcGljLWlkMA", "gone-b": "Z29uZS1iLXRvcGljLWlkMA"}
+    after = {"gone-a": 60_000, "gone-b": 3_600_000}  # the deletion, after the open transaction's write
+    log = tmp_path / "broker"
+    metadata = []
+    for name, topic_id in ids.items():
+        opened = build_batch(60, [RecordSpec(key=b"k", value=b"v", timestamp=START + 100)], producer_id=4001,
+                             producer_epoch=0, base_sequence=0, is_transactional=True, partition_leader_epoch=0)
+        _partition(log, f"{name}-0.{UID}-delete", [*_batches(4000), opened], topic_id)
+        raw = base64.urlsafe_b64decode(topic_id + "==")
+        metadata += [(topic(name, raw), START), (remove_topic(raw), START + 100 + after[name])]
+    _partition(log, "live-0", _batches(5000, start=START + 7_200_000), NEW)
+    part = log / "__cluster_metadata-0"
+    part.mkdir()
+    (log / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=x\n")
+    write_file(part / segment_file_name(0), [build_batch(i, [RecordSpec(value=v, timestamp=t)])
+                                             for i, (v, t) in enumerate(metadata)])
+    out = str(tmp_path / "out")
+    export(None, [str(log)], out, records=True)
+    audit(spark, out, AuditConfig())
+    statuses = {(r["topic"], r["producer_id"]): (r["status"], r["topic_deleted"])
+                for r in pq.read_table(str(table_dir(out, "transactions"))).to_pylist()}
+    assert statuses == {("gone-a", 4001): ("OPEN", True), ("gone-b", 4001): ("HANGING", True)}
 
 
 def test_a_future_folder_is_a_replica_and_a_stray_one_of_another_incarnation_is_not(spark, tmp_path):

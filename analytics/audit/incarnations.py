@@ -32,18 +32,19 @@ LEFTOVER = "delete"  # the suffix of a folder the broker renamed for deletion
 
 def deleted_incarnations(folders: dict[str, str | None] | None, metadata: dict | None) -> dict[str, dict]:
     """Each deleted topic id among ``folders`` (partition folder -> its topic id, as
-    :func:`analytics.audit.audit_plan.folder_topic_ids` gives them) with its topic name, its folders
-    and the evidence, on the export's metadata logs (``metadata``: the manifest's ``cluster_metadata``,
-    per log dir).
+    :func:`analytics.audit.audit_plan.folder_topic_ids` gives them) with its topic name, its folders,
+    the evidence and when the controller removed it (``deleted_at_ms``: its ``RemoveTopicRecord``'s
+    timestamp, else None), on the export's metadata logs (``metadata``: the manifest's
+    ``cluster_metadata``, per log dir).
 
-    >>> removed = {"m": {"topic_ids": {"live": {"NEW": "t"}, "removed": {"OLD": {"name": "t", "offset": 41}}}}}
+    >>> removed = {"m": {"topic_ids": {"live": {"NEW": "t"}, "removed": {"OLD": {"name": "t", "offset": 41, "timestamp": 9}}}}}
     >>> folders = {"/d/t-0": "NEW", "/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete": "OLD", "/e/t-0.ab5b7f1ba24c1a8d5d8ebae6cafb6b99-delete": "NEW"}
     >>> deleted_incarnations(folders, removed)
-    {'OLD': {'topic': 't', 'folders': 1, 'evidence': 'the metadata log removed it at offset 41'}}
+    {'OLD': {'topic': 't', 'folders': 1, 'evidence': 'the metadata log removed it at offset 41', 'deleted_at_ms': 9}}
     >>> deleted_incarnations({"/d/t-0": "NEW", "/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete": "OLD"}, {})["OLD"]["evidence"]
     'its -delete folder beside the name held by topic id NEW'
     >>> deleted_incarnations({"/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete": "OLD"}, {"m": {"topic_ids": {"live": {}, "removed": {}}}})
-    {'OLD': {'topic': 't', 'folders': 1, 'evidence': 'its -delete folder, an id no metadata log holds'}}
+    {'OLD': {'topic': 't', 'folders': 1, 'evidence': 'its -delete folder, an id no metadata log holds', 'deleted_at_ms': None}}
     >>> deleted_incarnations({"/d/t-0.9fcb5b7f1ba24c1a8d5d8ebae6cafb6b-delete": "OLD"}, {})  # no evidence: not called deleted
     {}
     """
@@ -60,9 +61,10 @@ def deleted_incarnations(folders: dict[str, str | None] | None, metadata: dict |
     held = set().union(*live.values()) if live else set()
     found: dict[str, dict] = {}
     for ((topic, _partition, suffix), topic_id) in parsed.values():
-        evidence = None
+        evidence, when = None, None
         if topic_id in removed:
             evidence = f"the metadata log removed it at offset {removed[topic_id]['offset']}"
+            when = removed[topic_id].get("timestamp")
         elif suffix == LEFTOVER and topic_id not in held:
             others = sorted(live.get(topic, set()) - {topic_id})
             if others:
@@ -70,9 +72,21 @@ def deleted_incarnations(folders: dict[str, str | None] | None, metadata: dict |
             elif logs and topic_id not in known:
                 evidence = "its -delete folder, an id no metadata log holds"
         if evidence:
-            entry = found.setdefault(topic_id, {"topic": topic, "folders": 0, "evidence": evidence})
+            entry = found.setdefault(topic_id, {"topic": topic, "folders": 0, "evidence": evidence,
+                                                "deleted_at_ms": when})
             entry["folders"] += 1
     return found
+
+
+def ended(identity: dict | None) -> dict[str, int | None]:
+    """Each deleted incarnation's id with the time its log ended (``deleted_at_ms``, None: not known),
+    from the plan's ``identity`` (:func:`analytics.audit.audit_plan.folder_identity`).
+
+    >>> ended({"deleted_incarnations": {"OLD": {"deleted_at_ms": 9}}}), ended(None)
+    ({'OLD': 9}, {})
+    """
+    return {topic_id: e.get("deleted_at_ms")
+            for topic_id, e in ((identity or {}).get("deleted_incarnations") or {}).items()}
 
 
 def marked(topic_id: str) -> str:

@@ -315,12 +315,13 @@ def _derive(spark, target: _Target, plan: AuditPlan, written: _Written, added, p
     from pyspark.sql import functions as F
 
     from analytics.audit.snapshots import snapshot_checks
+    from analytics.audit.incarnations import ended
     from analytics.audit.transactions import transactions_judged
     from analytics.spark.concurrent import concurrently
 
     verdicts, unusual = written.table, F.col("severity") != "ok"
     earlier, found = written.beside["transactions_found"]
-    transactions = transactions_judged(found, plan.config, export_time, earlier)
+    transactions = transactions_judged(found, plan.config, export_time, earlier, ended(plan.identity))
     work = {
         "producer_files": lambda: target.write("producer_files", per_file()),
         "anomalies": lambda: (target.write("anomalies", verdicts.where(unusual)) if added is None

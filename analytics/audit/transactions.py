@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from analytics.audit.config import AuditConfig
 from analytics.contract import (
     ABORTED,
+    APART,
     TOPIC_ID,
     COMMITTED,
     HANGING,
@@ -69,11 +70,23 @@ def transactions_found(v, coordinator=None, before=None):
     return found.withColumn("coordinator_view", view).drop("c_epoch", "c_state", "c_partitions")
 
 
-def transactions_judged(found, config: AuditConfig, export_time: int, before=None):
+def transactions_judged(found, config: AuditConfig, export_time: int, before=None, ended=None):
     """The ``transactions`` rows of the transactions ``found`` (:func:`transactions_found`): committed
     or aborted by their marker, else hanging when the export time is past the transaction timeout
-    (and a buffer), else open; ``before``'s ended transactions first, as they were."""
-    late = F.lit(export_time) - F.col("last_timestamp") > config.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+    (and a buffer), else open; ``before``'s ended transactions first, as they were.
+
+    ``ended``: the deleted incarnations' ids (:func:`analytics.audit.incarnations.ended`), judged as
+    of the end of their log rather than the export: when the controller removed the topic, else (not
+    known) the partition's last transactional write. A deleted topic's transaction can never end; it
+    is hanging only when it already was then: a violation of its own, not one the deletion made."""
+    now = F.lit(export_time)
+    if ended:
+        plain = F.substring_index(F.col(TOPIC_ID), APART, 1)
+        known = {i: t for i, t in ended.items() if t is not None}
+        at = F.create_map(*[F.lit(x) for pair in sorted(known.items()) for x in pair])[plain] if known else F.lit(None)
+        last = F.max("last_timestamp").over(Window.partitionBy("log_dir", "topic", "partition", TOPIC_ID))
+        now = F.when(plain.isin(*ended), F.least(now, F.coalesce(at.cast("long"), last))).otherwise(now)
+    late = now - F.col("last_timestamp") > config.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
     judged = found.select(
         "topic", "partition", "producer_id", "producer_epoch", "first_offset", "end_offset",
         F.when(F.col("control_type") == "COMMIT", COMMITTED)

@@ -95,13 +95,13 @@ class ClusterConfigs:
 
     configs: dict = field(default_factory=dict)  # (resource type, name, config) -> (value, offset, file)
     topics: dict = field(default_factory=dict)  # topic id -> name
-    removed: dict = field(default_factory=dict)  # topic id -> (name, offset, file) of its RemoveTopicRecord
+    removed: dict = field(default_factory=dict)  # topic id -> (name, offset, timestamp) of its RemoveTopicRecord
     records: int = 0  # records applied
     skipped: int = 0  # records of a type or version Kafka did not have when this was written
     end_offset: int = -1  # the offset after the last record applied
     _pending: list | None = None  # the records of an open metadata transaction
 
-    def apply(self, record: MetadataRecord, offset: int, file: str) -> None:
+    def apply(self, record: MetadataRecord, offset: int, file: str, timestamp: int | None = None) -> None:
         self.end_offset = max(self.end_offset, offset + 1)
         if not is_known(record):
             self.skipped += 1
@@ -116,17 +116,17 @@ class ClusterConfigs:
         elif record.api_key == ABORT_TXN:
             self._pending = None
         elif self._pending is not None:
-            self._pending.append((record, offset, file))
+            self._pending.append((record, offset, file, timestamp))
         else:
-            self._change(record, offset, file)
+            self._change(record, offset, file, timestamp)
 
-    def _change(self, record: MetadataRecord, offset: int, file: str) -> None:
+    def _change(self, record: MetadataRecord, offset: int, file: str, timestamp: int | None = None) -> None:
         f = record.fields
         if record.api_key == TOPIC_RECORD:
             self.topics[f["TopicId"]] = f["Name"]
         elif record.api_key == REMOVE_TOPIC_RECORD:
             name = self.topics.pop(f["TopicId"], None)
-            self.removed[f["TopicId"]] = (name, offset, file)
+            self.removed[f["TopicId"]] = (name, offset, timestamp)
             if name is not None:
                 for key in [k for k in self.configs if k[0] == TOPIC and k[1] == name]:
                     del self.configs[key]
@@ -139,11 +139,12 @@ class ClusterConfigs:
 
     def topic_ids(self) -> dict:
         """The topic ids this metadata log knows: ``live`` (id -> name, the topics at its end) and
-        ``removed`` (id -> its name and the offset of its ``RemoveTopicRecord``; a removal older
-        than the snapshot read is not among them: the snapshot holds the live topics alone)."""
+        ``removed`` (id -> its name, the offset of its ``RemoveTopicRecord`` and the record's
+        timestamp, when the controller removed it; a removal older than the snapshot read is not
+        among them: the snapshot holds the live topics alone)."""
         return {"live": dict(sorted(self.topics.items())),
-                "removed": {topic_id: {"name": name, "offset": offset}
-                            for topic_id, (name, offset, _file) in sorted(self.removed.items())}}
+                "removed": {topic_id: {"name": name, "offset": offset, "timestamp": timestamp}
+                            for topic_id, (name, offset, timestamp) in sorted(self.removed.items())}}
 
     def rows(self, log_dir: str, node_id: int | None) -> list[dict]:
         """The configs in force as rows of ``cluster_configs``."""
@@ -155,11 +156,13 @@ class ClusterConfigs:
 def apply_records(state: ClusterConfigs, records, file: str, *, topic: str = METADATA_TOPIC,
                   partition: int = 0, since: int = 0) -> list[ParseError]:
     """Apply the non-control records of a metadata file at or above offset ``since`` (``records``: the
-    reader's record rows, a pyarrow table or batch with ``offset``, ``value``, ``is_control``); the
+    reader's record rows, a pyarrow table or batch with ``offset``, ``value``, ``is_control`` and
+    perhaps ``timestamp``); the
     parse errors of the records that do not decode (no bytes lost: their batches were read)."""
     errors = []
+    times = records.column("timestamp").to_pylist() if "timestamp" in records.column_names else [None] * len(records)
     columns = (records.column(c).to_pylist() for c in ("offset", "value", "is_control"))
-    for offset, value, control in zip(*columns):
+    for (offset, value, control), timestamp in zip(zip(*columns), times):
         if control or offset < since:
             continue
         try:
@@ -167,7 +170,7 @@ def apply_records(state: ClusterConfigs, records, file: str, *, topic: str = MET
         except KafkaFormatError as exc:
             errors.append(ParseError(topic, partition, file, -1, exc.kind, f"offset {offset}: {exc}", 0))
             continue
-        state.apply(record, offset, file)
+        state.apply(record, offset, file, timestamp)
     return errors
 
 
