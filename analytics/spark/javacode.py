@@ -24,7 +24,7 @@ import re
 import sys
 from pathlib import Path
 
-from analytics.spark import javabuild
+from analytics.spark import javabuild, memory
 
 # Whether each SparkContext has the jar (the context's id -> found), so it is looked up once.
 _loaded: dict[int, bool] = {}
@@ -68,7 +68,8 @@ def load(spark) -> bool:
     """Whether segaudit's classes are in ``spark`` (a classic session whose ``spark.jars`` held the
     jar when it started: :func:`session_conf`, ``--jars``), looked up once per session.
 
-    The driver having them is not enough on a master whose executors run in JVMs of their own: a
+    The driver having them is not enough on a master whose executors run in JVMs of their own (any
+    but ``local`` and ``local[...]``: ``local-cluster[...]`` too, :func:`memory.is_local_master`): a
     task of the function deserializes segaudit's classes there (the aggregator, its buffer's class
     in the encoders' expressions), and where the executors lack them the JVM reports the missing
     class as a ``ClassCastException`` of a ``SerializedLambda`` into ``BoundReference.accessor``
@@ -91,7 +92,7 @@ def load(spark) -> bool:
         why_not[:] = [f"segaudit's jar is not in this session's spark.jars ({first})"]
         _loaded[id(context)] = False
         return False
-    if not context.master.startswith("local") and not _shipped(context, found):
+    if not memory.is_local_master(context.master) and not _shipped(context, found):
         why_not[:] = ["segaudit's jar is on the driver's class path but not shipped to the executors of "
                       f"{context.master} (give it in spark.jars or --jars)"]
         _loaded[id(context)] = False

@@ -176,7 +176,9 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
     session evaluates queries (:func:`evaluation_conf`). ``storage``, the paths the command reads and
     writes (inputs, OUT), adds the S3 connector when one is on S3 (:func:`objectstore.spark_conf`,
     under ``conf``: the user's settings win); a Spark Connect server brings its own. A new classic
-    session gets segaudit's jar in ``spark.jars`` (:func:`javacode.session_conf`). A new JVM of a
+    session gets segaudit's jar in ``spark.jars`` (:func:`javacode.session_conf`); under spark-submit
+    the connector's jars are added to the submitted ``spark.jars`` (``--jars``, segaudit's jar among
+    them), which the session would otherwise ship instead of them (:func:`joined_jars`). A new JVM of a
     local master (none, ``local``, ``local[...]``) gets a share of the machine's memory as its heap
     unless the user set it (:func:`memory.driver_memory_conf`); under spark-submit, over Spark Connect
     and on a cluster manager's master the heap stays theirs."""
@@ -220,7 +222,10 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
             options |= memory.driver_memory_conf(master, conf)
         options |= {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
         options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
-        options |= objectstore.spark_conf(storage)
+        connector = objectstore.spark_conf(storage)
+        if submitted and "spark.jars" in connector:  # added to spark-submit's --jars, which it would replace
+            connector["spark.jars"] = joined_jars(submitted_setting("spark.jars"), connector["spark.jars"])
+        options |= connector
         if not submitted:  # segaudit's jar (the replay's window function); under spark-submit, its --jars
             options |= javacode.session_conf(options.get("spark.jars"))
     options |= dict([CO_PARTITION_ON_KEY_PREFIX])
@@ -246,6 +251,32 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
 
 
 _remote_sessions: list = []
+
+
+def submitted_setting(key: str) -> str | None:
+    """A setting of the application spark-submit started (``--jars`` is ``spark.jars``, ``--conf``),
+    read from its JVM before the session is made: the new session's configuration starts from these,
+    and a setting given to the session's builder replaces the submitted one."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # under spark-submit: the gateway of the JVM it started
+    return SparkConf().get(key)
+
+
+def joined_jars(*lists: str | None) -> str:
+    """Comma-separated jar lists (``spark.jars``) as one, in order, each file name once, the first
+    kept: Spark ships a jar to the executors under its file name (``spark://<driver>/jars/<name>``),
+    so a second of the same name would never reach them.
+
+    >>> joined_jars("file:///opt/segaudit.jar,file:///c/hadoop-aws.jar", None, "/c/hadoop-aws.jar,/c/s3.jar")
+    'file:///opt/segaudit.jar,file:///c/hadoop-aws.jar,/c/s3.jar'
+    """
+    jars: dict[str, str] = {}
+    for listed in lists:
+        for jar in (listed or "").split(","):
+            if jar.strip():
+                jars.setdefault(jar.strip().rstrip("/").rpartition("/")[2], jar.strip())
+    return ",".join(jars.values())
 
 
 def _launch_jvm(app_name: str, master: str, options: dict[str, str]) -> None:
