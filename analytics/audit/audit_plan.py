@@ -34,7 +34,7 @@ from analytics.audit.settings import resolved
 from analytics.contract import APART, AUDIT, EXPORT, SUMMARY, TOPIC_ID
 from analytics.publish import continued, published, read_manifest
 from analytics.spark import javacode
-from analytics.spark.columns import topic_ids, with_live_topic_id, with_topic_id
+from analytics.spark.columns import deleted_key, topic_ids, with_live_topic_id, with_topic_id
 from analytics.spark.session import default_parallelism, settings, single_plan_conf
 from analytics.spark.tables import held, read_parquet
 from analytics.tuning import DEFAULT_RANGE_BATCHES, FEW_BATCHES, MIB, RANGE_ROW_BYTES
@@ -162,11 +162,7 @@ def audit_plan(spark, out: str, config: AuditConfig, *, incremental: bool = Fals
 def left_out(df, config: AuditConfig):
     """``df`` without the rows of deleted incarnations when the configuration skips them
     (``skip_deleted_topics``, :mod:`analytics.audit.incarnations`)."""
-    from pyspark.sql import functions as F
-
-    from analytics.contract import DELETED
-
-    return df.where(~F.col(TOPIC_ID).endswith(APART + DELETED)) if config.skip_deleted_topics else df
+    return df.where(~deleted_key()) if config.skip_deleted_topics else df
 
 
 def few_batches(batches: int | None) -> bool:

@@ -165,18 +165,16 @@ def _replicas(audit: Audit, verdicts: Table, topic: str, partition: int, offset:
     for d in dirs:
         if d == chosen:
             continue
-        if incarnation and not verdicts.first((pc.field("partition") == partition) & in_log_dir(d)
-                                              & (pc.field(TOPIC_ID) == incarnation), "base_offset",
-                                              columns=["base_offset"]):
+        there = (pc.field("partition") == partition) & in_log_dir(d)
+        if incarnation:
+            there &= pc.field(TOPIC_ID) == incarnation
+        end = verdicts.first(there, "last_offset", descending=True, columns=["last_offset"])
+        if incarnation and not end:
             continue  # only another incarnation of the name there
         batch = next((r for r, w in zip(everywhere, where) if w == d and ours(r)), None)
         same = (batch is not None and mine is not None and batch["crc"] == mine["crc"]
                 and (batch["base_offset"], batch["last_offset"]) == (mine["base_offset"], mine["last_offset"]))
         pair = [r for r in ranges if {r["log_dir"], r["other_log_dir"]} == {chosen, d}]
-        there = (pc.field("partition") == partition) & in_log_dir(d)
-        if incarnation:
-            there &= pc.field(TOPIC_ID) == incarnation
-        end = verdicts.first(there, "last_offset", descending=True, columns=["last_offset"])
         out.append({"log_dir": d, "batch": None if batch is None else {c: batch[c] for c in REPLICA_FIELDS},
                     "same": same, "log_start": _log_start(audit, topic, partition, d),
                     "log_end": end[0]["last_offset"] if end else None,

@@ -83,6 +83,12 @@ def with_apart(df: DataFrame, kept_apart: dict[str, str]) -> DataFrame:
     return df.withColumn(TOPIC_ID, F.coalesce(ids[log_dir_column(1)], F.col(TOPIC_ID)))
 
 
+def deleted_key():
+    """Whether a row's key inside the audit is a deleted incarnation's
+    (:func:`analytics.audit.incarnations.marked`); null for a null id."""
+    return F.col(TOPIC_ID).endswith(APART + DELETED)
+
+
 def conform(df: DataFrame, table: str) -> DataFrame:
     """``df`` as the contract declares ``table``: its columns, in order, with their types (a cast that
     changes nothing is free). A missing column fails here, at the write, not in a reader."""
@@ -92,7 +98,7 @@ def conform(df: DataFrame, table: str) -> DataFrame:
         if name == TOPIC_ID:
             return F.nullif(F.substring_index(F.col(name), APART, 1), F.lit(""))
         if name == TOPIC_DELETED and name not in df.columns:  # the audit's key says it (incarnations.marked)
-            return F.coalesce(F.col(TOPIC_ID).endswith(APART + DELETED), F.lit(False))
+            return F.coalesce(deleted_key(), F.lit(False))
         return F.col(name)
 
     return df.select(*[column(f.name).cast(from_arrow_type(f.type)).alias(f.name) for f in OUT_SCHEMAS[table]])
