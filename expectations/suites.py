@@ -37,6 +37,7 @@ from analytics.contract import (
     RECORD_DECODE,
     SEQUENCE_GAP,
     SEQUENCE_REGRESSION,
+    SEQUENCE_REUSE,
     SEQ_SPACE,
     SEV_VIOLATION,
     STATE_LOSS,
@@ -139,6 +140,34 @@ def _same_history(a: str, b: str) -> str:
             f"AND {b}.`partition` = {a}.`partition` AND {b}.producer_id = {a}.producer_id")
 
 
+def _reuse_evidence() -> str:
+    """SQL of the evidence of each batch ``sequence_reuse`` explains (``file``, ``file_position``):
+    ``copies``, the earlier batches with its range; ``all_whole``, it and each of them hold as many
+    records as offsets, each in ``records``; ``same``, some position of it holds the key and value of
+    that position in one of them (:mod:`analytics.audit.sequence_reuse`)."""
+    records = ("SELECT file, batch_base_offset AS base_offset, offset - batch_base_offset AS pos, key_hash, value_hash "
+               "FROM records")
+    batches = ("SELECT v.*, regexp_extract(v.file, '^(.*)/[^/]*$', 1) AS dir, "
+               "CAST(v.record_count AS BIGINT) = v.last_offset - v.base_offset + 1 "
+               "AND coalesce(n.found, 0) = v.record_count AS whole FROM batch_verdicts v LEFT JOIN "
+               "(SELECT file, batch_base_offset, count(*) AS found FROM records GROUP BY file, batch_base_offset) n "
+               "ON n.file = v.file AND n.batch_base_offset = v.base_offset WHERE NOT v.is_control")
+    pairs = (f"SELECT a.file, a.file_position, a.base_offset, a.whole, c.file AS c_file, c.base_offset AS c_offset, "
+             f"c.whole AS c_whole FROM ({batches}) a JOIN ({batches}) c ON c.dir = a.dir AND c.topic = a.topic "
+             "AND c.`partition` = a.`partition` AND c.producer_id = a.producer_id "
+             "AND c.producer_epoch = a.producer_epoch AND c.base_sequence = a.base_sequence "
+             "AND c.last_sequence = a.last_sequence AND c.base_offset < a.base_offset "
+             f"WHERE a.explained_by = '{SEQUENCE_REUSE}'")
+    same = (f"SELECT DISTINCT p.file, p.file_position, p.c_file, p.c_offset FROM ({pairs}) p "
+            f"JOIN ({records}) ra ON ra.file = p.file AND ra.base_offset = p.base_offset "
+            f"JOIN ({records}) rc ON rc.file = p.c_file AND rc.base_offset = p.c_offset AND rc.pos = ra.pos "
+            "AND rc.key_hash <=> ra.key_hash AND rc.value_hash <=> ra.value_hash")
+    return (f"SELECT p.file, p.file_position, count(*) AS copies, bool_and(p.whole AND p.c_whole) AS all_whole, "
+            f"bool_or(s.file IS NOT NULL) AS same FROM ({pairs}) p LEFT JOIN ({same}) s ON s.file = p.file "
+            "AND s.file_position = p.file_position AND s.c_file = p.c_file AND s.c_offset = p.c_offset "
+            "GROUP BY p.file, p.file_position")
+
+
 def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False) -> dict[str, list[Check]]:
     """The suites for one audit configuration (the explanation checks restate its thresholds);
     ``replica_consistency`` when some partition was exported from several log dirs."""
@@ -153,10 +182,26 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
                  f" OR (verdict IN ({_quote((SEQUENCE_REGRESSION, DUPLICATE))}) AND prev_base_offset IS NOT NULL)")
     if profile.evicts_below_log_start:
         restarted += " OR (base_sequence = 0 AND prev_base_offset IS NOT NULL)"
+    # The rows producer expiration may explain, with the expiry point (expiry_found) and the previous
+    # batch's epoch and sequence (p_epoch, p_seq) joined; and what it takes of them (replay rules §7.3).
+    expiry_facts = (
+        f"SELECT a.*, e.base_offset AS expiry_found, p.producer_epoch AS p_epoch, p.state_last_sequence AS p_seq "
+        f"FROM {{batch}} a LEFT JOIN ({_batches_in()} WHERE idle_ms >= {config.expiration_ms} "
+        f"AND NOT txn_open{forgotten}) e ON {_same_history('a', 'e')} AND e.base_offset = a.expired_offset "
+        f"LEFT JOIN ({_batches_in()}) p ON {_same_history('a', 'p')} AND p.base_offset = a.prev_base_offset")
+    after_expiry = (
+        f"(idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten}) "
+        f"OR (conflict_offset < expired_offset AND expired_offset < base_offset AND expiry_found IS NOT NULL "
+        f"AND verdict IN ({_quote((DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION))}) "
+        f"AND ((producer_epoch = p_epoch AND (CAST(base_sequence AS BIGINT) = CAST(p_seq AS BIGINT) + 1 "
+        f"OR (base_sequence = 0 AND p_seq = {SEQ_SPACE - 1}))) OR (producer_epoch > p_epoch AND base_sequence = 0)))")
     zero_duplicates = [
         Check("no_duplicate_batch", "anomalies",
-              f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{DUPLICATE}'",
-              "No batch repeats the producer, epoch and sequence range of an earlier batch of its partition."),
+              f"SELECT {BATCH_COLUMNS} FROM {{batch}} WHERE verdict = '{DUPLICATE}' "
+              f"AND coalesce(explained_by, '') <> '{SEQUENCE_REUSE}'",
+              "No batch repeats the producer, epoch and sequence range of an earlier batch of its partition, "
+              f"unless with other records after the broker forgot the producer ({SEQUENCE_REUSE}, checked by "
+              "sequence_reuse_justified): a reuse of sequence numbers, which repeats nothing."),
     ]
     if has_records:
         zero_duplicates.append(Check(
@@ -166,6 +211,16 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
             f"No record repeats an earlier record's dedup key ({config.dedup_key}) in its partition: a copy a "
             "read_committed consumer receives twice (copies after or in an aborted transaction are information; "
             "internal and framework topics are not checked, docs/internal-topics.md)."))
+    reuse_checks = [] if not has_records else [Check(
+        "sequence_reuse_justified", "anomalies",
+        f"SELECT {BATCH_COLUMNS}, idle_ms, expired_offset, conflict_offset FROM ({expiry_facts}) a "
+        f"LEFT JOIN ({_reuse_evidence()}) r ON r.file = a.file AND r.file_position = a.file_position "
+        f"WHERE explained_by = '{SEQUENCE_REUSE}' AND NOT (verdict = '{DUPLICATE}' AND ({after_expiry}) "
+        "AND coalesce(r.copies > 0 AND r.all_whole AND NOT r.same, false))",
+        "Every duplicate explained as a sequence reuse is one producer expiration explains (as "
+        "producer_expiration_justified checks) whose records, whole, differ in key or value at every position "
+        "from those of every earlier batch with its producer, epoch and sequence range, each whole too: other "
+        "records under reused sequence numbers, not a batch appended twice.")]
     declared = {
         "segment_integrity": [
             Check("no_crc_failure", "batch_verdicts",
@@ -203,22 +258,13 @@ def suites(config: AuditConfig, *, has_records: bool, has_replicas: bool = False
         "eviction_gaps": [
             Check("producer_expiration_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, idle_ms, txn_open, expired_offset, conflict_offset FROM ("
-                  f"SELECT a.*, e.base_offset AS expiry_found, p.producer_epoch AS p_epoch, p.state_last_sequence AS p_seq "
-                  f"FROM {{batch}} a LEFT JOIN ({_batches_in()} WHERE idle_ms >= {config.expiration_ms} "
-                  f"AND NOT txn_open{forgotten}) e ON {_same_history('a', 'e')} AND e.base_offset = a.expired_offset "
-                  f"LEFT JOIN ({_batches_in()}) p ON {_same_history('a', 'p')} "
-                  f"AND p.base_offset = a.prev_base_offset) "
-                  f"WHERE explained_by = '{PRODUCER_EXPIRATION}' "
-                  f"AND NOT ((idle_ms >= {config.expiration_ms} AND NOT txn_open{forgotten}) "
-                  f"OR (conflict_offset < expired_offset AND expired_offset < base_offset AND expiry_found IS NOT NULL "
-                  f"AND verdict IN ({_quote((DUPLICATE, SEQUENCE_GAP, SEQUENCE_REGRESSION))}) "
-                  f"AND ((producer_epoch = p_epoch AND (CAST(base_sequence AS BIGINT) = CAST(p_seq AS BIGINT) + 1 "
-                  f"OR (base_sequence = 0 AND p_seq = {SEQ_SPACE - 1}))) OR (producer_epoch > p_epoch AND base_sequence = 0))))",
+                  f"{expiry_facts}) WHERE explained_by = '{PRODUCER_EXPIRATION}' AND NOT ({after_expiry})",
                   f"Every break explained by producer expiration follows at least producer.id.expiration.ms "
                   f"({config.expiration_ms} ms) of idleness with no transaction open"
                   + (f" and starts at sequence 0 (profile {config.profile})" if forgotten else "")
                   + ", or repeats or rewinds sequences written before such a batch of its producer (expired_offset, "
                     "after conflict_offset) and is in sequence with the state the producer's previous batch left."),
+            *reuse_checks,
             Check("partial_history_justified", "anomalies",
                   f"SELECT {BATCH_COLUMNS}, prev_base_offset FROM (SELECT a.*, d.first_data FROM {{batch}} a "
                   f"LEFT JOIN (SELECT dir, topic, `partition`, producer_id, min(base_offset) AS first_data "

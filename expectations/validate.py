@@ -95,6 +95,8 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
                                   for name in present})
     for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
+    if "record_duplicates" in present:
+        _records_view(spark, store, frames["anomalies"])
     with publication(out, VALIDATE, built_from={AUDIT: read_manifest(out, AUDIT)["run_id"]}) as run:
         # GX builds the site in a local folder: OUT's own, or a temporary one uploaded into a bucket
         docs = run.path(VALIDATION_DIR, "data_docs") if not run.store.remote else tempfile.mkdtemp(prefix="segaudit-docs-")
@@ -126,6 +128,22 @@ def validate(spark, out: str, validation: ValidationConfig | None = None) -> Val
         run.store.write_text(f"{run.folder}/{VALIDATION_DIR}/results.json", json.dumps(document, indent=2, default=str) + "\n")
         run.publish({"success": result.success})
     return result
+
+
+def _records_view(spark, store, anomalies) -> None:
+    """The export's ``records`` as the view ``sequence_reuse_justified`` reads, when some batch is
+    explained by ``sequence_reuse``; else the view holds none (the check has nothing to read, and the
+    largest table is not scanned for it)."""
+    from pyspark.sql import functions as F
+
+    from analytics.contract import OUT_SCHEMAS, SEQUENCE_REUSE
+    from analytics.spark.source import spark_schema
+    from analytics.spark.tables import read_parquet
+
+    reused = store.is_dir("records") and not anomalies.where(F.col("explained_by") == SEQUENCE_REUSE).isEmpty()
+    frame = (read_parquet(spark, store.path("records")) if reused
+             else spark.createDataFrame([], spark_schema(OUT_SCHEMAS["records"])))
+    frame.createOrReplaceTempView("records")
 
 
 def _run_suites(gx, declared, frames, validation: ValidationConfig, docs: str, run_name: str) -> list[CheckResult]:

@@ -10,7 +10,7 @@ of an old batch, a zombie epoch...). Each history has its own partition and its 
 offset, the original batch's offset for a duplicate, or the error code) is the ground truth:
 ``ProducerStateManager`` with the version's profile, told the time, must predict each one exactly.
 
-After the histories, the broker stops cleanly and its log dir is exported and audited with
+After the histories, the broker stops cleanly and its log dir is exported (with records) and audited with
 ``producer_id_expiration_ms`` set to the broker's. The log must hold exactly the batches the
 broker appended, and each one's verdict must fit why the broker took it (``expected_verdicts``
 is the mapping, stated in its docstring). Batches the broker took in sequence after it had taken
@@ -584,7 +584,9 @@ def audited(probe, spark, tmp_path_factory) -> Audited:
     probe.cluster.close()  # a clean shutdown: everything flushed, snapshots written
     [log_dir] = probe.cluster.log_dirs
     out = tmp_path_factory.mktemp(f"probe-audit-{probe.version}") / "out"
-    export(None, [str(log_dir)], str(out))
+    # with records: a repeat after an expiration is told from a sequence reuse by them (every repeat here
+    # carries the records it carried first, restamped or not, so none may be called a reuse)
+    export(None, [str(log_dir)], str(out), records=True)
     config = AuditConfig(profile=PROFILE_OF[probe.version], producer_id_expiration_ms=EXPIRATION_MS)
     audit(spark, str(out), config)
     verdicts = spark.read.parquet(str(table_dir(out, "batch_verdicts")))

@@ -15,7 +15,8 @@ from analytics.contract.vocabulary import (
     COMPACTION, CONTROL_MARKER, COORDINATOR_EPOCH_REGRESSION, CORRUPT, DUPLICATE, EPOCH_BUMP,
     EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INT_MAX, INVALID_TXN_STATE,
     MARKER_EPOCH_REGRESSION, NON_IDEMPOTENT, OK, PARTIAL_HISTORY, PRODUCER_EXPIRATION, SEQUENCE_GAP,
-    SEQUENCE_REGRESSION, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING,
+    SEQUENCE_REGRESSION, SEQUENCE_REUSE, SEV_EXPLAINED, SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE,
+    VERDICT_MEANING,
 )
 
 pytestmark = pytest.mark.spark
@@ -342,7 +343,7 @@ EVIDENCE = {
     "conflict_offset": ("long", 2), "expired_offset": ("long", 8), "topic": ("string", "c"),
     "seq_mark": ("int", 4), "offset_holes": ("long", 9), "log_start_offset": ("long", 5),
     "partition_first_offset": ("long", 0), "mark_offset": ("long", 4), "prev_data_seq": ("int", 7),
-    "unread_files": ("int", 1),
+    "unread_files": ("int", 1), "records_differ": ("boolean", None),
 }
 NO_RESTART = {"prev_base_offset": 10, "base_offset": 12}
 NOT_IDLE = {"max_timestamp": 1500}
@@ -360,6 +361,12 @@ def test_explained_by_takes_the_first_evidence_in_order(spark):
         (*evidence(), STATE_LOSS),
         (*evidence(**NO_RESTART), PRODUCER_EXPIRATION),  # the batch is an expiry point
         (*evidence(**NO_RESTART, **NOT_IDLE), PRODUCER_EXPIRATION),  # the rebuilt state took it in sequence
+        # a copy holding other records: a reuse once the broker had forgotten the producer, else a copy
+        (*evidence(**NO_RESTART, verdict=DUPLICATE, records_differ=True), SEQUENCE_REUSE),
+        (*evidence(**NO_RESTART, verdict=DUPLICATE, records_differ=False), PRODUCER_EXPIRATION),
+        (*evidence(**NO_RESTART, verdict=SEQUENCE_GAP, records_differ=True), PRODUCER_EXPIRATION),
+        (*evidence(**no_expiry, verdict=DUPLICATE, records_differ=True, topic="t", conflict_offset=9), None),
+        (*evidence(verdict=DUPLICATE, records_differ=True), STATE_LOSS),  # a restart between: its evidence first
         (*evidence(**no_expiry), COMPACTION),
         (*evidence(**no_expiry, topic="t", unread_files=0), None),  # a gap is no partial history
         (*evidence(**no_expiry, topic="t"), UNREAD_FILE),  # the holes cover it, and a segment was not read
@@ -379,6 +386,7 @@ def test_severity(spark):
         (NON_IDEMPOTENT, None, SEV_INFO), (CONTROL_MARKER, None, SEV_INFO),
         (SEQUENCE_GAP, PRODUCER_EXPIRATION, SEV_EXPLAINED), (SEQUENCE_GAP, None, SEV_VIOLATION),
         (CORRUPT, None, SEV_VIOLATION), (INVALID_TXN_STATE, None, SEV_VIOLATION),
+        (DUPLICATE, SEQUENCE_REUSE, SEV_INFO), (DUPLICATE, PRODUCER_EXPIRATION, SEV_EXPLAINED),
     ])
     assert values(spark, predicates.severity(), "verdict string, explained_by string", rows) == want
 

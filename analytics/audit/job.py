@@ -173,16 +173,18 @@ def _replay(plan: AuditPlan) -> _Replayed:
     """The replay of every batch (a full audit) or of what is left to replay, merged with the state
     of the audit it continues."""
     from analytics.audit.rules import replay
+    from analytics.audit.sequence_reuse import records_differ
     from analytics.audit.state import merged
 
     held: list = []  # what the replay persisted for its result, released once it is written
+    reused = records_differ(plan.batches, plan.records, None if plan.step is None else plan.step.batches)
     if plan.step is None:
         done = replay(plan.batches, plan.config, plan.log_starts, held, unread=plan.unread,
-                      window_function=plan.window_function)
+                      window_function=plan.window_function, reused=reused)
         return _Replayed(done.verdicts, done.producer_state, done.partition_state, done.file_state, held)
     step = plan.step
     done = replay(step.batches, plan.config, plan.log_starts, held, step.prior, unread=plan.unread,
-                  window_function=plan.window_function)
+                  window_function=plan.window_function, reused=reused)
     files = (done.file_state if step.file_state is None
              else merged(step.file_state, done.file_state, "file_state"))
     verdicts = done.verdicts if plan.linked else done.verdicts.unionByName(

@@ -25,9 +25,11 @@ from pyspark.sql import functions as F
 from analytics.audit.config import AuditConfig
 from analytics.contract.vocabulary import (
     CHECK_REPLAY, COMPACTION, CONTROL_MARKER, COORDINATOR_EPOCH_REGRESSION, CORRUPT, DUPLICATE, EPOCH_BUMP,
-    EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INFO_VERDICTS, INT_MAX, INVALID_TXN_STATE,
+    EPOCH_BUMP_NONZERO, FENCED_ZOMBIE_WRITE, FIRST_SEEN_NONZERO, INFO_EXPLANATIONS, INFO_VERDICTS, INT_MAX,
+    INVALID_TXN_STATE,
     MARKER_EPOCH_REGRESSION, NEVER_EXPLAINED, NON_IDEMPOTENT, OK, OK_VERDICTS, PARTIAL_HISTORY,
-    PRODUCER_EXPIRATION, SEQ_SPACE, SEQUENCE_GAP, SEQUENCE_REGRESSION, SEQUENCE_VERDICTS, SEV_EXPLAINED,
+    PRODUCER_EXPIRATION, SEQ_SPACE, SEQUENCE_GAP, SEQUENCE_REGRESSION, SEQUENCE_REUSE, SEQUENCE_VERDICTS,
+    SEV_EXPLAINED,
     SEV_INFO, SEV_OK, SEV_VIOLATION, STATE_LOSS, UNREAD_FILE, VERDICT_MEANING, topics_exempt,
 )
 
@@ -315,12 +317,24 @@ def partial_history(config: AuditConfig) -> Column:
     return partial
 
 
+def sequence_reuse(config: AuditConfig) -> Column:
+    """A DUPLICATE that is no copy: its records differ from those of every earlier batch with its
+    epoch and sequence range (``records_differ``, from the export's records:
+    :mod:`analytics.audit.sequence_reuse`), and the broker had forgotten the producer, so it took the
+    batch (what :func:`expiry_point` or :func:`after_expiry` says of it). One the broker still knew
+    the producer for stays a DUPLICATE of its own: the leader answers a cached range as a duplicate
+    and refuses another (§2.5), so it never writes such a batch."""
+    return F.coalesce((F.col("verdict") == DUPLICATE) & F.col("records_differ")
+                      & (expiry_point(config) | after_expiry()), F.lit(False))
+
+
 def explained_by(config: AuditConfig) -> Column:
     """``explained_by``: the first piece of evidence, in the order of ``EXPLANATIONS``, for a
     verdict that evidence may explain."""
     return (
         F.when(F.col("verdict").isin(*NEVER_EXPLAINED), None)
         .when(restart_between(config) & taken_when_forgotten(config), STATE_LOSS)
+        .when(sequence_reuse(config), SEQUENCE_REUSE)
         .when(expiry_point(config), PRODUCER_EXPIRATION)
         .when(after_expiry(), PRODUCER_EXPIRATION)
         .when(compaction_covers(config), COMPACTION)
@@ -332,11 +346,12 @@ def explained_by(config: AuditConfig) -> Column:
 # -- what the output says ------------------------------------------------------------------------
 def severity() -> Column:
     """``severity``: did the broker keep its rules? ok, info, explained (evidence says it was
-    right to accept the batch) or violation."""
+    right to accept the batch; info again where it shows the batch breaks no rule of the data
+    either: ``INFO_EXPLANATIONS``) or violation."""
     v = F.col("verdict")
     return (
         F.when(v.isin(*OK_VERDICTS), SEV_OK)
-        .when(v.isin(*INFO_VERDICTS), SEV_INFO)
+        .when(v.isin(*INFO_VERDICTS) | F.col("explained_by").isin(*INFO_EXPLANATIONS), SEV_INFO)
         .when(F.col("explained_by").isNotNull(), SEV_EXPLAINED)
         .otherwise(SEV_VIOLATION)
     )

@@ -29,6 +29,7 @@ from analytics.contract import (
     OK_VERDICTS,
     PARTIAL_HISTORY,
     PRODUCER_EXPIRATION,
+    SEQUENCE_REUSE,
     SEQ_SPACE,
     SEQUENCE_GAP,
     SEQUENCE_REGRESSION,
@@ -69,8 +70,11 @@ class _State:
         return -1 if self.mark is None else self.mark % SEQ_SPACE
 
 
-def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str, int], int] | None = None) -> dict:
+def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str, int], int] | None = None,
+           reused: set[tuple[str, int]] | None = None) -> dict:
     """Verdicts of batch rows (dicts with the ``batches`` columns), keyed by (file, file_position).
+    ``reused``: the (file, file_position) of the batches whose records differ from those of every
+    earlier batch with their epoch and sequence range (:mod:`analytics.audit.sequence_reuse`).
 
     Each value holds verdict, severity, explained_by, expected_sequence, prev_base_offset, idle_ms
     and offset_holes; replayed rows also the state they leave (state_last_sequence, state_last_offset),
@@ -149,6 +153,8 @@ def replay(batches: list[dict], config: AuditConfig, log_starts: dict[tuple[str,
                 else None)
             explained = _explain(verdict, b, s, facts, config, compacted,
                                  log_starts.get((topic, partition)), first_offset)
+            if explained == PRODUCER_EXPIRATION and verdict == DUPLICATE and key in (reused or ()):
+                explained = SEQUENCE_REUSE  # other records under a reused range, taken once forgotten
             out[key] = _row(verdict, explained) | facts | {"expected_sequence": expected}
             # the state after, as a follower appending whatever is on disk
             new_run = s is None or b["producer_epoch"] != s.epoch

@@ -89,7 +89,7 @@ def classify(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | No
 
 def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None = None,
            held: list | None = None, prior: Prior | None = None, unread: DataFrame | None = None,
-           window_function: bool | None = None) -> Replay:
+           window_function: bool | None = None, reused: DataFrame | None = None) -> Replay:
     """``batch_verdicts``: the batches columns plus verdict, severity, explained_by, expected_sequence,
     prev_base_offset, idle_ms, offset_holes and explanation; then txn_open (the producer had a
     transaction open before this batch), offset_overlap (offsets shared with earlier batches of the
@@ -116,7 +116,10 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
     carried into them as a range before their first (the histories are then cut into ranges even
     when short): their verdicts are the ones a replay of the whole histories gives them.
     ``unread``: the segment files the export could not read, per partition (``unread_files``, the
-    evidence of the ``unread_file`` explanation); None when it read every one.
+    evidence of the ``unread_file`` explanation); None when it read every one. ``reused``: the batches
+    whose records differ from every earlier batch with their epoch and sequence range (``file``,
+    ``file_position``: :func:`analytics.audit.sequence_reuse.records_differ`, the evidence of the
+    ``sequence_reuse`` explanation); None: none.
 
     The result reads frames replay persisted: they are added to ``held``, for the caller to
     ``unpersist`` once the result is written (without ``held``, cut histories stay cached for the
@@ -169,6 +172,8 @@ def replay(batches: DataFrame, config: AuditConfig, log_starts: DataFrame | None
         .transform(steps.verdicts)
         .transform(steps.log_start_offsets(config, starts))
         .transform(steps.conflicts)
+        .transform(steps.records_differ(None if reused is None else reused.join(
+            files.select("file", HISTORY, "file_id"), on="file").drop("file")))
         .transform(steps.explanations(config))
     )
     if not in_function:

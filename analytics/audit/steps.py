@@ -332,6 +332,17 @@ def log_start_offsets(config: AuditConfig, starts: DataFrame | None) -> Step:
     return step
 
 
+def records_differ(reused: DataFrame | None) -> Step:
+    """``records_differ``: true where the batch's records differ from those of every earlier batch with
+    its epoch and sequence range (``reused``: those batches by :data:`ROW_KEY`, few, broadcast;
+    :mod:`analytics.audit.sequence_reuse`), null elsewhere and without ``reused``."""
+    def step(rows: DataFrame) -> DataFrame:
+        if reused is None:
+            return rows.withColumn("records_differ", F.lit(None).cast("boolean"))
+        return rows.join(F.broadcast(reused), on=list(ROW_KEY), how="left")
+    return step
+
+
 def conflicts(rows: DataFrame) -> DataFrame:
     """``conflict_offset`` (:func:`~analytics.audit.predicates.conflict_offset`)."""
     return rows.withColumn("conflict_offset", conflict_offset())

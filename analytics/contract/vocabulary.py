@@ -79,17 +79,27 @@ BROKER_ANSWER = ("Each batch's severity: a violation broke a rule the broker enf
                  "broker is not right for the data: an explained duplicate or zombie write is still a bad batch in the log.")
 DATA_QUESTION = "Is the data sound?"
 DATA_ANSWER = ("The expectation suites judge the data, whatever the broker's reasons: an explained duplicate or "
-               "zombie write still fails its check, so failed checks can outnumber violations.")
+               "zombie write still fails its check, so failed checks can outnumber violations. A sequence reuse "
+               "(a duplicate range holding other records) repeats nothing and fails none.")
 
 # -- explanations (batch_verdicts.explained_by), in the order the audit tries them ----------------
 STATE_LOSS = "state_loss"
+# A DUPLICATE that is no copy: the producer sent other records under an epoch and sequence range it had
+# used, after the broker forgot it; nothing repeats for a consumer: severity info, no_duplicate_batch passes it
+SEQUENCE_REUSE = "sequence_reuse"
 PRODUCER_EXPIRATION = "producer_expiration"
 COMPACTION = "compaction"
 PARTIAL_HISTORY = "partial_history"
 UNREAD_FILE = "unread_file"
-EXPLANATIONS = (STATE_LOSS, PRODUCER_EXPIRATION, COMPACTION, PARTIAL_HISTORY, UNREAD_FILE)
+EXPLANATIONS = (STATE_LOSS, SEQUENCE_REUSE, PRODUCER_EXPIRATION, COMPACTION, PARTIAL_HISTORY, UNREAD_FILE)
+# The explanations of a batch that breaks no rule of the data: severity info, not explained
+INFO_EXPLANATIONS = (SEQUENCE_REUSE,)
 EXPLANATION_MEANING = {
     STATE_LOSS: "a broker restart or truncation given in the configuration lies between this batch and the previous one",
+    SEQUENCE_REUSE: "a DUPLICATE taken after the broker had forgotten the producer (as producer_expiration) whose "
+                    "records differ, key and value at every position, from those of every earlier batch with its "
+                    "epoch and sequence range (the export's records, whole batches on both sides): the producer "
+                    "reused its sequence numbers, nothing repeats for a consumer",
     PRODUCER_EXPIRATION: "the broker had forgotten the producer: idle at least producer.id.expiration.ms, no open transaction",
     COMPACTION: "offset holes cover the missing sequences on a compacted topic",
     PARTIAL_HISTORY: "earlier batches are below the log start or missing from the export",

@@ -17,6 +17,7 @@ from analytics.contract import (
     PRODUCER_EXPIRATION,
     SEQUENCE_GAP,
     SEQUENCE_REGRESSION,
+    SEQUENCE_REUSE,
     SEV_VIOLATION,
     STATE_LOSS,
     UNREAD_FILE,
@@ -107,6 +108,12 @@ def evidence(b: dict, config: dict, expiry: dict | None = None) -> list[str]:
         return [f"Explained by producer expiration: idle {_ms(b['idle_ms'])} >= producer.id.expiration.ms "
                 f"{_ms(expiration)} with no open transaction, so the broker had "
                 "forgotten the producer and accepted its next batch as new."]
+    if why == SEQUENCE_REUSE:
+        original = f" at offset {b['conflict_offset']}" if b.get("conflict_offset") is not None else ""
+        return [f"A sequence reuse, not a copy: its records differ in key and value at every position from those "
+                f"of every earlier batch with its epoch and sequence range (the first{original}), and the broker "
+                "had forgotten the producer (idle past producer.id.expiration.ms), so it took the batch: nothing "
+                "repeats for a consumer."]
     if why == PARTIAL_HISTORY:
         return ["Explained by partial history: the producer's earlier batches lie below the log start "
                 "(deleted by retention or compaction) or outside the export."]
