@@ -152,3 +152,29 @@ def test_the_reference_replay_takes_the_same_evidence(spark, with_records, tmp_p
             got = reference[(b["file"], b["file_position"])]
             assert (got["verdict"], got["explained_by"], got["severity"]) == (
                 want["verdict"], want["explained_by"], want["severity"]), b["topic"]
+
+
+def test_spark_s_window_steps_find_the_same_reuse(spark, with_records, tmp_path):
+    """The same log replayed on Spark's window steps (what a Spark Connect session runs) explains each
+    repeat as segaudit's window function does."""
+    from dataclasses import replace
+
+    import pyarrow.parquet as pq
+
+    from analytics.audit.audit_plan import audit_plan
+    from analytics.audit.config import AuditConfig
+    from analytics.audit.job import audit
+    from analytics.export import export
+
+    out = str(tmp_path / "out")
+    export(None, [str(_log_dir(tmp_path))], out, records=True)
+    config = AuditConfig(producer_id_expiration_ms=DAY_MS)
+    plan = audit_plan(spark, out, config)
+    assert plan.window_function  # so the module's audit replayed with segaudit's window function
+    audit(spark, out, config, plan=replace(plan, window_function=False))
+    rows = pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()
+    repeats, _ = with_records
+    assert {(r["topic"], r["base_sequence"]): (r["verdict"], r["explained_by"], r["severity"])
+            for r in rows if r["base_offset"] >= 3 * SIZE} == {
+        k: (r["verdict"], r["explained_by"], r["severity"]) for k, r in repeats.items()}
+    assert repeats[("reuse", 0)]["explained_by"] == "sequence_reuse"
