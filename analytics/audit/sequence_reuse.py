@@ -42,11 +42,12 @@ def records_differ(batches: DataFrame, records: DataFrame | None,
     None when there is none, or no ``records``. ``new``: only the ranges some of these batches hold
     (an incremental audit's batches to replay); None: every range.
 
-    Held (``localCheckpoint``): one job here, a small broadcast wherever the replay reads it."""
+    Held (``localCheckpoint``): on a sound log one job here (the aggregate that finds no repeated
+    range); a small broadcast wherever the replay reads it."""
     if records is None:
         return None
-    repeated = _repeated(batches, new).localCheckpoint()
-    if repeated.isEmpty():
+    repeated = _repeated(batches, new)
+    if repeated is None:
         return None
     wanted = F.broadcast(repeated.select("file", F.col("base_offset").alias("batch_base_offset")))
     rows = (records.join(wanted, on=["file", "batch_base_offset"], how="left_semi")
@@ -73,10 +74,11 @@ def records_differ(batches: DataFrame, records: DataFrame | None,
     return None if found.isEmpty() else found
 
 
-def _repeated(batches: DataFrame, new: DataFrame | None) -> DataFrame:
-    """The data batches whose range another batch holds too: their range, ``base_offset``,
-    ``record_count``, ``_rank`` (their order within the range) and ``whole`` (as many records as
-    offsets: no record was compacted away)."""
+def _repeated(batches: DataFrame, new: DataFrame | None) -> DataFrame | None:
+    """The data batches whose range another batch holds too (None: no range repeats), held: their
+    range, ``base_offset``, ``record_count``, ``_rank`` (their order within the range) and ``whole``
+    (as many records as offsets: no record was compacted away). One hash aggregate of the batches'
+    narrow columns finds the ranges held twice (on a sound log, none: nothing more is done)."""
     def data(df: DataFrame) -> DataFrame:
         return (df.where((F.col("producer_id") >= 0) & ~F.col("is_control") & F.col("crc_valid")
                          & (F.col("magic") == 2))
@@ -85,12 +87,16 @@ def _repeated(batches: DataFrame, new: DataFrame | None) -> DataFrame:
     rows = data(batches).select(*RANGE_KEY, *BATCH, "base_offset", "last_offset", "record_count")
     if new is not None:
         rows = rows.join(data(new).select(*RANGE_KEY).distinct(), on=list(RANGE_KEY), how="left_semi")
-    by_range = Window.partitionBy(*RANGE_KEY)
-    return (rows.withColumn("_copies", F.count(F.lit(1)).over(by_range)).where(F.col("_copies") > 1)
-            .withColumn("_rank", F.row_number().over(by_range.orderBy("base_offset", *BATCH)))
+    ranges = (rows.groupBy(*RANGE_KEY).agg(F.count(F.lit(1)).alias("_copies")).where(F.col("_copies") > 1)
+              .drop("_copies").localCheckpoint())
+    if ranges.isEmpty():
+        return None
+    by_range = Window.partitionBy(*RANGE_KEY).orderBy("base_offset", *BATCH)
+    return (rows.join(ranges, on=list(RANGE_KEY), how="left_semi")
+            .withColumn("_rank", F.row_number().over(by_range))
             .withColumn("whole",
                         F.col("record_count").cast("long") == F.col("last_offset") - F.col("base_offset") + 1)
-            .drop("_copies", "last_offset"))
+            .drop("last_offset").localCheckpoint())
 
 
 def _side(df: DataFrame, side: str) -> DataFrame:
