@@ -184,8 +184,13 @@ def test_incremental_reaches_the_pipeline_from_the_job(command, recorded, places
 @pytest.mark.parametrize("command", ["run", "export"])
 def test_under_spark_submit_the_job_reads_in_the_submitted_session(command, recorded, places, capsys, monkeypatch):
     """spark-submit sets PYSPARK_GATEWAY_PORT: the session is the submitted one (no master of the
-    job's own), and a small local input is exported in Spark, not in the command's process."""
+    job's own), and a small local input is exported in Spark, not in the command's process. Alone,
+    the command finds no active session (the suite's own Spark, when a module before this one on the
+    worker started it, would be one: the export would then run in it, rightly)."""
+    from pyspark.sql import SparkSession
+
     base, _ = places
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
     asked = []
     monkeypatch.setattr("analytics.spark.session.get_spark",
                         lambda master=None, **kw: asked.append((master, kw.get("remote"))) or "the session")
