@@ -73,10 +73,11 @@ from analytics.contract.vocabulary import CHECK_REPLAY, topics_exempt
 from analytics.spark.standalone import standalone_cluster
 
 
-def prepare(work: Path, batches: int) -> tuple[Path, int]:
-    """A cached export of a ``clean`` log dir with about ``batches`` batches (60 per scale unit)."""
+def prepare(work: Path, batches: int, records: bool = False) -> tuple[Path, int]:
+    """A cached export of a ``clean`` log dir with about ``batches`` batches (60 per scale unit);
+    ``records``: exported with its records too (an export of its own)."""
     scale = math.ceil(batches / 60)
-    logdir, out = work / f"clean-x{scale}", work / f"clean-x{scale}.out"
+    logdir, out = work / f"clean-x{scale}", work / f"clean-x{scale}{'.records' if records else ''}.out"
     if not (logdir.parent / f"{logdir.name}.truth" / "scenario.json").exists():
         shutil.rmtree(logdir, ignore_errors=True)
         print(f"generating {logdir} ...", file=sys.stderr)
@@ -84,7 +85,8 @@ def prepare(work: Path, batches: int) -> tuple[Path, int]:
                         "--scale", str(scale)], check=True, stdout=subprocess.DEVNULL)
     if not (out / "_export.json").exists():
         print(f"exporting {out} ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "analytics", "export", str(logdir), "--out", str(out)], check=True,
+        subprocess.run([sys.executable, "-m", "analytics", "export", str(logdir), "--out", str(out),
+                        *(["--records"] if records else [])], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     truth = json.loads((logdir.parent / f"{logdir.name}.truth" / "scenario.json").read_text())
     return out, sum(truth["verdicts"].values())

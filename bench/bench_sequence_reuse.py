@@ -2,41 +2,27 @@
 
     .venv/bin/python bench/bench_sequence_reuse.py [--batches N ...] [--work DIR] [--driver-memory 8g]
 
-For each size, a ``clean`` log dir of about N batches (the generator's, cached in ``--work``) is
-exported with records, then audited twice in one application (the steady run counts). Beside it,
+For each size, a ``clean`` log dir of about N batches (``bench_audit.prepare``, cached in ``--work``)
+is exported with records, then audited twice in one application (the steady run counts). Beside it,
 the evidence step alone, ``records_differ`` over the export's batches and records, three times
 (median): on a log with no repeated range it is the scan of the batches' narrow columns and the
-window that finds none, which every audit with records pays; the records are read only when some
+hash aggregate that finds none, which every audit with records pays; the records are read only when some
 range repeats. Printed: both times and the step's share of the audit.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def prepare(work: Path, batches: int) -> Path:
-    """A cached export with records of a ``clean`` log dir of about ``batches`` batches."""
-    scale = math.ceil(batches / 60)
-    logdir, out = work / f"clean-x{scale}", work / f"clean-x{scale}.records.out"
-    if not (logdir.parent / f"{logdir.name}.truth" / "scenario.json").exists():
-        print(f"generating {logdir} ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "analytics", "generate", str(logdir), "--scenario", "clean",
-                        "--scale", str(scale)], check=True, stdout=subprocess.DEVNULL)
-    if not (out / "_export.json").exists():
-        print(f"exporting {out} ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "analytics", "export", str(logdir), "--out", str(out), "--records"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return out
+from bench_audit import prepare  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--driver-memory", default="8g")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    outs = {n: prepare(args.work, n) for n in args.batches}
+    outs = {n: prepare(args.work, n, records=True)[0] for n in args.batches}
 
     from analytics.audit.config import AuditConfig
     from analytics.audit.job import audit

@@ -52,7 +52,8 @@ def records_differ(batches: DataFrame, records: DataFrame | None,
     wanted = F.broadcast(repeated.select("file", F.col("base_offset").alias("batch_base_offset")))
     rows = (records.join(wanted, on=["file", "batch_base_offset"], how="left_semi")
             .select("file", F.col("batch_base_offset").alias("base_offset"),
-                    (F.col("offset") - F.col("batch_base_offset")).alias("pos"), "key_hash", "value_hash"))
+                    (F.col("offset") - F.col("batch_base_offset")).alias("pos"), "key_hash", "value_hash")
+            .localCheckpoint())  # the repeated batches' records alone, read three times below
     counted = rows.groupBy("file", "base_offset").agg(F.count(F.lit(1)).alias("found"))
     batch = (repeated.join(counted, on=["file", "base_offset"], how="left")
              .withColumn("whole", F.col("whole") & (F.coalesce("found", F.lit(0)) == F.col("record_count")))
