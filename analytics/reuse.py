@@ -134,8 +134,10 @@ def parquet_rows(folder: str) -> int:
 
 
 def rows_of(files) -> int:
-    """Rows of these Parquet files, from their footers."""
-    return sum(sinks.read_metadata(f).num_rows for f in files)
+    """Rows of these Parquet files, from their footers (read at once: in a bucket, a request or two
+    each)."""
+    with ThreadPoolExecutor(FINGERPRINT_THREADS) as pool:
+        return sum(pool.map(lambda f: sinks.read_metadata(f).num_rows, files))
 
 
 def link_tree(source: str, target: str) -> int:

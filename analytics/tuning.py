@@ -17,12 +17,16 @@ MIB = 1024 * 1024
 # process, without a JVM: starting Spark and its Python workers costs some 10 s, reading 64 MiB of
 # segments about half a second (analytics.export_plan.export_plan).
 IN_PROCESS_BYTES = 64 * MIB
+# Tasks of such an export run at once in that process: a task's writes wait on the store (one
+# ``PutObject`` a small file in a bucket, 73 files a table for the bundled sample), not the CPU.
+IN_PROCESS_THREADS = 4
 # The segment bytes one task of the kafka-segments data source reads, and the fewest tasks it makes
 # of a log that has files enough (analytics.spark.source).
 DEFAULT_TASK_BYTES = 128 * MIB
 DEFAULT_MIN_TASKS = 2
 # Threads hashing the edges of segment files for an incremental export's fingerprints (analytics.reuse):
-# reads of 64 KiB at both ends of each file, bound by the disk's latency, not the CPU.
+# reads of 64 KiB at both ends of each file, bound by the disk's latency, not the CPU; and reading the
+# footers of an export's Parquet files for its row counts (a request or two a file in a bucket).
 FINGERPRINT_THREADS = 16
 
 # -- the export of a live cluster ---------------------------------------------------------------

@@ -213,17 +213,24 @@ def driver_cannot_start_python(spark) -> bool:
 
 
 def in_process(options: dict[str, str]) -> list:
-    """The rows (Arrow record batches) of a read of this source with ``options``, its tasks run one
-    after the other in this process instead of in Spark's: the same task type, the same files
-    written (an export of a small local input, without a JVM)."""
+    """The rows (Arrow record batches) of a read of this source with ``options``, its tasks run in
+    this process instead of in Spark's: the same task type, the same files written (an export of a
+    small local input, without a JVM). ``IN_PROCESS_THREADS`` tasks run at once, so that one task's
+    writes (a bucket's ``PutObject`` a file) wait beside another's reading; the rows come in the
+    tasks' order."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from analytics.spark.tasks import log_task
+    from analytics.tuning import IN_PROCESS_THREADS
 
     task = task_for(options)
-    rows = []
-    for file in task.plan(parse_paths(options["paths"])):
+
+    def one(file) -> list:
         log_task(file, task.table)
-        rows += task.read(file)
-    return rows
+        return list(task.read(file))
+
+    with ThreadPoolExecutor(IN_PROCESS_THREADS) as pool:
+        return [row for rows in pool.map(one, task.plan(parse_paths(options["paths"]))) for row in rows]
 
 
 def _required(options: Mapping[str, str], table: str, name: str) -> str:
