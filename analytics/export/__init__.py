@@ -72,7 +72,7 @@ def export(
 ) -> ExportResult:
     """Export ``paths`` (log dirs, partition folders, files) to ``out``; returns what was written.
 
-    ``spark`` None: the data source's tasks run one after the other in this process, without a JVM
+    ``spark`` None: the data source's tasks run in this process (a few at once), without a JVM
     (for a small local input, where starting Spark costs far more than the reading; the choice is
     :func:`analytics.export_plan.export_plan`'s).
 
