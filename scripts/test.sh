@@ -13,9 +13,11 @@ case " $* " in
        exit 2
      } ;;
 esac
-# The object-storage tests serve S3 with versitygw, built once with Go into ~/.cache/segaudit/bin.
+# The object-storage tests serve S3 with versitygw, built once with Go into ~/.cache/segaudit/bin; the
+# Trino test opens OUT's tables there with Trino's Delta Lake connector: trino-server from Maven Central,
+# fetched once into ~/.cache/segaudit/trino (it runs on a JDK 24+, which the test looks for).
 case " $* " in
   *"not s3"*) ;;
-  *) bash scripts/versitygw.sh ;;
+  *) bash scripts/versitygw.sh; bash scripts/trino.sh ;;
 esac
 exec .venv/bin/python -m pytest "$@"
