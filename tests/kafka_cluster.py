@@ -21,6 +21,7 @@ starts with :data:`UNAVAILABLE`; ``.ci/run`` fails when it sees that message.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -45,12 +46,15 @@ UNAVAILABLE = "broker jars unavailable"
 
 @dataclass(frozen=True)
 class Release:
-    """A broker release and where its DumpLogSegments lives."""
+    """A broker release, where its DumpLogSegments lives, and the SLF4J binding its distribution ships
+    beside its jars (not a dependency on Maven Central: without it a broker logs nothing at all, and one
+    that exits at its start says nothing of why)."""
 
     version: str
     dump_log_artifact: str  # the artifact holding DumpLogSegments
     dump_log_version: str
     dump_log_class: str
+    log_binding: tuple[str, ...]  # Maven coordinates (group:artifact:version) of the binding's jars
 
     @property
     def tv2(self) -> bool:
@@ -61,8 +65,10 @@ class Release:
 # The newest 4.x release and the last 3.x release. kafka-tools 4.4.0 is not on Maven Central, so the
 # 4.x DumpLogSegments is the newest kafka-tools release that is (4.3.1, the same on-disk formats).
 RELEASES = {
-    "4.4.0": Release("4.4.0", "kafka-tools", "4.3.1", "org.apache.kafka.tools.DumpLogSegments"),
-    "3.9.2": Release("3.9.2", "kafka_2.13", "3.9.2", "kafka.tools.DumpLogSegments"),
+    "4.4.0": Release("4.4.0", "kafka-tools", "4.3.1", "org.apache.kafka.tools.DumpLogSegments",
+                     ("org.apache.logging.log4j:log4j-slf4j-impl:2.25.5",)),
+    "3.9.2": Release("3.9.2", "kafka_2.13", "3.9.2", "kafka.tools.DumpLogSegments",
+                     ("org.slf4j:slf4j-reload4j:1.7.36", "ch.qos.reload4j:reload4j:1.2.25")),
 }
 VERSIONS = tuple(RELEASES)
 
@@ -109,7 +115,20 @@ def cached_jars(name: str, steps: list[tuple[list[str], str, str]]) -> Path:
 
 
 def kafka_jars(version: str) -> Path:
+    """The broker's jars (and its log binding, :func:`log_binding`, resolved with them)."""
+    log_binding(version)
     return resolve("kafka_2.13", version)
+
+
+def log_binding(version: str) -> Path | None:
+    """The folder of the broker's SLF4J binding (:attr:`Release.log_binding`), resolved once; None for
+    a version :data:`RELEASES` does not name."""
+    release = RELEASES.get(version)
+    if release is None:
+        return None
+    return cached_jars(f"kafka-logging-{version}", [
+        (["dependency:copy", f"-Dartifact={coordinates}"], f"{coordinates.split(':')[1]}-*.jar", coordinates)
+        for coordinates in release.log_binding])
 
 
 def require_jars(version: str) -> Path:
@@ -168,26 +187,43 @@ def java() -> str:
     return shutil.which("java") or "java"
 
 
+# Brokers listen on ports below Linux's ephemeral range (32768-60999), where no outgoing connection
+# of another process takes a port between its choice and the broker's bind, in a block of their own
+# per pytest-xdist worker, handed out in turn.
+PORTS_FROM, PORTS_PER_WORKER = 20000, 3000
+_handed = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of this process's block that nothing listens on or holds."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    first = PORTS_FROM + PORTS_PER_WORKER * (int(worker[2:]) if worker[2:].isdigit() else 0)
+    for _ in range(PORTS_PER_WORKER):
+        port = first + next(_handed) % PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
 
 
 def _log_config_flags(folder: Path) -> list[str]:
-    """Kafka 4.x logs with log4j2, 3.x with reload4j: quiet both, to a file when ``folder`` is a node's."""
+    """Kafka 4.x logs with log4j2, 3.x with reload4j: both to a file (``server.log`` when ``folder`` is a
+    node's), warnings and errors only (a broker's fatal error at its start is one)."""
     log4j2 = folder / "log4j2.properties"
     log4j1 = folder / "log4j.properties"
     if not log4j2.exists():
         log_file = folder / "server.log"
         log4j2.write_text(
-            "rootLogger.level = INFO\nrootLogger.appenderRef.f.ref = F\n"
+            "rootLogger.level = WARN\nrootLogger.appenderRef.f.ref = F\n"
             "appender.f.type = File\nappender.f.name = F\n"
             f"appender.f.fileName = {log_file}\n"
             "appender.f.layout.type = PatternLayout\nappender.f.layout.pattern = [%d] %p %m (%c)%n\n"
         )
         log4j1.write_text(
-            "log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n"
+            "log4j.rootLogger=WARN, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n"
             f"log4j.appender.F.File={log_file}\n"
             "log4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
             "log4j.appender.F.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
@@ -249,6 +285,7 @@ class KafkaCluster:
     def __post_init__(self):
         self.root = Path(self.root)
         self.jars = kafka_jars(self.version)
+        self.logging = log_binding(self.version)
         self.release = RELEASES.get(self.version)
         self.cluster_id = _base64_uuid()
         for i in range(1, self.nodes + 1):
@@ -410,7 +447,8 @@ class KafkaCluster:
         (node.home / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _java(self, node: Node, main: str, *args: str, wait: bool = False):
-        classpath = os.pathsep.join(f"{folder}/*" for folder in (self.jars, *self.classpath))
+        folders = (self.jars, *([self.logging] if self.logging else []), *self.classpath)
+        classpath = os.pathsep.join(f"{folder}/*" for folder in folders)
         cmd = [java(), f"-Xmx{self.jvm_heap}", "-Xss1m", *QUICK_JVM,
                "-Djava.awt.headless=true", *_log_config_flags(node.home), "-cp", classpath, main, *args]
         out = open(node.home / "stdout.log", "ab")
