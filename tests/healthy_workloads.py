@@ -40,7 +40,8 @@ from kafka.admin import OffsetSpec  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
 
 from tests import broker_scenarios as sc  # noqa: E402
-from tests.kafka_cluster import HERE, QUICK_JVM, KafkaCluster, copy_log_dir, free_port, java, resolve  # noqa: E402
+from tests.kafka_cluster import HERE, QUICK_JVM, KafkaCluster, copy_log_dir, java, resolve  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 # connect-file is not on Maven Central for 4.4.0, and 4.3.1's does not load in a 4.4.0 worker (AppInfoParser
 # moved to an internals package): the 4.4.0 broker gets a 4.3.1 worker, a worker a release behind its brokers

@@ -21,10 +21,8 @@ starts with :data:`UNAVAILABLE`; ``.ci/run`` fails when it sees that message.
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -37,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from analytics.spark.session import SMALL_WORK_OPTIONS
+from tests.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "kafka" / "pom.xml"
@@ -187,26 +186,6 @@ def java() -> str:
     return shutil.which("java") or "java"
 
 
-# Brokers listen on ports below Linux's ephemeral range (32768-60999), where no outgoing connection
-# of another process takes a port between its choice and the broker's bind, in a block of their own
-# per pytest-xdist worker, handed out in turn.
-PORTS_FROM, PORTS_PER_WORKER = 20000, 3000
-_handed = itertools.count()
-
-
-def free_port() -> int:
-    """A port of this process's block that nothing listens on or holds."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    first = PORTS_FROM + PORTS_PER_WORKER * (int(worker[2:]) if worker[2:].isdigit() else 0)
-    for _ in range(PORTS_PER_WORKER):
-        port = first + next(_handed) % PORTS_PER_WORKER
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
 
 
 def _log_config_flags(folder: Path) -> list[str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,18 +23,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.ports import free_port
+
 CACHE = Path(os.environ.get("SEGAUDIT_CACHE") or Path.home() / ".cache" / "segaudit")
 BINARY = CACHE / "bin" / "versitygw"
 UNAVAILABLE = "versitygw unavailable"
 
 ACCESS_KEY = "segaudit-test-access"
 SECRET_KEY = "segaudit-test-secret-9f3c2a7e51"  # a string the tests look for in logs: it must be nowhere
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class S3Server:
@@ -77,7 +72,7 @@ class S3Server:
         self.meta_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.root / "versitygw.log", "wb")
         for _ in range(3):  # a free port can be taken by someone else before the server binds it
-            self.port = _free_port()
+            self.port = free_port()
             self._proc = subprocess.Popen(
                 [str(self.binary), "--access", ACCESS_KEY, "--secret", SECRET_KEY,
                  "--port", f"127.0.0.1:{self.port}", "posix", "--sidecar", str(self.meta_dir), str(self.data_dir)],

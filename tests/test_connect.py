@@ -17,8 +17,8 @@ import pytest
 
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
-from tests.kafka_cluster import free_port
 from tests.outs import table_dir
+from tests.ports import free_port
 
 pytestmark = pytest.mark.spark
 QUERY = "SELECT verdict, count(*) AS n FROM batch_verdicts GROUP BY verdict ORDER BY verdict"

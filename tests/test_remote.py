@@ -18,8 +18,8 @@ from analytics.contract import READ_SCHEMAS as TABLE_SCHEMAS
 from analytics.kafka.logdir import read_log_dirs
 from tests.commands import assert_own_lines
 from tests.conftest import REPO
-from tests.kafka_cluster import free_port
 from tests.outs import table_dir
+from tests.ports import free_port
 
 SAMPLE = (REPO / "data" / "mixed").resolve()
 BUCKET_URI = "s3://kafka-logs/broker-1"

@@ -16,7 +16,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from analytics.contract.vocabulary import TABLES
 from analytics.publish import Store, published, tables
 from analytics.report.history import default_history_path
 from tests.commands import assert_own_lines
+from tests.ports import free_port
 from tests.s3_server import ACCESS_KEY, SECRET_KEY
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
@@ -74,12 +74,6 @@ def trino_java() -> Path:
             return home
     pytest.fail(NO_JDK + (f" ({named} is Java {java_major(Path(named)) or 'nothing'})" if named else ""),
                 pytrace=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Trino:
@@ -132,7 +126,7 @@ class Trino:
         return etc
 
     def start(self) -> "Trino":
-        self.port = _free_port()
+        self.port = free_port()
         etc = self._configure()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "JAVA_TOOL_", "_JAVA_"))}
         env |= {"JAVA_HOME": str(self.java_home),
