@@ -495,7 +495,8 @@ def compacted_transactions(cluster: KafkaCluster, topic: str = "healthy-txn-comp
 
 def retention(cluster: KafkaCluster, topic: str = "healthy-retention") -> Workload:
     """Segments rolled every 500 ms by an idempotent producer; ``retention.ms`` of 2 s deletes the old
-    ones while the producer goes on; then DeleteRecords moves the log start into the active segment."""
+    ones while the producer goes on; then, with rolls stopped, DeleteRecords moves the log start into the
+    active segment."""
     cluster.create_topic(topic, 1, replication(cluster), segment_ms=500)
     w = Workload("retention and DeleteRecords", [topic], "kafka-python, idempotent")
     producer = _producer(cluster, linger_ms=0)
@@ -512,7 +513,10 @@ def retention(cluster: KafkaCluster, topic: str = "healthy-retention") -> Worklo
             time.sleep(0.6)
         sc.set_topic_config(cluster, topic, retention_ms=2000)
         w.notes["log_start_after_retention"] = sc.wait_for_log_start(cluster, topic, 0)
-        sc.set_topic_config(cluster, topic, retention_ms=-1)
+        # no more rolls: the segment DeleteRecords lands in then holds batches below the new log start
+        # however slowly the sends go (with rolls every 500 ms, one could begin right at it, and the one
+        # before it, wholly below the log start, would be deleted)
+        sc.set_topic_config(cluster, topic, retention_ms=-1, segment_ms=7 * 24 * 3600 * 1000)
         send(20)
         end = sc.offsets(cluster, topic)[1]
         sc.delete_records(cluster, topic, end - 5)
