@@ -5,7 +5,11 @@ Every test that runs a command checks its stderr with :func:`assert_own_lines`.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+import threading
+from dataclasses import dataclass
 
 # A Java or Python stack trace, a log4j or SLF4J record, a Python warning: never a segaudit line.
 FOREIGN = re.compile(
@@ -45,3 +49,28 @@ def no_network() -> dict[str, str]:
         closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
     proxies = {name: closed for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY")}
     return proxies | {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+@dataclass
+class Ran:
+    """A command run in this process: what ``subprocess.run`` would tell of it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+_ONE_COMMAND = threading.Lock()  # stdout and stderr are redirected process-wide: one command at a time
+
+
+def segaudit_here(*args: str) -> Ran:
+    """``segaudit ARGS`` in this process, on the tests' Spark session (no JVM of its own to start): its
+    exit code and what it printed; its stderr holds segaudit's own lines only. A test that asserts what
+    a command's own process prints (the JVM's output, an interrupt) runs it as a process instead."""
+    from analytics import cli
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with _ONE_COMMAND, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = cli.main(list(args))
+    assert_own_lines(stderr.getvalue())
+    return Ran(code, stdout.getvalue(), stderr.getvalue())

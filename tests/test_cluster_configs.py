@@ -7,8 +7,6 @@ and a dynamic producer.id.expiration.ms, audited without a flag."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import struct
 import time
@@ -320,16 +318,11 @@ def compacted_data_dir(tmp_path_factory):
 
 
 def _segaudit(*args: str) -> tuple[int, str]:
-    """``segaudit ARGS`` in this process (the tests' Spark session): exit code and stderr, which holds
-    segaudit's own lines only."""
-    from analytics import cli
-    from tests.commands import assert_own_lines
+    """``segaudit ARGS`` in this process (the tests' Spark session): exit code and stderr."""
+    from tests.commands import segaudit_here
 
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr):
-        code = cli.main(list(args))
-    assert_own_lines(stderr.getvalue())
-    return code, stderr.getvalue()
+    ran = segaudit_here(*args)
+    return ran.returncode, ran.stderr
 
 
 @pytest.mark.broker

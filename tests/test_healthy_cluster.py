@@ -20,7 +20,6 @@ and ``kafka://`` still read from offset 0, batch for batch what the remote segme
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import threading
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import assert_own_lines
+from tests.commands import segaudit_here
 from tests.kafka_cluster import KafkaCluster, copy_log_dir, driven, driven_at_once, kafka_jars
 from tests.tiered_storage import (
     TIERED_STORAGE_VERSION,
@@ -287,18 +286,9 @@ def _tiered(root: Path) -> TieredRun:
 
 
 # -- running segaudit --------------------------------------------------------------------------------
-_ONE_COMMAND = threading.Lock()  # stderr is redirected process-wide: one command at a time
-
-
 def _segaudit(args: list[str]) -> int:
-    """``segaudit ARGS`` in this process (the tests' Spark session); stderr holds segaudit's lines only."""
-    from analytics import cli
-
-    stderr = io.StringIO()
-    with _ONE_COMMAND, contextlib.redirect_stderr(stderr):
-        code = cli.main(args)
-    assert_own_lines(stderr.getvalue())
-    return code
+    """``segaudit ARGS`` in this process (the tests' Spark session): its exit code."""
+    return segaudit_here(*args).returncode
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,6 @@ Set ``SEGAUDIT_HEALTHY_REPORT=FILE`` to write the table of docs/real-broker.md f
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -23,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests import healthy_workloads as hw
-from tests.commands import assert_own_lines
+from tests.commands import segaudit_here
 from tests.kafka_cluster import UNAVAILABLE, VERSIONS, JarsUnavailable, KafkaCluster, copy_log_dir, require_jars
 from tests.outs import table_dir
 
@@ -42,15 +40,8 @@ class Healthy:
 
 
 def _segaudit(args: list[str]) -> int:
-    """``segaudit ARGS`` in this process, on the tests' Spark session: its exit code; its stderr holds
-    segaudit's own lines only."""
-    from analytics import cli
-
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-        code = cli.main(args)
-    assert_own_lines(stderr.getvalue())
-    return code
+    """``segaudit ARGS`` in this process, on the tests' Spark session: its exit code."""
+    return segaudit_here(*args).returncode
 
 
 @pytest.fixture(scope="module", params=VERSIONS)

@@ -10,8 +10,6 @@ own topic (``broker_scenarios.py``). Set ``SEGAUDIT_REAL_BROKER_REPORT=FILE`` to
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import time
@@ -23,7 +21,7 @@ import pytest
 
 from analytics import pipeline
 from tests import broker_scenarios as sc
-from tests.commands import assert_own_lines
+from tests.commands import segaudit_here
 from tests.fault_proxy import FaultProxy
 from tests.outs import table_dir
 from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, driven, driven_at_once, kafka_jars
@@ -56,15 +54,8 @@ class BrokerRun:
 
 
 def _segaudit(args: list[str]) -> int:
-    """``segaudit ARGS`` in this process, on the tests' Spark session: its exit code, its stderr
-    checked to hold segaudit's own lines only."""
-    from analytics import cli
-
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr):
-        code = cli.main(args)
-    assert_own_lines(stderr.getvalue())
-    return code
+    """``segaudit ARGS`` in this process, on the tests' Spark session: its exit code."""
+    return segaudit_here(*args).returncode
 
 
 def _config(path: Path) -> Path:

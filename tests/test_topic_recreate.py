@@ -13,10 +13,11 @@ listed), so between the deletion and the creation a topic is left in the second 
 one-partition topics created, the first deleted): the new incarnation's partition 0 lands in the
 log dir of the old one, the others in the other log dir. Both cases are asserted to have happened.
 
-Audited with ``segaudit run`` as a user runs it (a process of its own): both log dirs copied while
-the old folders linger; two nights over the same paths, the first before the deletion, the
-second ``--incremental`` after the recreation; and ``segaudit run kafka://...`` against the broker
-after the refill (the old folders lingering beside it), whose rows carry the Metadata API's topic id.
+Audited with ``segaudit run`` as a user runs it, with no flag, in this process on the tests' Spark
+session: both log dirs copied while the old folders linger; two nights over the same paths, the
+first before the deletion, the second ``--incremental`` after the recreation. And ``segaudit run
+kafka://...``, a process of its own, against the broker after the refill (the old folders lingering
+beside it), whose rows carry the Metadata API's topic id.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import assert_own_lines
+from tests.commands import assert_own_lines, segaudit_here
 from tests.kafka_cluster import VERSIONS, KafkaCluster, copy_log_dir, driven, driven_at_once, kafka_jars
 from tests.outs import table_dir
 
@@ -235,13 +236,6 @@ def _process(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, timeout=900)
 
 
-def _segaudit(*args: str) -> subprocess.CompletedProcess:
-    """``segaudit ARGS`` as a process of its own; its stderr holds segaudit's lines only."""
-    done = _process(*args)
-    assert_own_lines(done.stderr)
-    return done
-
-
 def _lay(copies: list[Path], night: Path) -> list[str]:
     """The log dirs of ``copies`` at the same paths under ``night``, as a nightly job finds them."""
     shutil.rmtree(night, ignore_errors=True)
@@ -249,18 +243,18 @@ def _lay(copies: list[Path], night: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def audits(recreated, tmp_path_factory) -> dict:
+def audits(recreated, tmp_path_factory, spark) -> dict:
     """name -> (the finished process, OUT): ``both``, the copy with both incarnations; ``night-1``, the
     copy before the deletion; ``night-2``, the copy after the recreation at the same paths,
-    ``--incremental`` into the same OUT."""
+    ``--incremental`` into the same OUT. Each in this process, on the tests' Spark session."""
     root = tmp_path_factory.mktemp(f"audits-{recreated.version}")
-    out = {"both": (_segaudit("run", *map(str, recreated.after), "--out", str(root / "both")), root / "both")}
+    out = {"both": (segaudit_here("run", *map(str, recreated.after), "--out", str(root / "both")), root / "both")}
     night = root / "night"
     nightly = root / "nightly"
-    out["night-1"] = (_segaudit("run", *_lay(recreated.before, night), "--out", str(nightly)), nightly)
+    out["night-1"] = (segaudit_here("run", *_lay(recreated.before, night), "--out", str(nightly)), nightly)
     written = nightly / "summary.json"  # the next night writes over it
     summary_1 = json.loads(written.read_text()) if written.exists() else None
-    again = _segaudit("run", *_lay(recreated.after, night), "--out", str(nightly), "--incremental")
+    again = segaudit_here("run", *_lay(recreated.after, night), "--out", str(nightly), "--incremental")
     out["night-2"] = (again, nightly)
     out["night-1-summary"] = summary_1
     return out
@@ -378,7 +372,7 @@ def test_an_incremental_night_after_a_recreate_starts_a_new_history(recreated, a
 
 
 # -- a partition moved to the other log dir and back ----------------------------------------------------
-def test_a_partition_moved_away_and_back_audits_clean(recreated, tmp_path):
+def test_a_partition_moved_away_and_back_audits_clean(recreated, spark, tmp_path):
     """One log dir holds the old copy (``-delete``, left by the first move) beside the live
     folder the second move made, both with the topic's id; the other log dir holds the copy the
     second move left. The old copy beside the live folder is a history of its own (its batches are the
@@ -389,7 +383,7 @@ def test_a_partition_moved_away_and_back_audits_clean(recreated, tmp_path):
     assert sorted(held.values()) == [[False, True], [True]], moved  # live and old beside it; the other's old
     assert len({topic_id for _, _, topic_id in moved}) == 1  # one topic: three copies of its partition
     out = tmp_path / "out"
-    done = _segaudit("run", *map(str, recreated.moved), "--out", str(out))
+    done = segaudit_here("run", *map(str, recreated.moved), "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     summary = _summary(out)
     _clean(summary)
@@ -402,7 +396,7 @@ def test_a_partition_moved_away_and_back_audits_clean(recreated, tmp_path):
     assert {(r["kind"], r["severity"]) for r in divergence} <= {("truncated_tail", "info")}, divergence
 
 
-def test_a_log_dir_without_partition_metadata_audits_as_before(recreated, audits, tmp_path):
+def test_a_log_dir_without_partition_metadata_audits_as_before(recreated, audits, spark, tmp_path):
     """A pre-2.8 layout: the broker's log dirs before the deletion, every ``partition.metadata``
     removed. The audit keys each history by name alone, as for a broker before 2.8; its verdicts are
     the ones the same copy gave with the files, and the summary and the command's line count every
@@ -411,7 +405,7 @@ def test_a_log_dir_without_partition_metadata_audits_as_before(recreated, audits
     removed = [f.unlink() or f for c in copies for f in c.glob("*/partition.metadata")]
     assert len(removed) >= PARTITIONS
     out = tmp_path / "out"
-    done = _segaudit("run", *map(str, copies), "--out", str(out))
+    done = segaudit_here("run", *map(str, copies), "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     summary, before = _summary(out), audits["night-1-summary"]
     identity = summary["topic_identity"]
