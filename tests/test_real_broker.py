@@ -349,7 +349,7 @@ def test_the_coordinators_log_records_what_the_transactional_clients_did(broker_
     assert after[1]["producer_epoch"] > after[0]["producer_epoch"]
 
 
-def test_a_transactional_id_that_expired_came_back_with_a_new_producer_id(broker_run, audits, spark, capsys):
+def test_a_transactional_id_that_expired_came_back_with_a_new_producer_id(broker_run, audits, spark):
     from analytics.forensics import transactional_id_history
 
     _, out = audits["final"]
@@ -359,8 +359,9 @@ def test_a_transactional_id_that_expired_came_back_with_a_new_producer_id(broker
     assert h.producer_ids[0]["ended"] == "expired"  # (the second expires too when the broker runs on long enough)
     tombstone = next(c for c in h.changes if c["event"] == "expired")
     assert tombstone["offset"] == broker_run.facts["txn-expire"].notes["tombstone"]
-    assert _segaudit(["producer", out, "--producer-id", str(second), "--format", "json"]) == 0
-    served = json.loads(capsys.readouterr().out)["transactional_ids"]
+    ran = segaudit_here("producer", out, "--producer-id", str(second), "--format", "json")
+    assert ran.returncode == 0
+    served = json.loads(ran.stdout)["transactional_ids"]
     assert [(t["transactional_id"], t["before"], t["after"]) for t in served] == [("segaudit-expire", first, None)]
 
 
