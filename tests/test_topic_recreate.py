@@ -244,7 +244,7 @@ def _lay(copies: list[Path], night: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def audits(recreated, tmp_path_factory, spark) -> dict:
-    """name -> (the finished process, OUT): ``both``, the copy with both incarnations; ``night-1``, the
+    """name -> (the finished command, OUT): ``both``, the copy with both incarnations; ``night-1``, the
     copy before the deletion; ``night-2``, the copy after the recreation at the same paths,
     ``--incremental`` into the same OUT. Each in this process, on the tests' Spark session."""
     root = tmp_path_factory.mktemp(f"audits-{recreated.version}")
