@@ -194,3 +194,20 @@ def corpus_audited(spark, corpus_export):
 
     _, out = corpus_export
     return audit(spark, out, load_config(None)), out
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The suite's time by module (setup, call and teardown summed over its tests, on whichever worker
+    ran it), the largest first: where the suite's budget goes, in every run's log."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) in ("setup", "call", "teardown"):
+                module = report.nodeid.split("::", 1)[0]
+                seconds[module] = seconds.get(module, 0.0) + report.duration
+    if not seconds:
+        return
+    total = sum(seconds.values())
+    terminalreporter.write_sep("=", f"time by module: {total:,.0f} s in all")
+    for module, spent in sorted(seconds.items(), key=lambda item: -item[1])[:20]:
+        terminalreporter.write_line(f"{spent:8,.0f} s {spent / total:6.1%}  {module}")
