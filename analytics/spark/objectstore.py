@@ -107,7 +107,7 @@ def coordinates(jars: Path | None = None) -> list[str]:
     """The Maven coordinates (group:artifact:version) S3A needs with the Spark whose jars are ``jars``.
 
     >>> [c for c in coordinates() if not c.startswith("software.amazon.awssdk:")][:2]  # doctest: +ELLIPSIS
-    ['org.apache.hadoop:hadoop-aws:3.4...', 'org.apache.spark:spark-hadoop-cloud_2.13:4...']
+    ['org.apache.hadoop:hadoop-aws:3...', 'org.apache.spark:spark-hadoop-cloud_2.13:4...']
     """
     jars = jars or pyspark_jars()
     hadoop = _version_of(jars, "hadoop-client-api")

@@ -167,12 +167,14 @@ class KafkaSegmentsReader(DataSourceReader):
             groups = group_files(files, target_bytes=self.target_bytes, min_groups=self.min_tasks)
         return [FileGroup(i, g) for i, g in enumerate(groups)]
 
-    def read(self, partition: FileGroup | None):
+    def read(self, partition):
         from analytics.spark.tasks import log_task
 
-        if partition is None:  # Spark's single partition when partitions() found no file
+        # Spark's single partition when partitions() found no file: None up to 4.2, a bare InputPartition from 4.3
+        files = getattr(partition, "files", None)
+        if files is None:
             return
-        for file in partition.files:
+        for file in files:
             log_task(file, self.task.table)
             yield from self.task.read(file)
 
