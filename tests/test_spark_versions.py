@@ -2,10 +2,10 @@
 that release's ``spark-submit`` gives the golden verdicts and the reference replay's (the replay's
 differential test), ``run`` with OUT in a bucket gives them too, and stderr holds segaudit's lines only.
 
-The suite itself runs on the Spark of ``.venv``; this module runs the sample on the newest patch
-release of every other minor version the pin admits (``SPARK_RELEASES``), each in a venv of PySpark
-and segaudit's dependencies, built once into ``~/.cache/segaudit/venvs`` and kept between runs
-(segaudit itself comes from this checkout, with the jar ``scripts/setup.sh`` built). Should
+The suite itself runs on the Spark of ``.venv``, the newest release the pin admits; this module runs
+the sample on the newest patch release of every other minor version (``SPARK_RELEASES``), each in a
+venv of PySpark and segaudit's dependencies (``tests/venvs.py``: built once, kept between runs;
+segaudit itself comes from this checkout, with the jar ``scripts/setup.sh`` built). Should
 segaudit's window function fail on a Spark, the audit says so in one line and runs on Spark's
 window steps: the verdicts are the same. The wheel, built as a release is, is installed into a
 fresh venv beside the newest PySpark and runs the sample on the jar it carries.
@@ -13,27 +13,26 @@ fresh venv beside the newest PySpark and runs the sample on the jar it carries.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from analytics.publish import published
+from tests import outside
 from tests.commands import assert_own_lines
 from tests.outs import table_dir
+from tests.venvs import ROOT, dependencies, spark_venv
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
-# the newest patch release of each minor version the pin admits but .venv does not hold
-SPARK_RELEASES = ("4.0.5", "4.2.1", "4.3.0")
+# the newest patch release of each minor version the pin admits but .venv does not hold (.venv holds the newest)
+SPARK_RELEASES = ("4.0.5", "4.1.4", "4.2.1")
 JAVA_FALLBACK = "segaudit's window function failed on this Spark"
 JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector\n"
 # the columns of batch_verdicts the reference replay gives (tests/test_audit_differential.py)
@@ -41,56 +40,34 @@ COMPARED = ("verdict", "severity", "explained_by", "expected_sequence", "prev_ba
             "state_last_sequence", "state_last_offset", "expired_offset", "conflict_offset")
 
 
-def _dependencies() -> list[str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return project["dependencies"]
-
-
 def _pin() -> str:
-    [pin] = [d for d in _dependencies() if d.startswith("pyspark")]
+    [pin] = [d for d in dependencies() if d.startswith("pyspark")]
     return pin.split("]", 1)[1].split("#")[0].strip()
 
 
-def test_the_pin_admits_exactly_the_tested_minor_versions():
+def _minor(version: str) -> tuple[int, int]:
+    return tuple(map(int, version.split(".")[:2]))
+
+
+def test_the_pin_admits_exactly_the_tested_minor_versions_and_the_suite_runs_on_the_newest():
     import pyspark
 
-    tested = sorted({".".join(v.split(".")[:2]) for v in (*SPARK_RELEASES, pyspark.__version__)},
-                    key=lambda v: tuple(map(int, v.split("."))))
-    low, high = tested[0], tested[-1]
-    major, minor = map(int, high.split("."))
-    assert _pin() == f">={low},<{major}.{minor + 1}"
-    assert len(tested) == minor - int(low.split(".")[1]) + 1  # none skipped between
+    tested = sorted({_minor(v) for v in (*SPARK_RELEASES, pyspark.__version__)})
+    (low_major, low), (major, minor) = tested[0], tested[-1]
+    assert _pin() == f">={low_major}.{low},<{major}.{minor + 1}"
+    assert len(tested) == minor - low + 1  # none skipped between
+    assert _minor(pyspark.__version__) == tested[-1]  # the whole suite runs on the newest minor version
+    assert _minor(pyspark.__version__) not in {_minor(v) for v in SPARK_RELEASES}  # which the matrix need not run
     suite = (ROOT / "scripts" / "test-constraints.txt").read_text()
     assert f"pyspark=={pyspark.__version__}" in suite.splitlines()  # the suite runs on the Spark it names
-
-
-def _venv(version: str) -> Path:
-    """A venv holding PySpark ``version`` and segaudit's other dependencies, built once."""
-    others = [d.split("#")[0].strip() for d in _dependencies() if not d.startswith("pyspark")]
-    wanted = [f"pyspark[connect]=={version}", *others]
-    key = hashlib.sha256("\n".join([sys.version, *wanted]).encode()).hexdigest()[:12]
-    home = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "segaudit" / "venvs"
-    target = home / f"pyspark-{version}-{key}"
-    if (target / "ready").is_file():
-        return target
-    building = home / f".{target.name}.{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(building)], check=True)
-    done = subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q", *wanted],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        shutil.rmtree(building, ignore_errors=True)
-        pytest.fail(f"PySpark {version} could not be installed (PyPI unreachable?): {done.stderr[-2000:]}")
-    shutil.rmtree(target, ignore_errors=True)
-    building.rename(target)  # a venv's python runs from any folder: pyvenv.cfg names the base
-    (target / "ready").write_text(version)
-    return target
+    # the Spark that reads OUT as Delta where Delta Lake builds no connector for the suite's is one of these
+    assert outside.delta_spark() or outside.DELTA_READER_RELEASE in SPARK_RELEASES
 
 
 def _run_sample(version: str, out: str) -> subprocess.CompletedProcess:
     """``segaudit run`` of the sample into ``out`` with PySpark ``version``: it exits 1 (the sample's
     faults fail some expectations) with segaudit's lines only on stderr."""
-    venv = _venv(version)
+    venv = spark_venv(version)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYSPARK_PYTHON", None)
     env.pop("SPARK_HOME", None)
@@ -122,7 +99,7 @@ def _submit_sample(version: str, out: str) -> subprocess.CompletedProcess:
     """The sample's main job (``jobs/run.py``) with ``spark-submit`` of PySpark ``version``, on local
     cores, with the arguments ``python -m analytics.spark.submit`` prints, as a user submits it: it
     exits 1 (the sample's faults fail some expectations) with segaudit's lines only on stderr."""
-    venv = _venv(version)
+    venv = spark_venv(version)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": str(venv / "bin" / "python")}
     env.pop("SPARK_HOME", None)
     home = subprocess.run([str(venv / "bin" / "python"), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
@@ -207,15 +184,17 @@ def test_the_wheel_in_a_fresh_venv_runs_the_sample_on_the_jar_it_carries(tmp_pat
     dependencies: the cached venv of that release, on the fresh one's path), outside any checkout:
     the sample's ``run`` gives the golden verdicts, and a session of that install has the jar the
     wheel carries, built from the sources it carries, in its ``spark.jars``."""
+    import pyspark
+
     from analytics.spark import javabuild
 
-    newest = SPARK_RELEASES[-1]
+    newest = pyspark.__version__  # the suite's Spark, the newest the pin admits
     wheel = _wheel(tmp_path)
     fresh = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", str(fresh)], check=True)
     [site] = fresh.glob("lib/python3*/site-packages")
-    [dependencies] = _venv(newest).glob("lib/python3*/site-packages")
-    (site / "segaudit-dependencies.pth").write_text(f"{dependencies}\n")
+    [others] = spark_venv(newest).glob("lib/python3*/site-packages")
+    (site / "segaudit-dependencies.pth").write_text(f"{others}\n")
     done = subprocess.run([str(fresh / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                            str(wheel)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
