@@ -211,3 +211,17 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_sep("=", f"time by module: {total:,.0f} s in all")
     for module, spent in sorted(seconds.items(), key=lambda item: -item[1])[:20]:
         terminalreporter.write_line(f"{spent:8,.0f} s {spent / total:6.1%}  {module}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest modules first, so that with one worker per core none of them starts near the end
+    and leaves the other cores idle (xdist takes modules in this order: ``--no-loadscope-reorder``).
+    Their marks say which they are: ``slow``, then ``broker``, then ``s3``; the rest keep their order."""
+    order = ("slow", "broker", "s3")
+    weight: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        marks = {mark.name for mark in item.iter_markers()}
+        rank = min((order.index(name) for name in marks & set(order)), default=len(order))
+        weight[module] = min(weight.get(module, rank), rank)
+    items.sort(key=lambda item: weight[item.nodeid.split("::", 1)[0]])
