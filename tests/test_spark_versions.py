@@ -1,6 +1,6 @@
 """Every Spark release the package's pin admits, each in its own venv: the sample's main job under
-that release's ``spark-submit`` gives the golden verdicts and the reference replay's (the replay's
-differential test), ``run`` with OUT in a bucket gives them too, and stderr holds segaudit's lines only.
+that release's ``spark-submit``, OUT in a bucket, gives the golden verdicts and the reference replay's
+(the replay's differential test), and stderr holds segaudit's lines only.
 
 The suite itself runs on the Spark of ``.venv``, the newest release the pin admits; this module runs
 the sample on the newest patch release of every other minor version (``SPARK_RELEASES``), each in a
@@ -64,28 +64,6 @@ def test_the_pin_admits_exactly_the_tested_minor_versions_and_the_suite_runs_on_
     assert outside.delta_spark() or outside.DELTA_READER_RELEASE in SPARK_RELEASES
 
 
-def _run_sample(version: str, out: str) -> subprocess.CompletedProcess:
-    """``segaudit run`` of the sample into ``out`` with PySpark ``version``: it exits 1 (the sample's
-    faults fail some expectations) with segaudit's lines only on stderr."""
-    venv = spark_venv(version)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("PYSPARK_PYTHON", None)
-    env.pop("SPARK_HOME", None)
-    ran = subprocess.run([str(venv / "bin" / "python"), "-c", "import pyspark; print(pyspark.__version__)"],
-                         env=env, capture_output=True, text=True, check=True).stdout.strip()
-    assert ran == version
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "analytics", "run", "data/mixed", "--out", out,
-         "--config", "data/mixed.truth/audit.toml"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 1, done.stderr[-3000:]
-    assert_own_lines(done.stderr)
-    # segaudit's window function replayed, on Spark's public API: no fallback on any Spark the pin admits
-    assert JAVA_FALLBACK not in done.stderr
-    assert json.loads(published(out).read_text("summary.json"))["replay"] == "window_function"
-    return done
-
-
 def _assert_golden(verdicts) -> None:
     """``verdicts`` (a table of batch_verdicts) are the sample's golden ones, batch by batch."""
     truth = {(r["topic"], r["partition"], r["base_offset"]): (r["verdict"], r["severity"], r["explained_by"])
@@ -104,7 +82,8 @@ def _submit_sample(version: str, out: str) -> subprocess.CompletedProcess:
     env.pop("SPARK_HOME", None)
     home = subprocess.run([str(venv / "bin" / "python"), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
                           env=env, capture_output=True, text=True, check=True).stdout.strip()
-    args = subprocess.run([str(venv / "bin" / "python"), "-m", "analytics.spark.submit"], cwd=ROOT, env=env,
+    s3 = ["--s3"] if out.startswith("s3://") else []  # the connector, as the how-to's cluster block submits it
+    args = subprocess.run([str(venv / "bin" / "python"), "-m", "analytics.spark.submit", *s3], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True).stdout.split()
     done = subprocess.run(
         [str(Path(home) / "bin" / "spark-submit"), "--master", "local[2]", *args, "jobs/run.py", "data/mixed",
@@ -128,38 +107,35 @@ def _assert_the_reference_replay_agrees(out: str) -> None:
     from analytics.audit.reference import replay
 
     configuration = json.loads(published(out).read_text("summary.json"))["configuration"]
-    batches = pq.read_table(str(table_dir(out, "batches"))).to_pylist()
-    starts = {(r["topic"], r["partition"]): r["log_start_offset"]
-              for r in pq.read_table(str(table_dir(out, "log_start_offsets"))).to_pylist()}
+    batches = _table(out, "batches").to_pylist()
+    starts = {(r["topic"], r["partition"]): r["log_start_offset"] for r in _table(out, "log_start_offsets").to_pylist()}
     want = replay(batches, config_from_mapping(configuration), starts)
-    got = {(r["file"], r["file_position"]): r for r in pq.read_table(str(table_dir(out, "batch_verdicts"))).to_pylist()}
+    got = {(r["file"], r["file_position"]): r for r in _table(out, "batch_verdicts").to_pylist()}
     assert got.keys() == want.keys() and len(got) == len(batches)
     diffs = [(k, c, got[k][c], want[k].get(c)) for k in want for c in COMPARED if got[k][c] != want[k].get(c)]
     assert diffs == []
 
 
-@pytest.mark.parametrize("version", SPARK_RELEASES)
-def test_spark_submit_of_the_sample_gets_the_golden_verdicts_and_the_reference_replays_on_every_spark(
-        version, tmp_path):
-    out = tmp_path / "out"
-    _submit_sample(version, str(out))
-    _assert_golden(pq.read_table(str(table_dir(out, "batch_verdicts"))))
-    _assert_the_reference_replay_agrees(str(out))
+def _table(out: str, name: str):
+    """An output table of ``out`` (a bucket's or a local OUT's) as the latest commit has it."""
+    import pyarrow.dataset as ds
+
+    view = published(out)
+    return ds.dataset(view._p(name), filesystem=view.fs, format="parquet", partitioning="hive").to_table()
 
 
 @pytest.mark.s3
 @pytest.mark.parametrize("version", SPARK_RELEASES)
-def test_out_in_a_bucket_on_every_spark(version, s3_server):
-    """The S3 connector that matches each Spark's Hadoop (:mod:`analytics.spark.objectstore`) writes
-    OUT into a bucket: the verdicts read back from it are the golden ones."""
-    import pyarrow.dataset as ds
-
-    bucket = s3_server.make_bucket(f"spark-{version.replace('.', '-')}")
+def test_spark_submit_of_the_sample_into_a_bucket_gets_the_golden_verdicts_and_the_reference_replays_on_every_spark(
+        version, s3_server):
+    """The sample's main job under each Spark's ``spark-submit``, OUT in a bucket: the S3 connector
+    that matches that Spark's Hadoop (:mod:`analytics.spark.objectstore`) writes it, and the verdicts
+    read back from the bucket are the golden ones and the reference replay's."""
+    bucket = s3_server.make_bucket("spark-" + version.replace(".", "-"))
     out = f"{bucket}/out"
-    _run_sample(version, out)
-    view = published(out)
-    _assert_golden(ds.dataset(view._p("batch_verdicts"), filesystem=view.fs, format="parquet",
-                              partitioning="hive").to_table())
+    _submit_sample(version, out)
+    _assert_golden(_table(out, "batch_verdicts"))
+    _assert_the_reference_replay_agrees(out)
 
 
 def _wheel(folder: Path) -> Path:

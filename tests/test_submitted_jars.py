@@ -19,7 +19,10 @@ import pytest
 from analytics.spark import javacode, submit
 from analytics.spark.session import joined_jars
 from analytics.spark.standalone import spark_class
+from tests.commands import assert_own_lines
 from tests.conftest import REPO
+
+JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector\n"  # the launcher's, as the JVM starts
 
 
 CHILD = r"""
@@ -66,6 +69,26 @@ def test_a_submitted_job_on_s3_ships_segaudits_jar_and_replays_with_the_window_f
     assert "segaudit.jar" in result["shipped"] and "hadoop-aws" in " ".join(result["shipped"]), result
     assert result["loaded"], result["why_not"]
     assert result["ran"] == 20  # the executor, a JVM of its own, had segaudit's classes
+
+
+@pytest.mark.spark
+@pytest.mark.s3
+def test_a_job_submitted_on_s3_without_the_connector_says_how_to_submit_it(s3_server, tmp_path):
+    """The main job submitted with ``python -m analytics.spark.submit``'s arguments but not ``--s3``, OUT
+    in a bucket: the driver cannot make a session whose settings name the connector's classes, and the
+    job says so in one line with the argument to add, exit 2, before any Spark work. (``spark-submit``
+    runs the Python driver with its stderr joined to stdout.)"""
+    uri = f"{s3_server.make_bucket('forgotten')}/out"
+    _, env = spark_class()
+    env |= {"PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_DIRS": str(tmp_path / "local")}
+    command = [str(Path(env["SPARK_HOME"]) / "bin" / "spark-submit"), "--master", "local[1]", *submit.arguments(),
+               str(REPO / "jobs" / "run.py"), str(REPO / "data" / "mixed"), "--out", uri]
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    [line] = [line for line in done.stdout.splitlines() if line.strip()]
+    assert line.startswith("segaudit: a path is on S3 and this spark-submit put no S3 connector on the driver's")
+    assert line.endswith("submit with $(python -m analytics.spark.submit --s3)")
+    assert_own_lines(done.stdout + done.stderr.replace(JVM_WARNING, ""))
 
 
 def test_jar_lists_join_with_each_file_name_once():

@@ -176,6 +176,11 @@ def endpoint_conf(environ=os.environ) -> dict[str, str]:
     return conf
 
 
+# The connector's classes a session's driver loads itself, as it is made (its settings name them):
+# under spark-submit they must be on the driver's class path already (``--jars``).
+DRIVER_CLASSES = ("org.apache.spark.internal.io.cloud.PathOutputCommitProtocol", "org.apache.hadoop.fs.s3a.S3AFileSystem")
+
+
 def spark_conf(paths: Iterable[str], environ=os.environ) -> dict[str, str]:
     """The default Spark configuration of a session that reads or writes ``paths``: empty unless one
     is on S3. The caller applies the user's configuration after it (the user's keys win)."""

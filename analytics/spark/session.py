@@ -224,6 +224,11 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
         connector = objectstore.spark_conf(storage)
         if submitted and "spark.jars" in connector:  # added to spark-submit's --jars, which it would replace
+            missing = [name for name in objectstore.DRIVER_CLASSES if not submitted_loads(name)]
+            if missing:
+                raise objectstore.ConnectorUnavailable(
+                    "a path is on S3 and this spark-submit put no S3 connector on the driver's class path "
+                    f"({missing[0]} not found): submit with $(python -m analytics.spark.submit --s3)")
             connector["spark.jars"] = joined_jars(submitted_setting("spark.jars"), connector["spark.jars"])
         options |= connector
         if not submitted:  # segaudit's jar (the replay's window function); under spark-submit, its --jars
@@ -261,6 +266,21 @@ def submitted_setting(key: str) -> str | None:
 
     SparkContext._ensure_initialized()  # under spark-submit: the gateway of the JVM it started
     return SparkConf().get(key)
+
+
+def submitted_loads(name: str) -> bool:
+    """Whether the JVM spark-submit started loads the class ``name`` (its ``--jars`` and class path,
+    the loader it runs the application with): jars a session adds later reach the executors, not the
+    classes the driver needs to make the session."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    lang = SparkContext._jvm.java.lang
+    try:
+        lang.Class.forName(name, False, lang.Thread.currentThread().getContextClassLoader())
+    except Exception:  # py4j's error for the JVM's ClassNotFoundException
+        return False
+    return True
 
 
 def joined_jars(*lists: str | None) -> str:
