@@ -1,9 +1,10 @@
 """Venvs of other PySpark releases, each holding that release and segaudit's other dependencies (not
 segaudit itself: a test puts this checkout or a wheel beside it), built once into
-``~/.cache/segaudit/venvs`` and kept between runs."""
+``~/.cache/segaudit/venvs`` and kept between runs, by one process at a time."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -31,18 +32,20 @@ def spark_venv(version: str) -> Path:
     target = home / f"pyspark-{version}-{key}"
     if (target / "ready").is_file():
         return target
-    building = home / f".{target.name}.{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(building)], check=True)
-    done = subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q", *wanted],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process builds it; another worker waits, then takes it
+        if (target / "ready").is_file():
+            return target
+        building = home / f".{target.name}.{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
-        pytest.fail(f"PySpark {version} could not be installed (PyPI unreachable?): {done.stderr[-2000:]}")
-    if (target / "ready").is_file():  # another worker built it meanwhile
-        shutil.rmtree(building, ignore_errors=True)
-        return target
-    shutil.rmtree(target, ignore_errors=True)
-    building.rename(target)  # a venv's python runs from any folder: pyvenv.cfg names the base
-    (target / "ready").write_text(version)
+        subprocess.run([sys.executable, "-m", "venv", str(building)], check=True)
+        done = subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q", *wanted],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            shutil.rmtree(building, ignore_errors=True)
+            pytest.fail(f"PySpark {version} could not be installed (PyPI unreachable?): {done.stderr[-2000:]}")
+        shutil.rmtree(target, ignore_errors=True)
+        building.rename(target)  # a venv's python runs from any folder: pyvenv.cfg names the base
+        (target / "ready").write_text(version)
     return target
