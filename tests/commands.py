@@ -38,6 +38,17 @@ def assert_own_lines(stderr: str) -> None:
     assert not foreign, "not segaudit's own lines on stderr:\n" + "\n".join(foreign[:20]) + "\n--- whole stderr:\n" + stderr[-3000:]
 
 
+# The JVM's own line for the module Spark's launcher always adds (JavaModuleOptions), printed as a
+# submitted driver's JVM starts, before any code of Spark or segaudit runs: the one line not theirs.
+LAUNCHER_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector\n"
+
+
+def assert_submitted_lines(stderr: str) -> None:
+    """The stderr of a ``spark-submit``: the launcher's warning at most once, else segaudit's lines only."""
+    assert stderr.count(LAUNCHER_WARNING) <= 1
+    assert_own_lines(stderr.replace(LAUNCHER_WARNING, ""))
+
+
 def no_network() -> dict[str, str]:
     """An environment in which nothing leaves the machine: the HTTPS and HTTP proxies pointed at a
     closed port of loopback, which itself is reached directly (the S3 server and brokers of the

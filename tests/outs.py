@@ -35,6 +35,14 @@ def table_dir(out, name: str) -> Path:
     return Path(published(str(out)).path(name))
 
 
+def published_table(out, name: str):
+    """A published table as pyarrow reads it (its Hive folders' columns too), from a bucket or a disk."""
+    import pyarrow.dataset as ds
+
+    view = published(str(out))
+    return ds.dataset(view._p(name), filesystem=view.fs, format="parquet", partitioning="hive").to_table()
+
+
 def edit_manifest(out, stage: str, **changes) -> None:
     """Change fields of a published stage's manifest, where readers read it: the latest commit."""
     store = commits.Store(str(out))

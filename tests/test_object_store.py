@@ -27,6 +27,7 @@ from analytics.publish import commits
 from analytics.contract.vocabulary import TABLES
 from tests import outside, stale_writer
 from tests.commands import assert_own_lines, no_network
+from tests.outs import published_table
 from tests.s3_server import SECRET_KEY
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
@@ -49,10 +50,9 @@ def segaudit(*argv: str, check: bool = True, env: dict | None = None) -> subproc
 
 def rows(out: str, name: str) -> list:
     """Every row of a published table (its Hive folders' columns too), sorted: from a bucket or a disk."""
-    view = published(out)
     if name.endswith(".json"):
-        return [json.loads(view.read_text(name))]
-    table = ds.dataset(view._p(name), filesystem=view.fs, format="parquet", partitioning="hive").to_table()
+        return [json.loads(published(out).read_text(name))]
+    table = published_table(out, name)
     return sorted((tuple(sorted((k, repr(v)) for k, v in r.items() if k not in VOLATILE)) for r in table.to_pylist()))
 
 

@@ -25,8 +25,8 @@ import pytest
 
 from analytics.publish import published
 from tests import outside
-from tests.commands import assert_own_lines
-from tests.outs import table_dir
+from tests.commands import assert_own_lines, assert_submitted_lines
+from tests.outs import published_table, table_dir
 from tests.venvs import ROOT, dependencies, spark_venv
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -34,7 +34,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 # the newest patch release of each minor version the pin admits but .venv does not hold (.venv holds the newest)
 SPARK_RELEASES = ("4.0.5", "4.1.4", "4.2.1")
 JAVA_FALLBACK = "segaudit's window function failed on this Spark"
-JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector\n"
 # the columns of batch_verdicts the reference replay gives (tests/test_audit_differential.py)
 COMPARED = ("verdict", "severity", "explained_by", "expected_sequence", "prev_base_offset", "idle_ms", "offset_holes",
             "state_last_sequence", "state_last_offset", "expired_offset", "conflict_offset")
@@ -90,10 +89,7 @@ def _submit_sample(version: str, out: str) -> subprocess.CompletedProcess:
          "--out", out, "--config", "data/mixed.truth/audit.toml"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stderr[-3000:]
-    # the JVM's line for the module Spark's launcher adds, printed as the driver's JVM starts, before
-    # any code of Spark or segaudit runs (docs/how-to/s3-and-clusters.md): the one line not segaudit's
-    assert done.stderr.count(JVM_WARNING) <= 1
-    assert_own_lines(done.stderr.replace(JVM_WARNING, ""))
+    assert_submitted_lines(done.stderr)  # the launcher's line (docs/how-to/s3-and-clusters.md), else segaudit's
     summary = json.loads(published(out).read_text("summary.json"))
     assert summary["replay"] == "window_function", summary.get("replay_note")
     return done
@@ -107,21 +103,13 @@ def _assert_the_reference_replay_agrees(out: str) -> None:
     from analytics.audit.reference import replay
 
     configuration = json.loads(published(out).read_text("summary.json"))["configuration"]
-    batches = _table(out, "batches").to_pylist()
-    starts = {(r["topic"], r["partition"]): r["log_start_offset"] for r in _table(out, "log_start_offsets").to_pylist()}
+    batches = published_table(out, "batches").to_pylist()
+    starts = {(r["topic"], r["partition"]): r["log_start_offset"] for r in published_table(out, "log_start_offsets").to_pylist()}
     want = replay(batches, config_from_mapping(configuration), starts)
-    got = {(r["file"], r["file_position"]): r for r in _table(out, "batch_verdicts").to_pylist()}
+    got = {(r["file"], r["file_position"]): r for r in published_table(out, "batch_verdicts").to_pylist()}
     assert got.keys() == want.keys() and len(got) == len(batches)
     diffs = [(k, c, got[k][c], want[k].get(c)) for k in want for c in COMPARED if got[k][c] != want[k].get(c)]
     assert diffs == []
-
-
-def _table(out: str, name: str):
-    """An output table of ``out`` (a bucket's or a local OUT's) as the latest commit has it."""
-    import pyarrow.dataset as ds
-
-    view = published(out)
-    return ds.dataset(view._p(name), filesystem=view.fs, format="parquet", partitioning="hive").to_table()
 
 
 @pytest.mark.s3
@@ -134,7 +122,7 @@ def test_spark_submit_of_the_sample_into_a_bucket_gets_the_golden_verdicts_and_t
     bucket = s3_server.make_bucket("spark-" + version.replace(".", "-"))
     out = f"{bucket}/out"
     _submit_sample(version, out)
-    _assert_golden(_table(out, "batch_verdicts"))
+    _assert_golden(published_table(out, "batch_verdicts"))
     _assert_the_reference_replay_agrees(out)
 
 

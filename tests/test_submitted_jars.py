@@ -19,10 +19,8 @@ import pytest
 from analytics.spark import javacode, submit
 from analytics.spark.session import joined_jars
 from analytics.spark.standalone import spark_class
-from tests.commands import assert_own_lines
+from tests.commands import assert_own_lines, assert_submitted_lines
 from tests.conftest import REPO
-
-JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector\n"  # the launcher's, as the JVM starts
 
 
 CHILD = r"""
@@ -88,7 +86,8 @@ def test_a_job_submitted_on_s3_without_the_connector_says_how_to_submit_it(s3_se
     [line] = [line for line in done.stdout.splitlines() if line.strip()]
     assert line.startswith("segaudit: a path is on S3 and this spark-submit put no S3 connector on the driver's")
     assert line.endswith("submit with $(python -m analytics.spark.submit --s3)")
-    assert_own_lines(done.stdout + done.stderr.replace(JVM_WARNING, ""))
+    assert_own_lines(done.stdout)
+    assert_submitted_lines(done.stderr)
 
 
 def test_jar_lists_join_with_each_file_name_once():

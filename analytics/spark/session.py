@@ -224,11 +224,11 @@ def get_spark(master: str | None = None, *, remote: str | None = None, app_name:
         options |= dict([NO_CALL_SITES])  # a Connect server holds it as a static setting: not asked there
         connector = objectstore.spark_conf(storage)
         if submitted and "spark.jars" in connector:  # added to spark-submit's --jars, which it would replace
-            missing = [name for name in objectstore.DRIVER_CLASSES if not submitted_loads(name)]
+            missing = next((name for name in objectstore.DRIVER_CLASSES if not submitted_loads(name)), None)
             if missing:
                 raise objectstore.ConnectorUnavailable(
                     "a path is on S3 and this spark-submit put no S3 connector on the driver's class path "
-                    f"({missing[0]} not found): submit with $(python -m analytics.spark.submit --s3)")
+                    f"({missing} not found): submit with $(python -m analytics.spark.submit --s3)")
             connector["spark.jars"] = joined_jars(submitted_setting("spark.jars"), connector["spark.jars"])
         options |= connector
         if not submitted:  # segaudit's jar (the replay's window function); under spark-submit, its --jars
